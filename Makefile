@@ -1,0 +1,35 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+# Each creates the virtual environment it needs (.venv) from pyproject.toml.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck check bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/minimal_client.py "Hello! What can you do?"
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check refagent tests benchmarks examples
+	$(VENV)/bin/ruff format --check refagent tests benchmarks examples
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy --strict refagent
+
+check: lint typecheck test
+
+bench: $(STAMP)
+	$(PY) benchmarks/startup.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

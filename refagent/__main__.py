@@ -1,0 +1,3 @@
+from refagent.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,4 @@
+"""The Agent Client Protocol layer: wire types, JSON-RPC framing and the connection.
+
+Imports nothing else of refagent and never touches stdio or the model; the rest of the package imports it.
+"""

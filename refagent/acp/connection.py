@@ -1,0 +1,237 @@
+"""One JSON-RPC connection, both directions at once.
+
+ACP is symmetric: while the client's ``session/prompt`` is pending, the agent sends its own requests
+(``session/request_permission``, ``fs/*``, ``terminal/*``) and waits for their answers on the same input.
+So the read loop never waits on a handler: every incoming request runs in its own task, and responses to
+our requests are matched to their waiters by id as they arrive.
+
+Ordering: everything sent goes through one ordered outbox drained by a single writer task, so a handler
+that sends notifications and then returns has its notifications written before its response (ACP: all
+updates of a turn precede the ``session/prompt`` response). A handler that must send something *after* its
+response (updates about a new session) returns :class:`Reply` with an ``after`` callback.
+
+The connection knows nothing of stdio or of ACP's methods: it reads lines from any async iterable of bytes
+and writes bytes through any async ``write`` callable (see :mod:`refagent.stdio` and
+:mod:`refagent.testing.memory`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterable, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from refagent.acp import jsonrpc
+from refagent.acp.errors import (
+    ConnectionClosed,
+    InternalError,
+    MethodNotFound,
+    RequestCancelled,
+    RequestError,
+)
+
+log = logging.getLogger(__name__)
+
+CANCEL_REQUEST = "$/cancel_request"
+_BATCH_BYTES = 1 << 20  # the writer joins queued messages up to this size into one write
+
+
+class Handler(Protocol):
+    """What a connection dispatches to. Raise :class:`RequestError` to answer with an error."""
+
+    async def handle_request(self, method: str, params: dict[str, Any]) -> Any: ...
+
+    async def handle_notification(self, method: str, params: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A result plus work to do once the response has been queued (so it is written after it)."""
+
+    result: Any
+    after: Callable[[], Awaitable[None]]
+
+
+class _Pending:
+    """A request we sent, waiting for its response."""
+
+    __slots__ = ("error", "event", "result")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.result: Any = None
+        self.error: RequestError | None = None
+
+
+class Connection:
+    """Run with :meth:`serve`; send with :meth:`request` and :meth:`notify` from any task meanwhile."""
+
+    def __init__(
+        self,
+        lines: AsyncIterable[bytes],
+        write: Callable[[bytes], Awaitable[None]],
+        *,
+        outbox_size: int = 1024,
+    ) -> None:
+        self._lines = lines
+        self._write = write
+        send, receive = anyio.create_memory_object_stream[bytes](outbox_size)
+        self._outbox: MemoryObjectSendStream[bytes] = send
+        self._outbox_receive: MemoryObjectReceiveStream[bytes] = receive
+        self._next_id = 0
+        self._pending: dict[jsonrpc.RequestId, _Pending] = {}
+        self._running: dict[jsonrpc.RequestId, anyio.CancelScope] = {}
+        self._closed = False
+
+    # -- sending ------------------------------------------------------------------------------
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        """Send a notification. Silently dropped once the connection is closed."""
+        await self._send(jsonrpc.notification(method, params))
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """Send a request and wait for its result.
+
+        Raises the peer's error as :class:`RequestError`, or :class:`ConnectionClosed` if the peer goes
+        away first. If the caller is cancelled while waiting, the peer is told with ``$/cancel_request``.
+        """
+        if self._closed:
+            raise ConnectionClosed(f"cannot send {method}: the client has disconnected")
+        msg_id = self._next_id
+        self._next_id += 1
+        pending = self._pending[msg_id] = _Pending()
+        try:
+            await self._send(jsonrpc.request(msg_id, method, params))
+            await pending.event.wait()
+        except anyio.get_cancelled_exc_class():
+            if not pending.event.is_set() and not self._closed:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                    await self.notify(CANCEL_REQUEST, {"requestId": msg_id})
+            raise
+        finally:
+            self._pending.pop(msg_id, None)
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        if self._closed:
+            return
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self._outbox.send(jsonrpc.encode(message))
+
+    # -- running ------------------------------------------------------------------------------
+
+    async def serve(self, handler: Handler) -> None:
+        """Read and dispatch to ``handler`` until the input ends; then cancel what still runs and return.
+
+        EOF is shutdown (ACP stdio transport): running handlers are cancelled, and their cleanup (killing
+        processes, releasing terminals) runs in their ``finally`` blocks before this returns.
+        """
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._write_loop)
+            try:
+                async for line in self._lines:
+                    if line.strip():
+                        await self._dispatch(handler, line, tg)
+            finally:
+                self._close()
+                tg.cancel_scope.cancel()
+
+    def _close(self) -> None:
+        self._closed = True
+        for pending in self._pending.values():
+            pending.error = ConnectionClosed("the client disconnected before answering")
+            pending.event.set()
+
+    async def _write_loop(self) -> None:
+        async with self._outbox_receive:
+            async for first in self._outbox_receive:
+                batch = [first]
+                size = len(first)
+                while size < _BATCH_BYTES:
+                    try:
+                        data = self._outbox_receive.receive_nowait()
+                    except anyio.WouldBlock:
+                        break
+                    batch.append(data)
+                    size += len(data)
+                try:
+                    await self._write(b"".join(batch))
+                except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                    # The peer is gone; reading will hit EOF too. Keep draining so senders never block.
+                    log.warning("cannot write to the client: %s", exc)
+                    self._closed = True
+
+    async def _dispatch(self, handler: Handler, line: bytes, tg: TaskGroup) -> None:
+        message = jsonrpc.parse_line(line)
+        if isinstance(message, jsonrpc.Request):
+            scope = anyio.CancelScope()
+            if message.id in self._running:
+                log.warning("request id %r reused while the first is still running", message.id)
+            self._running[message.id] = scope
+            tg.start_soon(self._run_request, handler, message, scope)
+        elif isinstance(message, jsonrpc.Notification):
+            if message.method == CANCEL_REQUEST:
+                self._cancel_incoming(message.params.get("requestId"))
+            else:
+                tg.start_soon(self._run_notification, handler, message)
+        elif isinstance(message, jsonrpc.Response):
+            pending = self._pending.get(message.id)
+            if pending is None or pending.event.is_set():
+                log.warning("response to an unknown request id %r ignored", message.id)
+                return
+            pending.result, pending.error = message.result, message.error
+            pending.event.set()
+        else:
+            log.warning("invalid message: %s", message.error.message)
+            if message.answer:
+                await self._send(jsonrpc.error_response(message.id, message.error))
+
+    def _cancel_incoming(self, request_id: object) -> None:
+        scope = self._running.get(request_id) if isinstance(request_id, (int, str)) else None
+        if scope is not None:
+            scope.cancel()
+
+    async def _run_request(self, handler: Handler, request: jsonrpc.Request, scope: anyio.CancelScope) -> None:
+        response: dict[str, Any]
+        after: Callable[[], Awaitable[None]] | None = None
+        try:
+            with scope:
+                result = await handler.handle_request(request.method, request.params)
+                if isinstance(result, Reply):
+                    result, after = result.result, result.after
+                response = jsonrpc.result_response(request.id, result)
+            if scope.cancelled_caught:
+                response = jsonrpc.error_response(request.id, RequestCancelled("Request cancelled"))
+        except RequestError as exc:
+            response = jsonrpc.error_response(request.id, exc)
+        except Exception:
+            log.exception("internal error while handling %s", request.method)
+            error = InternalError(f"Internal error while handling {request.method}; see the agent's log")
+            response = jsonrpc.error_response(request.id, error)
+        finally:
+            if self._running.get(request.id) is scope:
+                del self._running[request.id]
+        await self._send(response)
+        if after is not None:
+            try:
+                await after()
+            except Exception:
+                log.exception("error after answering %s", request.method)
+
+    async def _run_notification(self, handler: Handler, notification: jsonrpc.Notification) -> None:
+        try:
+            await handler.handle_notification(notification.method, notification.params)
+        except MethodNotFound:
+            pass  # unknown notifications are ignored (ACP: "SHOULD be ignored")
+        except RequestError as exc:
+            log.warning("notification %s failed: %s", notification.method, exc.message)
+        except Exception:
+            log.exception("internal error while handling notification %s", notification.method)

@@ -1,0 +1,130 @@
+"""JSON-RPC 2.0 framing for ACP, without I/O (the h11 split: this module only turns bytes into messages
+and messages into bytes).
+
+ACP's stdio transport carries one JSON object per line (``\\n``-delimited, no embedded newlines, no
+batches in v1). :func:`parse_line` classifies a line as a :class:`Request`, :class:`Notification` or
+:class:`Response`, or as :class:`Invalid` with the error to answer and the id to answer it under.
+:func:`encode` writes the compact single-line form.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from refagent.acp.errors import InvalidParams, InvalidRequest, ParseError, RequestError
+
+RequestId: TypeAlias = int | str | None
+"""``RequestId`` in the schema: an int64, a string, or null. Echo the peer's exactly."""
+
+_INT64 = range(-(2**63), 2**63)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: RequestId
+    method: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    id: RequestId
+    result: Any = None
+    error: RequestError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """A line that cannot be dispatched. ``answer`` is false for a broken notification (no id to answer)."""
+
+    id: RequestId
+    error: RequestError
+    answer: bool = True
+
+
+Message: TypeAlias = Request | Notification | Response | Invalid
+
+
+def _valid_id(value: object) -> bool:
+    if isinstance(value, bool):  # bool is an int subclass; JSON true is not an id
+        return False
+    if isinstance(value, int):
+        return value in _INT64
+    return value is None or isinstance(value, str)
+
+
+def parse_line(line: bytes | str) -> Message:
+    """Classify one line of input. Never raises."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        return Invalid(None, ParseError(f"Parse error: {_short(exc)}"))
+    return parse_message(obj)
+
+
+def parse_message(obj: object) -> Message:
+    """Classify a decoded JSON value. Never raises."""
+    if not isinstance(obj, dict):
+        kind = "a batch (array)" if isinstance(obj, list) else type(obj).__name__
+        return Invalid(None, InvalidRequest(f"Invalid request: expected a JSON-RPC object, got {kind}"))
+    has_id = "id" in obj
+    msg_id = obj.get("id")
+    if has_id and not _valid_id(msg_id):
+        return Invalid(None, InvalidRequest("Invalid request: 'id' must be an integer, a string or null"))
+    if obj.get("jsonrpc") != "2.0":
+        return Invalid(msg_id, InvalidRequest('Invalid request: "jsonrpc" must be "2.0"'), answer=has_id)
+
+    if "method" in obj:
+        method = obj["method"]
+        if not isinstance(method, str):
+            return Invalid(msg_id, InvalidRequest("Invalid request: 'method' must be a string"), answer=has_id)
+        params = obj.get("params")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            error = InvalidParams(f"Invalid params: {method} takes an object as 'params'")
+            return Invalid(msg_id, error, answer=has_id)
+        if has_id:
+            return Request(msg_id, method, params)
+        return Notification(method, params)
+
+    if has_id and ("result" in obj or "error" in obj):
+        if "error" in obj and obj["error"] is not None:
+            return Response(msg_id, error=RequestError.from_wire(obj["error"]))
+        return Response(msg_id, result=obj.get("result"))
+    return Invalid(msg_id, InvalidRequest("Invalid request: neither a request, a notification nor a response"))
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One compact JSON line, newline-terminated. ``ensure_ascii`` keeps it 7-bit clean and newline-free."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
+
+
+def request(msg_id: RequestId, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
+
+
+def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def result_response(msg_id: RequestId, result: Any) -> dict[str, Any]:
+    # ACP results are objects; never send ``null`` for an empty result.
+    return {"jsonrpc": "2.0", "id": msg_id, "result": {} if result is None else result}
+
+
+def error_response(msg_id: RequestId, error: RequestError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": msg_id, "error": error.to_wire()}
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc)
+    return text if len(text) <= 200 else text[:200] + "..."

@@ -1,0 +1,128 @@
+"""Builders for the ``update`` member of ``session/update`` notifications (schema ``SessionUpdate``).
+
+Each returns a plain dict ready for the wire. Optional fields are left out rather than sent as ``null``,
+except where ``null`` means something (``oldText: null`` is a new file).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from refagent.acp.types import (
+    AvailableCommand,
+    ConfigOption,
+    ContentBlock,
+    PlanEntry,
+    ToolCallContent,
+    ToolCallLocation,
+    ToolCallStatus,
+    ToolKind,
+)
+
+
+def text(value: str) -> ContentBlock:
+    return {"type": "text", "text": value}
+
+
+def _chunk(kind: str, content: ContentBlock, message_id: str | None) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": kind, "content": content}
+    if message_id is not None:
+        update["messageId"] = message_id
+    return update
+
+
+def user_message_chunk(content: ContentBlock, message_id: str | None = None) -> dict[str, Any]:
+    return _chunk("user_message_chunk", content, message_id)
+
+
+def agent_message_chunk(content: ContentBlock, message_id: str | None = None) -> dict[str, Any]:
+    return _chunk("agent_message_chunk", content, message_id)
+
+
+def agent_thought_chunk(content: ContentBlock, message_id: str | None = None) -> dict[str, Any]:
+    return _chunk("agent_thought_chunk", content, message_id)
+
+
+def tool_call(
+    tool_call_id: str,
+    title: str,
+    kind: ToolKind,
+    *,
+    status: ToolCallStatus = "pending",
+    locations: list[ToolCallLocation] | None = None,
+    content: list[ToolCallContent] | None = None,
+    raw_input: Any = None,
+) -> dict[str, Any]:
+    """A ``tool_call``: announces a call. ``locations`` paths must be absolute."""
+    update: dict[str, Any] = {
+        "sessionUpdate": "tool_call",
+        "toolCallId": tool_call_id,
+        "title": title,
+        "kind": kind,
+        "status": status,
+    }
+    if locations:
+        update["locations"] = locations
+    if content:
+        update["content"] = content
+    if raw_input is not None:
+        update["rawInput"] = raw_input
+    return update
+
+
+def tool_call_update(
+    tool_call_id: str,
+    *,
+    status: ToolCallStatus | None = None,
+    title: str | None = None,
+    content: list[ToolCallContent] | None = None,
+    locations: list[ToolCallLocation] | None = None,
+    raw_output: Any = None,
+) -> dict[str, Any]:
+    """A ``tool_call_update``. Only given fields are sent; ``content``/``locations`` replace, not append."""
+    update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id}
+    if status is not None:
+        update["status"] = status
+    if title is not None:
+        update["title"] = title
+    if content is not None:
+        update["content"] = content
+    if locations is not None:
+        update["locations"] = locations
+    if raw_output is not None:
+        update["rawOutput"] = raw_output
+    return update
+
+
+def plan(entries: list[PlanEntry]) -> dict[str, Any]:
+    """A ``plan`` update: always the complete list (the client replaces its plan)."""
+    return {"sessionUpdate": "plan", "entries": entries}
+
+
+def available_commands(commands: list[AvailableCommand]) -> dict[str, Any]:
+    return {"sessionUpdate": "available_commands_update", "availableCommands": commands}
+
+
+def current_mode(mode_id: str) -> dict[str, Any]:
+    return {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}
+
+
+def config_options(options: list[ConfigOption]) -> dict[str, Any]:
+    return {"sessionUpdate": "config_option_update", "configOptions": options}
+
+
+def session_info(*, title: str | None = None, updated_at: str | None = None) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": "session_info_update"}
+    if title is not None:
+        update["title"] = title
+    if updated_at is not None:
+        update["updatedAt"] = updated_at
+    return update
+
+
+def usage(used: int, size: int, cost: tuple[float, str] | None = None) -> dict[str, Any]:
+    """A ``usage_update``: tokens in context, context window size, and the cumulative cost if known."""
+    update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": max(0, used), "size": max(0, size)}
+    if cost is not None:
+        update["cost"] = {"amount": cost[0], "currency": cost[1]}
+    return update

@@ -1,0 +1,210 @@
+"""ACP methods -> sessions. The :class:`Agent` is the connection's handler.
+
+Methods (ACP v1, agent side): ``initialize``, ``authenticate``, ``session/new``, ``session/prompt``,
+``session/cancel`` (notification), ``session/set_mode``, ``session/set_config_option``. Anything else is
+``-32601``. Capabilities advertised at ``initialize`` are exactly the ones implemented here.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+
+from refagent import __version__
+from refagent.acp import params as p
+from refagent.acp.errors import InvalidParams, MethodNotFound, ResourceNotFound
+from refagent.acp.types import PROTOCOL_VERSION, ClientCapabilities
+from refagent.content import user_message
+from refagent.llm.profiles import ModelProfile, scripted_profile
+from refagent.llm.protocol import ModelClient
+from refagent.session import Session, new_id
+from refagent.turn import Turn, run_prompt
+
+log = logging.getLogger(__name__)
+
+MAX_FILE_BYTES = 10 * 1024 * 1024
+
+
+class Peer(Protocol):
+    """The client as the agent sees it (a :class:`refagent.acp.connection.Connection`)."""
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any: ...
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None: ...
+
+
+def _offline_model(profile: ModelProfile) -> ModelClient:
+    from refagent.testing.scripted_model import offline_model
+
+    return offline_model()
+
+
+@dataclass
+class Settings:
+    """What the agent is configured with. Defaults: the built-in scripted model only."""
+
+    profiles: list[ModelProfile] = field(default_factory=lambda: [scripted_profile()])
+    default_profile: str | None = None
+    make_model: Callable[[ModelProfile], ModelClient] = _offline_model
+    max_requests: int = 50
+
+
+class Agent:
+    """Serves one client connection. Sessions live as long as the connection."""
+
+    def __init__(self, peer: Peer, settings: Settings | None = None) -> None:
+        self.peer = peer
+        self.settings = settings or Settings()
+        self.client_capabilities: ClientCapabilities = {}
+        self.client_info: dict[str, Any] = {}
+        self.sessions: dict[str, Session] = {}
+        self._models: dict[tuple[str, str], ModelClient] = {}
+        self._methods = {
+            "initialize": self.initialize,
+            "authenticate": self.authenticate,
+            "session/new": self.new_session,
+            "session/prompt": self.prompt,
+            "session/set_mode": self.set_mode,
+            "session/set_config_option": self.set_config_option,
+        }
+
+    # -- dispatch (the Handler protocol) -----------------------------------------------------
+
+    async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
+        handler = self._methods.get(method)
+        if handler is None:
+            raise MethodNotFound(f"Method not found: {method}")
+        return await handler(params)
+
+    async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "session/cancel":
+            session = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+            if session is not None:  # cancel for an unknown or idle session: nothing to do
+                session.cancel()
+            return
+        raise MethodNotFound(f"Method not found: {method}")
+
+    # -- initialization --------------------------------------------------------------------
+
+    async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Negotiate the version (ours is 1) and exchange capabilities."""
+        p.required(params, "protocolVersion", int)
+        capabilities = p.optional(params, "clientCapabilities", dict, {})
+        self.client_capabilities = capabilities  # type: ignore[assignment]
+        self.client_info = p.optional(params, "clientInfo", dict, {})
+        log.info("client %s %s", self.client_info.get("name", "?"), self.client_info.get("version", ""))
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": False,
+                "promptCapabilities": {
+                    "image": self._default_profile().images,
+                    "audio": False,
+                    "embeddedContext": True,
+                },
+                "mcpCapabilities": {"http": False, "sse": False},
+                "sessionCapabilities": {},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "refagent", "title": "refagent", "version": __version__},
+        }
+
+    async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
+        method_id = p.required(params, "methodId", str)
+        raise InvalidParams(f"Invalid params: unknown authentication method {method_id!r}")
+
+    # -- sessions --------------------------------------------------------------------------
+
+    async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        cwd = p.absolute_path(params, "cwd")
+        servers = p.required(params, "mcpServers", list)
+        extra = p.absolute_paths(params, "additionalDirectories")
+        session_id = new_id("sess")
+        session = Session(
+            id=session_id,
+            cwd=cwd,
+            additional_directories=extra,
+            mcp_servers=servers,
+            client_capabilities=self.client_capabilities,
+            profiles=self.settings.profiles,
+            profile_id=self._default_profile().id,
+            send=functools.partial(self._send_update, session_id),
+        )
+        self.sessions[session.id] = session
+        log.info("session %s in %s", session.id, cwd)
+        return {"sessionId": session.id, "modes": session.modes(), "configOptions": session.config_options()}
+
+    def _session(self, params: dict[str, Any]) -> Session:
+        session_id = p.required(params, "sessionId", str)
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise ResourceNotFound(f"Session not found: {session_id}")
+        return session
+
+    async def _send_update(self, session_id: str, update: dict[str, Any]) -> None:
+        await self.peer.notify("session/update", {"sessionId": session_id, "update": update})
+
+    async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        session = self._session(params)
+        await session.set_mode(p.required(params, "modeId", str))
+        return {}
+
+    async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+        session = self._session(params)
+        config_id = p.required(params, "configId", str)
+        if "value" not in params:
+            raise InvalidParams("Invalid params: missing required field 'value'")
+        return {"configOptions": await session.set_config_option(config_id, params["value"])}
+
+    # -- the prompt turn -------------------------------------------------------------------
+
+    async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        session = self._session(params)
+        blocks = p.required(params, "prompt", list)
+        message = await user_message(blocks, images=session.profile.images, read_text=self._reader(session))
+        turn = Turn(
+            model=self._model(session.profile),
+            history=session.history,
+            send=session.update,
+            max_requests=self.settings.max_requests,
+        )
+        scope = session.open_turn()
+        try:
+            stop = await run_prompt(turn, message, scope, session.turn_lock)
+        finally:
+            session.close_turn(scope)
+        return {"stopReason": stop}
+
+    def _model(self, profile: ModelProfile) -> ModelClient:
+        """One client per profile, reused across turns (keeps the HTTP connection pool warm)."""
+        key = (profile.id, profile.model)
+        if key not in self._models:
+            self._models[key] = self.settings.make_model(profile)
+        return self._models[key]
+
+    def _default_profile(self) -> ModelProfile:
+        wanted = self.settings.default_profile
+        for profile in self.settings.profiles:
+            if profile.id == wanted:
+                return profile
+        return self.settings.profiles[0]
+
+    def _reader(self, session: Session) -> Callable[[str], Any]:
+        """How ``resource_link``s are read: through the editor when it can, else from disk."""
+
+        async def read(path: str) -> str:
+            if session.client_capabilities.get("fs", {}).get("readTextFile"):
+                result = await self.peer.request("fs/read_text_file", {"sessionId": session.id, "path": path})
+                content = result.get("content") if isinstance(result, dict) else None
+                if not isinstance(content, str):
+                    raise ValueError("the editor returned no content")
+                return content
+            data = await anyio.Path(path).read_bytes()
+            return data[:MAX_FILE_BYTES].decode("utf-8", errors="replace")
+
+        return read

@@ -1,0 +1,98 @@
+"""The ``refagent`` command: run the ACP agent on stdin/stdout.
+
+Logs go to stderr (or ``--log-file``), never stdout: stdout belongs to the protocol, and
+:func:`refagent.stdio.guard_stdio` makes sure nothing else can reach it. The default level is
+``warning`` because some editors read the agent's stderr only after it fails, and a chatty agent can fill
+the pipe and block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+
+from refagent import __version__
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="refagent",
+        description="A coding agent that speaks the Agent Client Protocol (ACP v1) over stdin/stdout. "
+        "Editors start it as a subprocess; run it without arguments to serve ACP.",
+    )
+    parser.add_argument("--version", action="version", version=f"refagent {__version__}")
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=os.environ.get("REFAGENT_LOG_LEVEL", "warning").lower(),
+        help="how much to log (default: warning, or $REFAGENT_LOG_LEVEL)",
+    )
+    parser.add_argument("--log-file", help="append logs to this file instead of stderr")
+    return parser
+
+
+def setup_logging(level: str, log_file: str | None) -> None:
+    handler: logging.Handler = (
+        logging.FileHandler(log_file, encoding="utf-8") if log_file else logging.StreamHandler(sys.stderr)
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.log_level not in LOG_LEVELS:
+        build_parser().error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
+    setup_logging(args.log_level, args.log_file)
+    return serve_stdio()
+
+
+def serve_stdio() -> int:
+    """Serve ACP on this process's stdio until stdin closes or SIGTERM/SIGINT arrives."""
+    import anyio
+
+    from refagent.stdio import guard_stdio
+
+    fds = guard_stdio()
+    code = 0
+    try:
+        anyio.run(_serve, fds.read_fd, fds.write_fd)
+    except Exception:
+        logging.getLogger("refagent").exception("the agent failed")
+        code = 1
+    logging.shutdown()
+    # The stdin reader thread may still be blocked in read(2) (after a signal, stdin is still open);
+    # everything that needed cleaning up has been by now, so leave without waiting for it.
+    os._exit(code)
+
+
+async def _serve(read_fd: int, write_fd: int) -> None:
+    import anyio
+
+    from refagent.acp.connection import Connection
+    from refagent.agent import Agent
+    from refagent.stdio import FdWriter, read_lines
+
+    connection = Connection(read_lines(read_fd), FdWriter(write_fd))
+    agent = Agent(connection)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_stop_on_signal, tg.cancel_scope)
+        await connection.serve(agent)
+        tg.cancel_scope.cancel()
+
+
+async def _stop_on_signal(scope: object) -> None:
+    import anyio
+
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for signum in signals:
+            logging.getLogger("refagent").info("signal %s: shutting down", signum)
+            scope.cancel()  # type: ignore[attr-defined]
+            return

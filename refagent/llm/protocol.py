@@ -1,0 +1,82 @@
+"""The seam between the prompt turn and any model: :class:`ModelClient` and the events it streams.
+
+Messages use the OpenAI Chat Completions format (``{"role": ..., "content": ..., "tool_calls": ...}``)
+because every OpenAI-compatible server speaks it; the session history is kept in it as well. Provider
+quirks stop at the adapter: the turn only ever sees the events below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias
+
+FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "refusal"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A function tool as the model sees it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    messages: list[dict[str, Any]]
+    tools: list[ToolSpec] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequest:
+    """A complete tool call. ``arguments`` is the raw string the model produced: it may not be JSON."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    """The adapter hit a transient failure and will try again after ``delay`` seconds."""
+
+    attempt: int
+    delay: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    reason: FinishReason
+
+
+ModelEvent: TypeAlias = TextDelta | ReasoningDelta | ToolCallRequest | Usage | Retrying | Finished
+
+
+class ModelClient(Protocol):
+    """Streams one model response.
+
+    The stream ends with exactly one :class:`Finished`. Tool calls arrive complete, after the text that
+    preceded them. Failures that retrying cannot fix raise :class:`refagent.errors.ModelError`;
+    cancellation (the task's cancel scope) aborts the underlying HTTP stream at once.
+    """
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...

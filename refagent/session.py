@@ -1,0 +1,156 @@
+"""One session's state: its roots, mode, model, history, and the turns running in it.
+
+A session is created by ``session/new`` and lives until the agent exits. Its prompts run one at a time:
+a prompt that arrives while a turn is running waits for it (FIFO). Editors commonly send
+``session/cancel`` and then a new prompt at once; queueing lets the new prompt start as soon as the
+cancelled turn has answered, instead of failing. ``session/cancel`` cancels the running turn *and* the
+prompts queued behind it: the user asked to stop.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from refagent.acp import updates
+from refagent.acp.errors import InvalidParams
+from refagent.acp.types import ClientCapabilities, ConfigOption, SessionMode, SessionModeState
+from refagent.llm.profiles import ModelProfile
+
+MODES: list[SessionMode] = [
+    {"id": "ask", "name": "Ask", "description": "Ask before every edit, deletion, move or command."},
+    {
+        "id": "accept-edits",
+        "name": "Accept edits",
+        "description": "Edit files inside the workspace without asking; still ask before commands.",
+    },
+    {
+        "id": "read-only",
+        "name": "Read only",
+        "description": "Read and search only: every change is refused without asking, so the model can plan.",
+    },
+    {
+        "id": "full-access",
+        "name": "Full access",
+        "description": "Never ask. Everything stays confined to the workspace roots.",
+    },
+]
+DEFAULT_MODE = "ask"
+MODE_IDS = frozenset(m["id"] for m in MODES)
+
+SendUpdate = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+@dataclass
+class Session:
+    id: str
+    cwd: str
+    additional_directories: list[str]
+    mcp_servers: list[dict[str, Any]]
+    client_capabilities: ClientCapabilities
+    profiles: list[ModelProfile]
+    profile_id: str
+    send: SendUpdate
+    mode_id: str = DEFAULT_MODE
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """The conversation in the model's (Chat Completions) format, without the system prompt."""
+    _turn_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    _turn_scopes: set[anyio.CancelScope] = field(default_factory=set)
+
+    @property
+    def roots(self) -> list[str]:
+        """The sandbox boundary: ``[cwd, *additionalDirectories]``."""
+        return [self.cwd, *self.additional_directories]
+
+    @property
+    def profile(self) -> ModelProfile:
+        return next(p for p in self.profiles if p.id == self.profile_id)
+
+    async def update(self, update: dict[str, Any]) -> None:
+        """Send one ``session/update`` for this session."""
+        await self.send(update)
+
+    # -- modes and config options ------------------------------------------------------------
+
+    def modes(self) -> SessionModeState:
+        return {"currentModeId": self.mode_id, "availableModes": MODES}
+
+    def config_options(self) -> list[ConfigOption]:
+        """The complete option list. The mode option mirrors ``modes`` (clients use one or the other)."""
+        return [
+            {
+                "id": "mode",
+                "name": "Mode",
+                "category": "mode",
+                "type": "select",
+                "currentValue": self.mode_id,
+                "options": [
+                    {"value": m["id"], "name": m["name"], "description": m.get("description", "")} for m in MODES
+                ],
+            },
+            {
+                "id": "model",
+                "name": "Model",
+                "category": "model",
+                "type": "select",
+                "currentValue": self.profile_id,
+                "options": [{"value": p.id, "name": p.name, "description": p.description} for p in self.profiles],
+            },
+        ]
+
+    async def set_mode(self, mode_id: str) -> None:
+        """Switch mode; announces it with ``current_mode_update`` and ``config_option_update`` if it changed."""
+        if mode_id not in MODE_IDS:
+            raise InvalidParams(f"Invalid params: unknown mode {mode_id!r}; available: {', '.join(sorted(MODE_IDS))}")
+        if mode_id == self.mode_id:
+            return
+        self.mode_id = mode_id
+        await self.update(updates.current_mode(mode_id))
+        await self.update(updates.config_options(self.config_options()))
+
+    async def set_config_option(self, config_id: str, value: object) -> list[ConfigOption]:
+        """Apply ``session/set_config_option``; returns the complete option list."""
+        if not isinstance(value, str):
+            raise InvalidParams(f"Invalid params: option {config_id!r} takes a string value")
+        if config_id == "mode":
+            if value not in MODE_IDS:
+                raise InvalidParams(f"Invalid params: unknown mode {value!r}")
+            if value != self.mode_id:
+                self.mode_id = value
+                await self.update(updates.current_mode(value))
+        elif config_id == "model":
+            if value not in {p.id for p in self.profiles}:
+                known = ", ".join(p.id for p in self.profiles)
+                raise InvalidParams(f"Invalid params: unknown model {value!r}; available: {known}")
+            self.profile_id = value
+        else:
+            raise InvalidParams(f"Invalid params: unknown config option {config_id!r}; available: mode, model")
+        return self.config_options()
+
+    # -- turns ------------------------------------------------------------------------------
+
+    def open_turn(self) -> anyio.CancelScope:
+        """A cancel scope for a prompt, registered so that :meth:`cancel` reaches it while it waits or runs."""
+        scope = anyio.CancelScope()
+        self._turn_scopes.add(scope)
+        return scope
+
+    def close_turn(self, scope: anyio.CancelScope) -> None:
+        self._turn_scopes.discard(scope)
+
+    @property
+    def turn_lock(self) -> anyio.Lock:
+        return self._turn_lock
+
+    def cancel(self) -> None:
+        """``session/cancel``: the running turn and the prompts queued behind it end as ``cancelled``."""
+        for scope in self._turn_scopes:
+            scope.cancel()

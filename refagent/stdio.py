@@ -1,0 +1,81 @@
+"""The stdio transport: newline-delimited JSON-RPC on the process's stdin and stdout.
+
+:func:`guard_stdio` runs first thing: it moves the protocol's two streams to private file descriptors
+and points fds 0 and 1 at ``/dev/null`` and stderr. After that nothing else in the process, not a stray
+``print()``, not a library, not a child process that inherits fds, can write to the protocol stream or
+read from it.
+
+Reading and writing use blocking ``os.read``/``os.write`` in worker threads: that works for pipes, files
+and ttys alike, handles lines of any length, and never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import anyio
+import anyio.to_thread
+
+_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolFds:
+    read_fd: int
+    write_fd: int
+
+
+def guard_stdio() -> ProtocolFds:
+    """Take fds 0 and 1 for the protocol alone (see the module docstring)."""
+    read_fd = os.dup(0)  # dup'ed fds are not inherited by children (PEP 446)
+    write_fd = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    sys.stdout = sys.stderr
+    return ProtocolFds(read_fd, write_fd)
+
+
+async def read_lines(fd: int) -> AsyncIterator[bytes]:
+    """Yield the lines of ``fd`` without their line ending, until EOF (or a read error, treated as EOF)."""
+    buffer = bytearray()
+    while True:
+        try:
+            chunk = await anyio.to_thread.run_sync(os.read, fd, _CHUNK, abandon_on_cancel=True)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            if buffer.strip():
+                yield bytes(buffer)
+            return
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            if buffer:
+                buffer += chunk[start:end]
+                yield bytes(buffer).rstrip(b"\r")
+                buffer.clear()
+            else:
+                yield chunk[start:end].rstrip(b"\r")
+            start = end + 1
+        buffer += chunk[start:]
+
+
+class FdWriter:
+    """Writes all of each buffer to ``fd`` from a worker thread (a slow reader must not stall the loop)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    async def __call__(self, data: bytes) -> None:
+        await anyio.to_thread.run_sync(self._write_all, data)
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.write(self.fd, view)
+            view = view[written:]

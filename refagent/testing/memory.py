@@ -1,0 +1,178 @@
+"""An in-memory editor: a fake ACP client wired to a real :class:`~refagent.agent.Agent` over anyio
+memory streams, with no processes and no pipes.
+
+The client side is an ordinary :class:`~refagent.acp.connection.Connection` too (the protocol is
+symmetric), with :class:`FakeClient` as its handler. :class:`FakeClient` answers the agent's requests the
+way an editor would: permission by a policy, ``fs/*`` from a dict of files (or an error), ``terminal/*``
+by running nothing (tests that need real terminals pass their own handler). Every line either side
+sends is recorded in a :class:`~refagent.testing.transcript.Transcript`.
+
+Usage::
+
+    async with connect(Settings(...), check=validate) as editor:
+        await editor.initialize()
+        session_id = await editor.new_session("/work/project")
+        result = await editor.prompt(session_id, "hello")
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from refagent.acp.connection import Connection
+from refagent.acp.errors import MethodNotFound, RequestError
+from refagent.agent import Agent, Settings
+from refagent.testing.transcript import Check, Direction, Transcript
+
+PermissionPolicy = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+async def allow_once(params: dict[str, Any]) -> dict[str, Any]:
+    """Select the first ``allow_once`` option (or the first option)."""
+    options = params.get("options", [])
+    chosen = next((o for o in options if o.get("kind") == "allow_once"), options[0] if options else None)
+    if chosen is None:
+        return {"outcome": {"outcome": "cancelled"}}
+    return {"outcome": {"outcome": "selected", "optionId": chosen["optionId"]}}
+
+
+def select(kind: str) -> PermissionPolicy:
+    """A policy that always picks the option of ``kind`` (``allow_always``, ``reject_once``, ...)."""
+
+    async def policy(params: dict[str, Any]) -> dict[str, Any]:
+        for option in params.get("options", []):
+            if option.get("kind") == kind:
+                return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
+        raise AssertionError(f"no {kind} option offered: {params.get('options')}")
+
+    return policy
+
+
+@dataclass
+class FakeClient:
+    """The editor's side of the connection: answers requests, collects notifications."""
+
+    permission: PermissionPolicy = allow_once
+    files: dict[str, str] = field(default_factory=dict)
+    """The editor's buffers, for ``fs/*`` (when advertised)."""
+    fs_error: RequestError | None = None
+    """If set, every ``fs/*`` request fails with it (like acpx refusing writes)."""
+    extra: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = field(default_factory=dict)
+    """More request handlers by method (e.g. ``terminal/*``)."""
+    permission_requests: list[dict[str, Any]] = field(default_factory=list)
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+
+    async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
+        if method in self.extra:
+            return await self.extra[method](params)
+        if method == "session/request_permission":
+            self.permission_requests.append(params)
+            return await self.permission(params)
+        if method.startswith("fs/") and self.fs_error is not None:
+            raise self.fs_error
+        if method == "fs/read_text_file":
+            path = params["path"]
+            if path not in self.files:
+                raise RequestError(f"File not found: {path}", code=-32002)
+            lines = self.files[path].splitlines(keepends=True)
+            start = max(1, params.get("line") or 1) - 1
+            limit = params.get("limit")
+            chosen = lines[start : start + limit] if limit else lines[start:]
+            return {"content": "".join(chosen)}
+        if method == "fs/write_text_file":
+            self.files[params["path"]] = params["content"]
+            return None  # like Toad: null instead of {}
+        raise MethodNotFound(f"Method not found: {method}")
+
+    async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
+        self.notifications.append({"method": method, "params": params})
+
+
+class Editor:
+    """Drives the agent like an editor would. Methods return results or raise :class:`RequestError`."""
+
+    def __init__(self, connection: Connection, client: FakeClient, transcript: Transcript, agent: Agent) -> None:
+        self.connection = connection
+        self.client = client
+        self.transcript = transcript
+        self.agent = agent
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        return await self.connection.request(method, params)
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self.connection.notify(method, params)
+
+    async def initialize(self, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"protocolVersion": 1, "clientInfo": {"name": "fake-editor", "version": "0"}}
+        if capabilities is not None:
+            params["clientCapabilities"] = capabilities
+        result: dict[str, Any] = await self.request("initialize", params)
+        return result
+
+    async def new_session(self, cwd: str, **extra: Any) -> str:
+        result = await self.request("session/new", {"cwd": cwd, "mcpServers": [], **extra})
+        session_id: str = result["sessionId"]
+        return session_id
+
+    async def prompt(self, session_id: str, *blocks: str | dict[str, Any]) -> dict[str, Any]:
+        prompt = [{"type": "text", "text": b} if isinstance(b, str) else b for b in blocks]
+        result: dict[str, Any] = await self.request("session/prompt", {"sessionId": session_id, "prompt": prompt})
+        return result
+
+    async def cancel(self, session_id: str) -> None:
+        await self.notify("session/cancel", {"sessionId": session_id})
+
+    def updates(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        return self.transcript.updates(session_id)
+
+    def text(self, session_id: str | None = None, kind: str = "agent_message_chunk") -> str:
+        """All text the agent streamed as ``kind`` chunks."""
+        return "".join(u["content"].get("text", "") for u in self.updates(session_id) if u["sessionUpdate"] == kind)
+
+
+def _tap(
+    transcript: Transcript, sender: Direction, send: MemoryObjectSendStream[bytes]
+) -> Callable[[bytes], Awaitable[None]]:
+    async def write(data: bytes) -> None:
+        for line in data.splitlines():
+            transcript.record(sender, line)
+            await send.send(line)
+
+    return write
+
+
+async def _lines(receive: MemoryObjectReceiveStream[bytes]) -> AsyncIterator[bytes]:
+    async with receive:
+        async for line in receive:
+            yield line
+
+
+@asynccontextmanager
+async def connect(
+    settings: Settings | None = None,
+    *,
+    client: FakeClient | None = None,
+    check: Check | None = None,
+) -> AsyncIterator[Editor]:
+    """Start an agent and a fake editor connected in memory; both stop when the block exits."""
+    transcript = Transcript(check=check)
+    client = client or FakeClient()
+    to_agent_send, to_agent_receive = anyio.create_memory_object_stream[bytes](1024)
+    to_client_send, to_client_receive = anyio.create_memory_object_stream[bytes](1024)
+    agent_connection = Connection(_lines(to_agent_receive), _tap(transcript, "agent", to_client_send))
+    client_connection = Connection(_lines(to_client_receive), _tap(transcript, "client", to_agent_send))
+    agent = Agent(agent_connection, settings)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(agent_connection.serve, agent)
+        tg.start_soon(client_connection.serve, client)
+        try:
+            yield Editor(client_connection, client, transcript, agent)
+        finally:
+            tg.cancel_scope.cancel()

@@ -1,0 +1,185 @@
+"""The prompt turn: model stream -> tool calls -> updates -> stop reason.
+
+One call of :func:`run_turn` answers one ``session/prompt`` (ACP "Prompt Turn"):
+
+1. the prompt joins the session history as a user message;
+2. the model is asked for a response; its text streams out as ``agent_message_chunk`` and its reasoning
+   as ``agent_thought_chunk`` while it arrives, each message under its own ``messageId``;
+3. if it asked for tools, each call runs through the :class:`ToolRunner` (which reports the call to the
+   editor and asks permission) and its result joins the history; then back to 2;
+4. the turn ends with a stop reason: ``end_turn`` when the model stops calling tools, ``max_tokens``
+   when a response was cut by length, ``refusal``, ``max_turn_requests`` after the configured number of
+   model requests, and ``cancelled`` when ``session/cancel`` arrived (never an error).
+
+The history stays valid for the next prompt whatever happens: a cancelled or failed response keeps
+the text that arrived, and every tool call gets a result.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+
+from refagent.acp import updates
+from refagent.acp.types import ContentBlock, StopReason
+from refagent.errors import ModelError, ModelRefused
+from refagent.llm.protocol import (
+    Finished,
+    ModelClient,
+    ModelRequest,
+    ReasoningDelta,
+    Retrying,
+    TextDelta,
+    ToolCallRequest,
+    ToolSpec,
+    Usage,
+)
+from refagent.session import new_id
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_REQUESTS = 50
+CANCELLED_RESULT = "The user cancelled this tool call before it ran."
+
+
+class ToolRunner(Protocol):
+    """Runs the model's tool calls for one turn."""
+
+    def specs(self) -> list[ToolSpec]: ...
+
+    async def run(self, call: ToolCallRequest) -> str:
+        """Run ``call``, reporting it to the editor; return the result text the model reads.
+
+        Errors the model can fix are returned as text, not raised. Only cancellation propagates.
+        """
+        ...
+
+
+class NoTools:
+    """A runner with no tools."""
+
+    def specs(self) -> list[ToolSpec]:
+        return []
+
+    async def run(self, call: ToolCallRequest) -> str:
+        return f"Error: there is no tool named {call.name!r}."
+
+
+@dataclass
+class Turn:
+    """Everything one turn needs, passed in (no globals): easy to drive from a test."""
+
+    model: ModelClient
+    history: list[dict[str, Any]]
+    send: Callable[[dict[str, Any]], Awaitable[None]]
+    system_prompt: str = ""
+    tools: ToolRunner = field(default_factory=NoTools)
+    max_requests: int = DEFAULT_MAX_REQUESTS
+    on_usage: Callable[[Usage], Awaitable[None]] | None = None
+
+    async def run(self, user_message: dict[str, Any]) -> StopReason:
+        """Run the turn to its stop reason. Cancellation of the calling scope is *not* caught here."""
+        self.history.append(user_message)
+        for _ in range(self.max_requests):
+            reason, calls = await self._ask_model()
+            if reason == "length":
+                return "max_tokens"
+            if reason == "refusal":
+                return "refusal"
+            if not calls:
+                return "end_turn"
+            await self._run_tools(calls)
+        return "max_turn_requests"
+
+    async def _ask_model(self) -> tuple[str, list[ToolCallRequest]]:
+        messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        request = ModelRequest(messages=messages + self.history, tools=self.tools.specs())
+        text: list[str] = []
+        calls: list[ToolCallRequest] = []
+        reason = "stop"
+        message_id = new_id("msg")
+        thought_id = new_id("thought")
+        try:
+            async for event in self.model.stream(request):
+                if isinstance(event, TextDelta) and event.text:
+                    text.append(event.text)
+                    await self.send(updates.agent_message_chunk(updates.text(event.text), message_id))
+                elif isinstance(event, ReasoningDelta) and event.text:
+                    await self.send(updates.agent_thought_chunk(updates.text(event.text), thought_id))
+                elif isinstance(event, ToolCallRequest):
+                    calls.append(event)
+                elif isinstance(event, Usage):
+                    if self.on_usage is not None:
+                        await self.on_usage(event)
+                elif isinstance(event, Retrying):
+                    note = f"\n_{event.reason}; retrying in {event.delay:.0f} s (attempt {event.attempt})._\n"
+                    await self.send(updates.agent_thought_chunk(updates.text(note), thought_id))
+                elif isinstance(event, Finished):
+                    reason = event.reason
+        finally:
+            # Keep what arrived, even when cancelled mid-stream, so the history stays truthful; tool calls
+            # that were requested but will not run still get a result (the API requires one per call).
+            self.history.append(_assistant_message("".join(text), calls))
+            if calls and reason not in ("tool_calls", "stop"):
+                for call in calls:
+                    self.history.append(_tool_message(call.id, "Not run: the response was cut short."))
+                calls = []
+        return reason, calls
+
+    async def _run_tools(self, calls: list[ToolCallRequest]) -> None:
+        done = 0
+        try:
+            for call in calls:
+                result = await self.tools.run(call)
+                self.history.append(_tool_message(call.id, result))
+                done += 1
+        finally:
+            for call in calls[done:]:
+                self.history.append(_tool_message(call.id, CANCELLED_RESULT))
+
+
+def _assistant_message(text: str, calls: list[ToolCallRequest]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+        ]
+    return message
+
+
+def _tool_message(call_id: str, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+async def run_prompt(
+    turn: Turn, user_message: dict[str, Any], scope: anyio.CancelScope, lock: anyio.Lock
+) -> StopReason:
+    """Run ``turn`` under ``scope`` once ``lock`` (the session's one-turn-at-a-time lock) is free, and map
+    every way it can end to a stop reason.
+
+    A cancelled turn answers ``cancelled`` (ACP requires a stop reason, never an error, even if a library
+    raised on the way out). A model failure is told to the user as a message and ends the turn.
+    """
+    try:
+        with scope:
+            async with lock:
+                return await turn.run(user_message)
+        return "cancelled"  # reached only when the scope caught its own cancellation
+    except ModelRefused as exc:
+        await turn.send(updates.agent_message_chunk(updates.text(f"The model refused: {exc}"), new_id("msg")))
+        return "refusal"
+    except ModelError as exc:
+        if scope.cancel_called:
+            return "cancelled"
+        log.warning("model error: %s", exc)
+        await turn.send(updates.agent_message_chunk(updates.text(f"Model error: {exc}"), new_id("msg")))
+        return "end_turn"
+
+
+def user_text(blocks: list[ContentBlock]) -> str:
+    """The plain text of a prompt, for logs and titles."""
+    return "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
