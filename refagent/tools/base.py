@@ -73,10 +73,10 @@ class Terminals(Protocol):
         self,
         command: str,
         cwd: str,
-        timeout: float,
+        time_limit: float,
         on_start: Callable[[str], Awaitable[None]] | None = None,
     ) -> CommandResult:
-        """Run ``command`` through the shell in ``cwd``; kill it after ``timeout`` seconds.
+        """Run ``command`` through the shell in ``cwd``; kill it after ``time_limit`` s.
 
         ``on_start(terminal_id)`` is called once an editor terminal exists (so the tool call can embed
         it); local processes have no terminal id and never call it. Cancellation kills the command.
