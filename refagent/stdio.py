@@ -72,7 +72,7 @@ class FdWriter:
         self.fd = fd
 
     async def __call__(self, data: bytes) -> None:
-        await anyio.to_thread.run_sync(self._write_all, data)
+        await anyio.to_thread.run_sync(self._write_all, data, abandon_on_cancel=True)
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)

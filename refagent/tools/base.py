@@ -133,6 +133,9 @@ class ToolContext:
     terminals: Terminals
     reads: ReadTracker
     send_update: Callable[[dict[str, Any]], Awaitable[None]]
+    current_call_id: str = ""
+    """The ``toolCallId`` of the call being prepared or run: the runner gives each call its own copy of
+    the context (``dataclasses.replace``), so a tool can update its own call (e.g. embed a terminal)."""
 
 
 @dataclass
