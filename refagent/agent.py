@@ -9,21 +9,28 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
+from anyio.abc import TaskGroup
 
 from refagent import __version__
 from refagent.acp import params as p
+from refagent.acp import updates
 from refagent.acp.errors import InvalidParams, MethodNotFound, ResourceNotFound
 from refagent.acp.types import PROTOCOL_VERSION, ClientCapabilities
 from refagent.content import user_message
 from refagent.llm.profiles import ModelProfile, scripted_profile
-from refagent.llm.protocol import ModelClient
-from refagent.session import Session, new_id
+from refagent.llm.protocol import ModelClient, Usage
+from refagent.prompt import system_prompt
+from refagent.ids import new_id
+from refagent.session import Session
+from refagent.tools.base import BaseTool
 from refagent.turn import Turn, run_prompt
+from refagent.workspace import Sandbox, Watcher, default_tools, local_sandbox
+from refagent.workspace import build as build_workspace
 
 log = logging.getLogger(__name__)
 
@@ -46,19 +53,27 @@ def _offline_model(profile: ModelProfile) -> ModelClient:
 
 @dataclass
 class Settings:
-    """What the agent is configured with. Defaults: the built-in scripted model only."""
+    """What the agent is configured with. Defaults: the built-in scripted model, the local sandbox and
+    the standard tools. Tests pass their own."""
 
     profiles: list[ModelProfile] = field(default_factory=lambda: [scripted_profile()])
     default_profile: str | None = None
     make_model: Callable[[ModelProfile], ModelClient] = _offline_model
     max_requests: int = 50
+    make_sandbox: Callable[[str, list[str]], Sandbox] = local_sandbox
+    tools: Callable[[], Sequence[BaseTool]] = default_tools
 
 
 class Agent:
-    """Serves one client connection. Sessions live as long as the connection."""
+    """Serves one client connection. Sessions live as long as the connection.
+
+    Use as an async context manager around :meth:`Connection.serve`: it owns the sessions' background
+    tasks (file watchers) and stops them on exit.
+    """
 
     def __init__(self, peer: Peer, settings: Settings | None = None) -> None:
         self.peer = peer
+        self._background: TaskGroup | None = None
         self.settings = settings or Settings()
         self.client_capabilities: ClientCapabilities = {}
         self.client_info: dict[str, Any] = {}
@@ -72,6 +87,16 @@ class Agent:
             "session/set_mode": self.set_mode,
             "session/set_config_option": self.set_config_option,
         }
+
+    async def __aenter__(self) -> Agent:
+        self._background = await anyio.create_task_group().__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        background, self._background = self._background, None
+        if background is not None:
+            background.cancel_scope.cancel()
+            await background.__aexit__(None, None, None)
 
     # -- dispatch (the Handler protocol) -----------------------------------------------------
 
@@ -125,6 +150,11 @@ class Agent:
         servers = p.required(params, "mcpServers", list)
         extra = p.absolute_paths(params, "additionalDirectories")
         session_id = new_id("sess")
+        session = self._create_session(session_id, cwd, extra, servers)
+        log.info("session %s in %s", session.id, cwd)
+        return {"sessionId": session.id, "modes": session.modes(), "configOptions": session.config_options()}
+
+    def _create_session(self, session_id: str, cwd: str, extra: list[str], servers: list[Any]) -> Session:
         session = Session(
             id=session_id,
             cwd=cwd,
@@ -135,9 +165,26 @@ class Agent:
             profile_id=self._default_profile().id,
             send=functools.partial(self._send_update, session_id),
         )
+        sandbox = self.settings.make_sandbox(cwd, extra)
+        workspace = build_workspace(
+            session_id=session_id,
+            cwd=cwd,
+            additional=extra,
+            capabilities=self.client_capabilities,
+            peer=self.peer,
+            sandbox=sandbox,
+            tools=self.settings.tools(),
+            permissions=session.permissions,
+            mode=lambda: session.mode_id,
+            send_update=session.update,
+            cancel_turn=session.cancel,
+        )
+        session.tools = workspace.runner
+        if sandbox.watcher is not None and self._background is not None:
+            self._background.start_soon(_watch, sandbox.watcher)
+            session.changed_files = sandbox.watcher.drain
         self.sessions[session.id] = session
-        log.info("session %s in %s", session.id, cwd)
-        return {"sessionId": session.id, "modes": session.modes(), "configOptions": session.config_options()}
+        return session
 
     def _session(self, params: dict[str, Any]) -> Session:
         session_id = p.required(params, "sessionId", str)
@@ -171,7 +218,11 @@ class Agent:
             model=self._model(session.profile),
             history=session.history,
             send=session.update,
+            system_prompt=system_prompt(session.cwd, session.roots),
+            tools=session.tools,
             max_requests=self.settings.max_requests,
+            on_usage=functools.partial(self._report_usage, session),
+            changed_files=session.changed_files,
         )
         scope = session.open_turn()
         try:
@@ -179,6 +230,17 @@ class Agent:
         finally:
             session.close_turn(scope)
         return {"stopReason": stop}
+
+    async def _report_usage(self, session: Session, usage: Usage) -> None:
+        """``usage_update``: tokens in context after this response, the window, and the session's cost."""
+        profile = session.profile
+        cost: tuple[float, str] | None = None
+        if profile.input_price is not None or profile.output_price is not None:
+            session.cost += usage.prompt_tokens * (profile.input_price or 0.0)
+            session.cost += usage.completion_tokens * (profile.output_price or 0.0)
+            cost = (round(session.cost, 6), profile.currency)
+        used = usage.prompt_tokens + usage.completion_tokens
+        await session.update(updates.usage(used, profile.context_window, cost))
 
     def _model(self, profile: ModelProfile) -> ModelClient:
         """One client per profile, reused across turns (keeps the HTTP connection pool warm)."""
@@ -208,3 +270,11 @@ class Agent:
             return data[:MAX_FILE_BYTES].decode("utf-8", errors="replace")
 
         return read
+
+
+async def _watch(watcher: Watcher) -> None:
+    """Run a session's file watcher; a watcher that fails costs the notes about changed files, nothing else."""
+    try:
+        await watcher.run()
+    except Exception:
+        log.exception("the file watcher stopped")

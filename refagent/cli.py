@@ -81,8 +81,7 @@ async def _serve(read_fd: int, write_fd: int) -> None:
     from refagent.stdio import FdWriter, read_lines
 
     connection = Connection(read_lines(read_fd), FdWriter(write_fd))
-    agent = Agent(connection)
-    async with anyio.create_task_group() as tg:
+    async with Agent(connection) as agent, anyio.create_task_group() as tg:
         tg.start_soon(_stop_on_signal, tg.cancel_scope)
         await connection.serve(agent)
         tg.cancel_scope.cancel()

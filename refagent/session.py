@@ -9,7 +9,6 @@ prompts queued behind it: the user asked to stop.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,8 @@ from refagent.acp import updates
 from refagent.acp.errors import InvalidParams
 from refagent.acp.types import ClientCapabilities, ConfigOption, SessionMode, SessionModeState
 from refagent.llm.profiles import ModelProfile
+from refagent.permissions import Permissions
+from refagent.tools.protocol import NoTools, ToolRunner
 
 MODES: list[SessionMode] = [
     {"id": "ask", "name": "Ask", "description": "Ask before every edit, deletion, move or command."},
@@ -45,10 +46,6 @@ MODE_IDS = frozenset(m["id"] for m in MODES)
 SendUpdate = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
-
-
 @dataclass
 class Session:
     id: str
@@ -60,6 +57,12 @@ class Session:
     profile_id: str
     send: SendUpdate
     mode_id: str = DEFAULT_MODE
+    permissions: Permissions = field(default_factory=Permissions)
+    tools: ToolRunner = field(default_factory=NoTools)
+    changed_files: Callable[[], list[str]] | None = None
+    """Files changed outside the agent since last asked (the root watcher), if one runs."""
+    cost: float = 0.0
+    """Cumulative model cost of the session, in the profile's currency."""
     history: list[dict[str, Any]] = field(default_factory=list)
     """The conversation in the model's (Chat Completions) format, without the system prompt."""
     _turn_lock: anyio.Lock = field(default_factory=anyio.Lock)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
@@ -35,38 +35,16 @@ from refagent.llm.protocol import (
     Retrying,
     TextDelta,
     ToolCallRequest,
-    ToolSpec,
     Usage,
 )
-from refagent.session import new_id
+from refagent.ids import new_id
+from refagent.tools.protocol import NoTools, ToolRunner
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUESTS = 50
+MAX_CHANGED_FILES = 50
 CANCELLED_RESULT = "The user cancelled this tool call before it ran."
-
-
-class ToolRunner(Protocol):
-    """Runs the model's tool calls for one turn."""
-
-    def specs(self) -> list[ToolSpec]: ...
-
-    async def run(self, call: ToolCallRequest) -> str:
-        """Run ``call``, reporting it to the editor; return the result text the model reads.
-
-        Errors the model can fix are returned as text, not raised. Only cancellation propagates.
-        """
-        ...
-
-
-class NoTools:
-    """A runner with no tools."""
-
-    def specs(self) -> list[ToolSpec]:
-        return []
-
-    async def run(self, call: ToolCallRequest) -> str:
-        return f"Error: there is no tool named {call.name!r}."
 
 
 @dataclass
@@ -80,6 +58,8 @@ class Turn:
     tools: ToolRunner = field(default_factory=NoTools)
     max_requests: int = DEFAULT_MAX_REQUESTS
     on_usage: Callable[[Usage], Awaitable[None]] | None = None
+    changed_files: Callable[[], list[str]] | None = None
+    """Files changed outside the agent since last asked; the model hears of them before its next request."""
 
     async def run(self, user_message: dict[str, Any]) -> StopReason:
         """Run the turn to its stop reason. Cancellation of the calling scope is *not* caught here."""
@@ -96,6 +76,7 @@ class Turn:
         return "max_turn_requests"
 
     async def _ask_model(self) -> tuple[str, list[ToolCallRequest]]:
+        self._note_changed_files()
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         request = ModelRequest(messages=messages + self.history, tools=self.tools.specs())
         text: list[str] = []
@@ -103,6 +84,7 @@ class Turn:
         reason = "stop"
         message_id = new_id("msg")
         thought_id = new_id("thought")
+        completed = False
         try:
             async for event in self.model.stream(request):
                 if isinstance(event, TextDelta) and event.text:
@@ -120,15 +102,32 @@ class Turn:
                     await self.send(updates.agent_thought_chunk(updates.text(note), thought_id))
                 elif isinstance(event, Finished):
                     reason = event.reason
+            completed = True
         finally:
             # Keep what arrived, even when cancelled mid-stream, so the history stays truthful; tool calls
-            # that were requested but will not run still get a result (the API requires one per call).
+            # that will not run still get a result (the API requires one per call).
             self.history.append(_assistant_message("".join(text), calls))
-            if calls and reason not in ("tool_calls", "stop"):
+            if calls and (not completed or reason in ("length", "refusal")):
                 for call in calls:
                     self.history.append(_tool_message(call.id, "Not run: the response was cut short."))
                 calls = []
         return reason, calls
+
+    def _note_changed_files(self) -> None:
+        changed = self.changed_files() if self.changed_files is not None else []
+        if not changed:
+            return
+        shown = changed[:MAX_CHANGED_FILES]
+        more = f"\n(and {len(changed) - len(shown)} more)" if len(changed) > len(shown) else ""
+        note = (
+            "<system-reminder>These files changed outside your tool calls since your last request (by the user, "
+            "the editor or a command); read them again before relying on or editing them:\n"
+            + "\n".join(shown)
+            + more
+            + "</system-reminder>"
+        )
+        # A user message here keeps every provider happy (some reject system messages mid-conversation).
+        self.history.append({"role": "user", "content": note})
 
     async def _run_tools(self, calls: list[ToolCallRequest]) -> None:
         done = 0

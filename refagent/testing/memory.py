@@ -168,8 +168,7 @@ async def connect(
     to_client_send, to_client_receive = anyio.create_memory_object_stream[bytes](1024)
     agent_connection = Connection(_lines(to_agent_receive), _tap(transcript, "agent", to_client_send))
     client_connection = Connection(_lines(to_client_receive), _tap(transcript, "client", to_agent_send))
-    agent = Agent(agent_connection, settings)
-    async with anyio.create_task_group() as tg:
+    async with Agent(agent_connection, settings) as agent, anyio.create_task_group() as tg:
         tg.start_soon(agent_connection.serve, agent)
         tg.start_soon(client_connection.serve, client)
         try:

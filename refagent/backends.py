@@ -1,0 +1,145 @@
+"""The editor's file system and terminals, used when the client advertises them (ACP "File System",
+"Terminals").
+
+- :class:`EditorFiles`: ``fs/read_text_file`` and ``fs/write_text_file``, so the model sees unsaved
+  buffers and the editor tracks the agent's edits. Each direction is used only if advertised; the
+  other falls back to the local disk. An editor's error fails the tool call with the editor's message.
+- :class:`EditorTerminals`: ``terminal/create`` -> embed in the tool call -> ``terminal/wait_for_exit``
+  raced against the time limit -> ``terminal/kill`` on timeout -> ``terminal/output`` ->
+  ``terminal/release``, which always happens: on success, error, timeout and cancellation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import anyio
+
+from refagent.acp.errors import RESOURCE_NOT_FOUND, RequestError
+from refagent.acp.types import ClientCapabilities
+from refagent.errors import ToolError
+from refagent.tools.base import CommandResult, Disk, Terminals, TextFiles
+
+log = logging.getLogger(__name__)
+
+OUTPUT_BYTE_LIMIT = 64 * 1024
+_CLEANUP_SECONDS = 5
+
+
+class Peer(Protocol):
+    async def request(self, method: str, params: dict[str, Any]) -> Any: ...
+
+
+class EditorFiles:
+    """Text files through the editor where it offers them, through ``disk`` where it does not."""
+
+    def __init__(self, peer: Peer, session_id: str, disk: Disk, *, read: bool, write: bool) -> None:
+        self.peer = peer
+        self.session_id = session_id
+        self.disk = disk
+        self.read = read
+        self.write = write
+
+    async def read_text(self, path: str) -> str:
+        if not self.read:
+            return await self.disk.read_text(path)
+        try:
+            result = await self.peer.request("fs/read_text_file", {"sessionId": self.session_id, "path": path})
+        except RequestError as exc:
+            if exc.code == RESOURCE_NOT_FOUND:
+                raise FileNotFoundError(path) from None
+            # Editors differ in how they say "no such file"; when the disk agrees, say it plainly.
+            if await self.disk.kind(path) is None:
+                raise FileNotFoundError(path) from None
+            raise ToolError(f"The editor could not read {path}: {exc.message}") from None
+        content = result.get("content") if isinstance(result, dict) else None
+        if not isinstance(content, str):
+            raise ToolError(f"The editor returned no content for {path}.")
+        return content
+
+    async def write_text(self, path: str, content: str) -> None:
+        if not self.write:
+            await self.disk.write_text(path, content)
+            return
+        try:
+            # The result is {} (or null from some editors): nothing to read from it.
+            await self.peer.request(
+                "fs/write_text_file", {"sessionId": self.session_id, "path": path, "content": content}
+            )
+        except RequestError as exc:
+            raise ToolError(f"The editor refused to write {path}: {exc.message}") from None
+
+
+def choose_files(caps: ClientCapabilities, peer: Peer, session_id: str, disk: Disk) -> TextFiles:
+    fs = caps.get("fs") or {}
+    read, write = bool(fs.get("readTextFile")), bool(fs.get("writeTextFile"))
+    if not read and not write:
+        return disk
+    return EditorFiles(peer, session_id, disk, read=read, write=write)
+
+
+class EditorTerminals:
+    """Commands in editor terminals. The user watches the output live in the tool call."""
+
+    def __init__(self, peer: Peer, session_id: str, *, output_byte_limit: int = OUTPUT_BYTE_LIMIT) -> None:
+        self.peer = peer
+        self.session_id = session_id
+        self.output_byte_limit = output_byte_limit
+
+    async def run(
+        self,
+        command: str,
+        cwd: str,
+        time_limit: float,
+        on_start: Callable[[str], Awaitable[None]] | None = None,
+    ) -> CommandResult:
+        try:
+            created = await self._request(
+                "terminal/create",
+                # Through the shell, as the model wrote it: ACP's `command` is an executable, not a line.
+                command="/bin/sh",
+                args=["-c", command],
+                cwd=cwd,
+                outputByteLimit=self.output_byte_limit,
+            )
+        except RequestError as exc:
+            raise ToolError(f"The editor could not start a terminal: {exc.message}") from None
+        terminal_id = created.get("terminalId") if isinstance(created, dict) else None
+        if not isinstance(terminal_id, str):
+            raise ToolError("The editor did not return a terminal id.")
+        try:
+            if on_start is not None:
+                await on_start(terminal_id)
+            timed_out = False
+            exit_status: dict[str, Any] = {}
+            with anyio.move_on_after(time_limit) as deadline:
+                exit_status = await self._request("terminal/wait_for_exit", terminalId=terminal_id) or {}
+            if deadline.cancelled_caught:
+                timed_out = True
+                await self._request("terminal/kill", terminalId=terminal_id)
+            output = await self._request("terminal/output", terminalId=terminal_id) or {}
+            status = output.get("exitStatus") or exit_status
+            return CommandResult(
+                output=str(output.get("output", "")).replace("\r\n", "\n"),
+                exit_code=status.get("exitCode") if isinstance(status.get("exitCode"), int) else None,
+                signal=status.get("signal") if isinstance(status.get("signal"), str) else None,
+                truncated=bool(output.get("truncated")),
+                timed_out=timed_out,
+            )
+        except RequestError as exc:
+            raise ToolError(f"The editor's terminal failed: {exc.message}") from None
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_CLEANUP_SECONDS):
+                try:
+                    await self._request("terminal/release", terminalId=terminal_id)
+                except Exception as exc:  # the client may be gone; nothing else to do
+                    log.warning("terminal/release failed: %s", exc)
+
+    async def _request(self, method: str, **params: Any) -> Any:
+        return await self.peer.request(method, {"sessionId": self.session_id, **params})
+
+
+def choose_terminals(caps: ClientCapabilities, peer: Peer, session_id: str, local: Terminals) -> Terminals:
+    return EditorTerminals(peer, session_id) if caps.get("terminal") is True else local

@@ -1,0 +1,106 @@
+"""Who decides whether a tool call may run: the session's mode, the user's remembered choices, and the
+user, asked through ``session/request_permission``.
+
+Modes (also offered as the ``mode`` config option):
+
+==============  =================================================================================
+``ask``         ask before every edit, deletion, move and command (the default)
+``accept-edits``  edits and moves inside the roots run without asking; deletions and commands ask
+``read-only``   every change is refused without asking, so the model can plan
+``full-access`` nothing asks; the path policy still confines changes to the roots
+==============  =================================================================================
+
+Reading outside the roots asks in every mode. "Always" choices are remembered for the session, scoped
+by the plan's ``permission_key``: ``edit`` (all edits inside the roots), ``command:git status`` (commands
+with those leading words), ``read-outside:/dir`` (reads in that directory), ... A remembered rejection
+refuses without asking again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from refagent.acp.errors import RequestError
+from refagent.acp.types import PermissionOption, ToolKind
+from refagent.tools.base import Plan
+
+log = logging.getLogger(__name__)
+
+Decision = Literal["allow", "ask", "refuse"]
+AUTO_ACCEPTED_IN_ACCEPT_EDITS: frozenset[ToolKind] = frozenset({"edit", "move"})
+
+ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS = "allow", "allow-always", "reject", "reject-always"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    allowed: bool
+    reason: str = ""
+    """For a refusal: what the model is told."""
+    cancelled: bool = False
+    """The user cancelled the turn while being asked."""
+
+
+@dataclass
+class Permissions:
+    """One session's permission memory and policy."""
+
+    allowed: set[str] = field(default_factory=set)
+    rejected: set[str] = field(default_factory=set)
+
+    def decide(self, mode: str, kind: ToolKind, plan: Plan) -> tuple[Decision, str]:
+        """What to do without asking anyone: allow, ask the user, or refuse (with the reason)."""
+        if not plan.mutating and not plan.outside:
+            return "allow", ""
+        if plan.mutating and mode == "read-only":
+            return "refuse", (
+                "The session is in read-only mode, so changes and commands are refused. Describe the change "
+                "you would make instead, and the user can switch to another mode to let you make it."
+            )
+        key = plan.permission_key
+        if key and key in self.rejected:
+            return "refuse", f"The user chose to always reject {plan.permission_label or key} in this session."
+        if key and key in self.allowed:
+            return "allow", ""
+        if plan.outside:
+            return "ask", ""
+        if mode == "full-access" or (mode == "accept-edits" and kind in AUTO_ACCEPTED_IN_ACCEPT_EDITS):
+            return "allow", ""
+        return "ask", ""
+
+    def options(self, plan: Plan) -> list[PermissionOption]:
+        label = plan.permission_label or "calls like this one"
+        options: list[PermissionOption] = [{"optionId": ALLOW_ONCE, "name": "Allow", "kind": "allow_once"}]
+        if plan.permission_key:
+            options.append({"optionId": ALLOW_ALWAYS, "name": f"Always allow {label}", "kind": "allow_always"})
+        options.append({"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"})
+        if plan.permission_key:
+            options.append({"optionId": REJECT_ALWAYS, "name": f"Always reject {label}", "kind": "reject_always"})
+        return options
+
+    async def ask(
+        self,
+        request: Callable[[dict[str, Any]], Awaitable[Any]],
+        params: dict[str, Any],
+        plan: Plan,
+    ) -> Verdict:
+        """Ask the user; remember an "always" answer. A client error counts as a refusal (the turn goes on)."""
+        try:
+            result = await request(params)
+        except RequestError as exc:
+            log.warning("permission request failed: %s", exc.message)
+            return Verdict(False, f"Could not ask the user for permission ({exc.message}); the call did not run.")
+        outcome = result.get("outcome") if isinstance(result, dict) else None
+        if not isinstance(outcome, dict) or outcome.get("outcome") == "cancelled":
+            return Verdict(False, "The user cancelled the turn.", cancelled=True)
+        choice = outcome.get("optionId")
+        if choice in (ALLOW_ALWAYS, REJECT_ALWAYS) and plan.permission_key:
+            (self.allowed if choice == ALLOW_ALWAYS else self.rejected).add(plan.permission_key)
+        if choice in (ALLOW_ONCE, ALLOW_ALWAYS):
+            return Verdict(True)
+        if choice in (REJECT_ONCE, REJECT_ALWAYS):
+            return Verdict(False, "The user declined this call. Do not retry it; ask the user how to proceed.")
+        return Verdict(False, f"The editor answered with an unknown option {choice!r}; the call did not run.")

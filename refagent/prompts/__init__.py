@@ -1,0 +1,1 @@
+"""System prompt templates, shipped as package data (``system.md``); see :mod:`refagent.prompt`."""

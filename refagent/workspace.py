@@ -1,0 +1,107 @@
+"""What a session's tools work with: the sandbox, the backends chosen from the client's capabilities,
+and the tool runner that ties them to the session's permissions.
+
+Backends (design.md, "Backends"): text reads and writes go through the editor's ``fs/*`` when it
+advertises them, commands through its ``terminal/*``; otherwise the local disk and local processes.
+Everything else (listing, searching, deleting, moving) is always local.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from refagent.acp.types import ClientCapabilities
+from refagent.backends import choose_files, choose_terminals
+from refagent.permissions import Permissions
+from refagent.tools.base import BaseTool, Disk, PathPolicy, ReadTracker, Terminals, ToolContext
+from refagent.tools.runner import ToolRunner
+
+
+class Peer(Protocol):
+    async def request(self, method: str, params: dict[str, Any]) -> Any: ...
+
+
+class Watcher(Protocol):
+    async def run(self) -> None: ...
+
+    def drain(self) -> list[str]: ...
+
+    def note_own_write(self, path: str) -> None: ...
+
+
+@dataclass
+class Sandbox:
+    """The local side of a session: policy, disk, processes, read tracking, and a watcher (optional)."""
+
+    policy: PathPolicy
+    disk: Disk
+    terminals: Terminals
+    reads: ReadTracker
+    watcher: Watcher | None = None
+
+
+def local_sandbox(cwd: str, additional: list[str]) -> Sandbox:
+    from refagent.sandbox.local_fs import LocalFileSystem
+    from refagent.sandbox.policy import RootPolicy
+    from refagent.sandbox.process import LocalTerminals
+    from refagent.sandbox.tracker import FileTracker
+    from refagent.sandbox.watcher import RootWatcher
+
+    return Sandbox(
+        policy=RootPolicy(cwd, additional),
+        disk=LocalFileSystem(),
+        terminals=LocalTerminals(),
+        reads=FileTracker(),
+        watcher=RootWatcher([cwd, *additional]),
+    )
+
+
+def default_tools() -> Sequence[BaseTool]:
+    from refagent.tools.registry import default_tools as tools
+
+    return tools()
+
+
+@dataclass
+class Workspace:
+    """Built once per session by :func:`build`."""
+
+    sandbox: Sandbox
+    context: ToolContext
+    runner: ToolRunner
+    permissions: Permissions = field(default_factory=Permissions)
+
+
+def build(
+    *,
+    session_id: str,
+    cwd: str,
+    additional: list[str],
+    capabilities: ClientCapabilities,
+    peer: Peer,
+    sandbox: Sandbox,
+    tools: Sequence[BaseTool],
+    permissions: Permissions,
+    mode: Callable[[], str],
+    send_update: Callable[[dict[str, Any]], Awaitable[None]],
+    cancel_turn: Callable[[], None],
+) -> Workspace:
+    context = ToolContext(
+        session_id=session_id,
+        cwd=cwd,
+        roots=[cwd, *additional],
+        policy=sandbox.policy,
+        files=choose_files(capabilities, peer, session_id, sandbox.disk),
+        disk=sandbox.disk,
+        terminals=choose_terminals(capabilities, peer, session_id, sandbox.terminals),
+        reads=sandbox.reads,
+        send_update=send_update,
+    )
+
+    async def request_permission(params: dict[str, Any]) -> Any:
+        return await peer.request("session/request_permission", params)
+
+    runner = ToolRunner(tools, context, permissions, mode, request_permission, cancel_turn)
+    return Workspace(sandbox, context, runner, permissions)
