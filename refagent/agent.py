@@ -22,10 +22,10 @@ from refagent.acp import updates
 from refagent.acp.errors import InvalidParams, MethodNotFound, ResourceNotFound
 from refagent.acp.types import PROTOCOL_VERSION, ClientCapabilities
 from refagent.content import user_message
+from refagent.ids import new_id
 from refagent.llm.profiles import ModelProfile, scripted_profile
 from refagent.llm.protocol import ModelClient, Usage
 from refagent.prompt import system_prompt
-from refagent.ids import new_id
 from refagent.session import Session
 from refagent.tools.base import BaseTool
 from refagent.turn import Turn, run_prompt

@@ -27,6 +27,7 @@ import anyio
 from refagent.acp import updates
 from refagent.acp.types import ContentBlock, StopReason
 from refagent.errors import ModelError, ModelRefused
+from refagent.ids import new_id
 from refagent.llm.protocol import (
     Finished,
     ModelClient,
@@ -37,7 +38,6 @@ from refagent.llm.protocol import (
     ToolCallRequest,
     Usage,
 )
-from refagent.ids import new_id
 from refagent.tools.protocol import NoTools, ToolRunner
 
 log = logging.getLogger(__name__)

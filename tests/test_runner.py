@@ -176,7 +176,7 @@ async def test_edit_flow_on_the_wire(check: Any) -> None:
             ("tool_call_update", "in_progress"),
             ("tool_call_update", "completed"),
         ]
-        done = [u for u in editor.updates(sid) if u.get("status") == "completed"][0]
+        done = next(u for u in editor.updates(sid) if u.get("status") == "completed")
         assert done["content"][0] == {"type": "diff", "path": "/ws/a.py", "oldText": None, "newText": "x = 1\n"}
         [asked] = client.permission_requests
         assert asked["toolCall"]["content"][0]["type"] == "diff"

@@ -20,9 +20,9 @@ import anyio
 from refagent.acp import updates
 from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
+from refagent.ids import new_id
 from refagent.llm.protocol import ToolCallRequest, ToolSpec
 from refagent.permissions import Permissions
-from refagent.ids import new_id
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
 
 log = logging.getLogger(__name__)
