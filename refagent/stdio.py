@@ -66,7 +66,11 @@ async def read_lines(fd: int) -> AsyncIterator[bytes]:
 
 
 class FdWriter:
-    """Writes all of each buffer to ``fd`` from a worker thread (a slow reader must not stall the loop)."""
+    """Writes all of each buffer to ``fd`` from a worker thread (a slow reader must not stall the loop).
+
+    A cancelled write abandons its thread: at shutdown (EOF, SIGTERM) the process must not wait on a
+    client that stopped reading and let the pipe fill up.
+    """
 
     def __init__(self, fd: int) -> None:
         self.fd = fd

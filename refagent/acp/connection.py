@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 CANCEL_REQUEST = "$/cancel_request"
 _BATCH_BYTES = 1 << 20  # the writer joins queued messages up to this size into one write
+_FLUSH_SECONDS = 0.5  # at EOF, how long what was already queued may take to be written
 
 
 class Handler(Protocol):
@@ -88,6 +89,7 @@ class Connection:
         self._pending: dict[jsonrpc.RequestId, _Pending] = {}
         self._running: dict[jsonrpc.RequestId, anyio.CancelScope] = {}
         self._closed = False
+        self._written = anyio.Event()  # the writer has drained and closed the outbox
 
     # -- sending ------------------------------------------------------------------------------
 
@@ -121,10 +123,13 @@ class Connection:
         return pending.result
 
     async def _send(self, message: dict[str, Any]) -> None:
+        await self._send_encoded(jsonrpc.encode(message))
+
+    async def _send_encoded(self, data: bytes) -> None:
         if self._closed:
             return
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            await self._outbox.send(jsonrpc.encode(message))
+            await self._outbox.send(data)
 
     # -- running ------------------------------------------------------------------------------
 
@@ -132,14 +137,22 @@ class Connection:
         """Read and dispatch to ``handler`` until the input ends; then cancel what still runs and return.
 
         EOF is shutdown (ACP stdio transport): running handlers are cancelled, and their cleanup (killing
-        processes, releasing terminals) runs in their ``finally`` blocks before this returns.
+        processes, releasing terminals) runs in their ``finally`` blocks before this returns. Messages
+        queued before EOF (answers that were ready) are still written, for up to half a second; nothing
+        is sent after EOF. Cancelling ``serve`` itself stops at once, without that flush.
         """
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._write_loop)
             try:
-                async for line in self._lines:
-                    if line.strip():
-                        await self._dispatch(handler, line, tg)
+                async with anyio.create_task_group() as handlers:
+                    async for line in self._lines:
+                        if line.strip():
+                            await self._dispatch(handler, line, handlers)
+                    self._close()
+                    handlers.cancel_scope.cancel()
+                self._outbox.close()
+                with anyio.move_on_after(_FLUSH_SECONDS):
+                    await self._written.wait()
             finally:
                 self._close()
                 tg.cancel_scope.cancel()
@@ -151,6 +164,12 @@ class Connection:
             pending.event.set()
 
     async def _write_loop(self) -> None:
+        try:
+            await self._drain_outbox()
+        finally:
+            self._written.set()
+
+    async def _drain_outbox(self) -> None:
         async with self._outbox_receive:
             async for first in self._outbox_receive:
                 batch = [first]
@@ -158,7 +177,7 @@ class Connection:
                 while size < _BATCH_BYTES:
                     try:
                         data = self._outbox_receive.receive_nowait()
-                    except anyio.WouldBlock:
+                    except (anyio.WouldBlock, anyio.EndOfStream):  # EndOfStream: closed at EOF, now empty
                         break
                     batch.append(data)
                     size += len(data)
@@ -195,7 +214,9 @@ class Connection:
                 await self._send(jsonrpc.error_response(message.id, message.error))
 
     def _cancel_incoming(self, request_id: object) -> None:
-        scope = self._running.get(request_id) if isinstance(request_id, (int, str)) else None
+        if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+            return  # not a RequestId (and True would find request 1)
+        scope = self._running.get(request_id)
         if scope is not None:
             scope.cancel()
 
@@ -219,7 +240,13 @@ class Connection:
         finally:
             if self._running.get(request.id) is scope:
                 del self._running[request.id]
-        await self._send(response)
+        try:
+            data = jsonrpc.encode(response)
+        except (TypeError, ValueError):  # a result that is not JSON must not take the connection down
+            log.exception("the result of %s is not JSON", request.method)
+            error = InternalError(f"Internal error while handling {request.method}; see the agent's log")
+            data, after = jsonrpc.encode(jsonrpc.error_response(request.id, error)), None
+        await self._send_encoded(data)
         if after is not None:
             try:
                 await after()

@@ -62,7 +62,7 @@ class RequestError(Exception):
             return cls(
                 message if isinstance(message, str) else "error without a message",
                 error.get("data"),
-                code=code if isinstance(code, int) else INTERNAL_ERROR,
+                code=code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR,
             )
         return cls(f"malformed error object: {error!r}")
 

@@ -64,10 +64,16 @@ def _valid_id(value: object) -> bool:
 def parse_line(line: bytes | str) -> Message:
     """Classify one line of input. Never raises."""
     try:
-        obj = json.loads(line)
+        # Decode explicitly: json.loads(bytes) would also guess UTF-16/32, and ACP messages are UTF-8.
+        text = line.decode("utf-8") if isinstance(line, bytes) else line
+        obj = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         return Invalid(None, ParseError(f"Parse error: {_short(exc)}"))
     return parse_message(obj)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Python's json accepts NaN and Infinity; JSON does not
 
 
 def parse_message(obj: object) -> Message:
