@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 CANCEL_REQUEST = "$/cancel_request"
 _BATCH_BYTES = 1 << 20  # the writer joins queued messages up to this size into one write
-_FLUSH_SECONDS = 0.5  # at EOF, how long what was already queued may take to be written
+_FLUSH_SECONDS = 0.25  # at EOF, how long what was already queued may take to be written
 
 
 class Handler(Protocol):
@@ -138,7 +138,7 @@ class Connection:
 
         EOF is shutdown (ACP stdio transport): running handlers are cancelled, and their cleanup (killing
         processes, releasing terminals) runs in their ``finally`` blocks before this returns. Messages
-        queued before EOF (answers that were ready) are still written, for up to half a second; nothing
+        queued before EOF (answers that were ready) are still written, for up to a quarter second; nothing
         is sent after EOF. Cancelling ``serve`` itself stops at once, without that flush.
         """
         async with anyio.create_task_group() as tg:
