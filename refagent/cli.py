@@ -48,8 +48,10 @@ def setup_logging(level: str, log_file: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.log_level not in LOG_LEVELS:
-        build_parser().error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
+    if args.log_level not in LOG_LEVELS:  # only the default can be wrong: argparse checked the option
+        build_parser().error(
+            f"REFAGENT_LOG_LEVEL={args.log_level!r}: --log-level must be one of {', '.join(LOG_LEVELS)}"
+        )
     setup_logging(args.log_level, args.log_file)
     return serve_stdio()
 

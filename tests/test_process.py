@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
+from refagent.stdio import FdWriter, read_lines
 from tests.helpers_process import ROOT, AgentProcess, agent_command, agent_env
 
 pytestmark = pytest.mark.anyio
@@ -199,39 +200,52 @@ async def test_log_file_receives_the_logs(tmp_path: Path, check: Any) -> None:
     assert "client pipe-test" not in agent.stderr()
 
 
-def _run(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        agent_command(*args),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=agent_env(tmp_path, **env),
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+# -- the stdio transport's pieces, over a real pipe ---------------------------------------------------
 
 
-def test_version(tmp_path: Path) -> None:
-    import refagent
-
-    done = _run("--version", tmp_path=tmp_path)
-    assert done.returncode == 0
-    assert done.stdout.strip() == f"refagent {refagent.__version__}"
-
-
-def test_help(tmp_path: Path) -> None:
-    done = _run("--help", tmp_path=tmp_path)
-    assert done.returncode == 0
-    assert done.stdout.startswith("usage: refagent")
-    for option in ("--version", "--log-level", "--log-file"):
-        assert option in done.stdout
+def _write_all_and_close(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.close(fd)
 
 
-def test_bad_log_level_from_the_environment_is_refused(tmp_path: Path) -> None:
-    done = _run(tmp_path=tmp_path, REFAGENT_LOG_LEVEL="chatty")
-    assert done.returncode == 2
-    assert "--log-level" in done.stderr
-    assert done.stdout == ""
+def _read_all_and_close(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+async def test_read_lines_splits_a_pipe_into_lines() -> None:
+    long = b"y" * 300_000  # spans many reads, and the pipe's capacity
+    data = b"first\r\n\n  \n" + long + b"\n" + b"a\nb\n" * 3 + b"last without a newline"
+    read_fd, write_fd = os.pipe()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, _write_all_and_close, write_fd, data)
+            lines = [line async for line in read_lines(read_fd)]
+    finally:
+        os.close(read_fd)
+    assert lines == [b"first", b"", b"  ", long, *[b"a", b"b"] * 3, b"last without a newline"]
+
+
+async def test_fd_writer_writes_everything_to_a_slow_reader() -> None:
+    data = bytes(range(256)) * 8192  # 2 MiB: many times the pipe's capacity
+    read_fd, write_fd = os.pipe()
+    received: list[bytes] = []
+
+    async def read() -> None:
+        received.append(await anyio.to_thread.run_sync(_read_all_and_close, read_fd))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        writer = FdWriter(write_fd)
+        await writer(data[:1000])
+        await writer(data[1000:])
+        os.close(write_fd)
+    assert received == [data]
 
 
 GUARD_SCRIPT = r"""
