@@ -1,0 +1,235 @@
+"""``delete_path`` and ``move_path``: changes to the tree itself, always on the local disk (ACP gives
+editors no such methods).
+
+Both act on the directory entry the model names: a symbolic link is deleted or moved itself, never its
+target (when the policy supports ``follow_symlinks=False``, as :class:`~refagent.sandbox.policy.RootPolicy`
+does). The policy refuses roots, anything outside the roots and ``.git``; a directory is deleted only with
+``recursive``; a move never overwrites.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import threading
+from typing import Any, ClassVar
+
+import anyio
+
+from refagent.acp.types import ToolCallContent
+from refagent.errors import ToolError
+from refagent.tools.base import BaseTool, PathPolicy, Plan, ResolvedPath, ToolContext, ToolResult
+from refagent.tools.files import arg_bool, arg_str, diff, location, plural, shown, text_content
+
+DELETE_PERMISSION = ("delete", "deletions inside the workspace")
+MOVE_PERMISSION = ("move", "moves and renames inside the workspace")
+LISTED_ENTRIES = 20
+COUNT_LIMIT = 100_000
+"""Counting the files of a huge tree for a preview stops here ("more than ...")."""
+PREVIEW_TEXT_BYTES = 1_000_000
+"""A deleted file bigger than this is described, not shown as a diff."""
+
+
+def check_entry(policy: PathPolicy, path: str) -> ResolvedPath:
+    """``policy.check_write`` for the entry itself: a final symbolic link is not followed."""
+    check: Any = policy.check_write
+    # The protocol does not have the keyword (yet); RootPolicy does.
+    if "follow_symlinks" in inspect.signature(check).parameters:
+        resolved: ResolvedPath = check(path, follow_symlinks=False)
+        return resolved
+    return policy.check_write(path)
+
+
+def forget_path(ctx: ToolContext, path: str) -> None:
+    """Tell the read tracker a path is gone (a file made there later is new), if it can be told."""
+    forget = getattr(ctx.reads, "forget", None)
+    if forget is not None:
+        forget(path)
+
+
+class Tree:
+    """What a directory holds, for a preview: counts, size and the first few entries."""
+
+    def __init__(self, root: str, stop: threading.Event | None = None) -> None:
+        self.files = self.dirs = self.size = 0
+        self.complete = True
+        self.entries: list[str] = []
+        for directory, dirs, files in os.walk(root):
+            if stop is not None and stop.is_set():
+                break
+            self.dirs += len(dirs)
+            for name in files:
+                self.files += 1
+                with contextlib.suppress(OSError):
+                    self.size += os.lstat(os.path.join(directory, name)).st_size
+            if len(self.entries) < LISTED_ENTRIES:
+                relative = os.path.relpath(directory, root)
+                for name in sorted(dirs) + sorted(files):
+                    if len(self.entries) < LISTED_ENTRIES:
+                        self.entries.append(name if relative == "." else f"{relative}/{name}")
+            if self.files + self.dirs > COUNT_LIMIT:
+                self.complete = False
+                break
+
+    def summary(self) -> str:
+        more = "" if self.complete else "more than "
+        dirs = f"{self.dirs} {'directory' if self.dirs == 1 else 'directories'}"
+        return f"{more}{plural(self.files, 'file')} and {dirs}, {self.size} bytes"
+
+
+async def _tree(path: str) -> Tree:
+    stop = threading.Event()
+    try:
+        return await anyio.to_thread.run_sync(Tree, path, stop, abandon_on_cancel=True)
+    finally:
+        stop.set()
+
+
+class DeletePath(BaseTool):
+    name = "delete_path"
+    description = (
+        "Delete a file, a symbolic link (not its target), or a directory with everything in it (only with "
+        "`recursive: true`). A workspace root and .git cannot be deleted."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "Path, relative to the working directory or absolute."},
+            "recursive": {
+                "type": "boolean",
+                "description": "Required to delete a directory and everything in it (default false).",
+            },
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+    kind = "delete"
+
+    def title(self, args: dict[str, Any]) -> str:
+        return f"Delete {shown(args.get('path', ''))}"
+
+    async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
+        resolved = check_entry(ctx.policy, arg_str(args, "path"))
+        recursive = arg_bool(args, "recursive")
+        path, display = resolved.path, resolved.display
+        if path in ctx.roots:  # the policy refuses roots too; a second lock on the most dangerous door
+            raise ToolError(f"{display} is a workspace root; it cannot be deleted.")
+        kind = await ctx.disk.kind(path)
+        if kind is None:
+            raise ToolError(f"Not found: {display}")
+        preview: list[ToolCallContent]
+        if kind == "dir":
+            tree = await _tree(path)
+            if not recursive:
+                raise ToolError(
+                    f"{display} is a directory ({tree.summary()}). Set recursive to true to delete it and "
+                    "everything in it."
+                )
+            listing = "\n".join(f"- {entry}" for entry in tree.entries)
+            more = "\n- ..." if tree.files + tree.dirs > len(tree.entries) else ""
+            what = f"directory {display} and everything in it ({tree.summary()})"
+            preview = [text_content(f"Delete the {what}:\n{listing}{more}" if listing else f"Delete the {what}.")]
+            done = f"Deleted the {what}."
+        elif kind == "file":
+            old = await _text_or_none(ctx, path)
+            if old is not None:
+                ctx.reads.check_fresh(path, old)
+                preview = [diff(path, old, "")]
+            else:
+                preview = [text_content(f"Delete {display} (not shown: binary or large).")]
+            done = f"Deleted {display}."
+        else:
+            try:
+                target = os.readlink(path)
+            except OSError:
+                target = "?"
+            preview = [text_content(f"Delete {display} (a symbolic link to {target}; the target stays).")]
+            done = f"Deleted the symbolic link {display}."
+
+        async def execute() -> ToolResult:
+            await ctx.disk.delete(path, recursive=kind == "dir")
+            forget_path(ctx, path)
+            return ToolResult(done, content=preview, raw_output={"path": path, "kind": kind})
+
+        return Plan(
+            title=f"Delete {display}",
+            execute=execute,
+            locations=[location(path)],
+            preview=preview,
+            mutating=True,
+            permission_key=DELETE_PERMISSION[0],
+            permission_label=DELETE_PERMISSION[1],
+        )
+
+
+async def _text_or_none(ctx: ToolContext, path: str) -> str | None:
+    """The file's text for a deletion diff, or None when it is not text or too big to show."""
+    try:
+        if os.lstat(path).st_size > PREVIEW_TEXT_BYTES:
+            return None
+        return await ctx.disk.read_text(path)
+    except (OSError, ToolError):
+        return None
+
+
+class MovePath(BaseTool):
+    name = "move_path"
+    description = (
+        "Move or rename a file, directory or symbolic link. `destination` is the new path itself (not a "
+        "directory to move into) and must not exist; missing parent directories are created."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "source": {"type": "string", "description": "Existing path."},
+            "destination": {"type": "string", "description": "New path; must not exist yet."},
+        },
+        "required": ["source", "destination"],
+        "additionalProperties": False,
+    }
+    kind = "move"
+
+    def title(self, args: dict[str, Any]) -> str:
+        return f"Move {shown(args.get('source', ''))} to {shown(args.get('destination', ''))}"
+
+    async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
+        source = check_entry(ctx.policy, arg_str(args, "source"))
+        destination = check_entry(ctx.policy, arg_str(args, "destination"))
+        if source.path == destination.path:
+            raise ToolError("source and destination are the same path.")
+        kind = await ctx.disk.kind(source.path)
+        if kind is None:
+            raise ToolError(f"Not found: {source.display}")
+        if await ctx.disk.kind(destination.path) is not None:
+            raise ToolError(
+                f"{destination.display} already exists; move_path does not overwrite. Delete it first, or "
+                "choose another destination (the full new path, including the name)."
+            )
+        if kind == "dir" and destination.path.startswith(source.path.rstrip("/") + "/"):
+            raise ToolError(f"Cannot move {source.display} into itself ({destination.display}).")
+        what = {"dir": "directory ", "other": "symbolic link "}.get(kind, "")
+        message = f"Move {what}{source.display} to {destination.display}"
+        preview = [text_content(message + ".")]
+
+        async def execute() -> ToolResult:
+            await ctx.disk.move(source.path, destination.path)
+            moved = getattr(ctx.reads, "moved", None)
+            if moved is not None:  # FileTracker: what the model saw moves along
+                moved(source.path, destination.path)
+            return ToolResult(
+                f"Moved {what}{source.display} to {destination.display}.",
+                content=preview,
+                raw_output={"source": source.path, "destination": destination.path},
+                locations=[location(destination.path)],
+            )
+
+        return Plan(
+            title=message,
+            execute=execute,
+            locations=[location(source.path), location(destination.path)],
+            preview=preview,
+            mutating=True,
+            permission_key=MOVE_PERMISSION[0],
+            permission_label=MOVE_PERMISSION[1],
+        )

@@ -1,0 +1,43 @@
+"""The default tool set (design.md, "Tools"): one instance of each tool, in a stable order.
+
+The order is the order the model sees the tools in: reading and searching first, then changing, then
+running, then planning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from refagent.tools.base import BaseTool
+from refagent.tools.files import EditFile, ReadFile, WriteFile
+from refagent.tools.patch import ApplyPatch
+from refagent.tools.paths import DeletePath, MovePath
+from refagent.tools.plan import UpdatePlan
+from refagent.tools.search import Glob, Grep
+from refagent.tools.shell import RunCommand
+
+
+def default_tools() -> list[BaseTool]:
+    """A fresh instance of every built-in tool."""
+    return [
+        ReadFile(),
+        Glob(),
+        Grep(),
+        EditFile(),
+        WriteFile(),
+        ApplyPatch(),
+        DeletePath(),
+        MovePath(),
+        RunCommand(),
+        UpdatePlan(),
+    ]
+
+
+def by_name(tools: Iterable[BaseTool] | None = None) -> dict[str, BaseTool]:
+    """``tools`` (default: :func:`default_tools`) keyed by name; ValueError on a duplicate name."""
+    named: dict[str, BaseTool] = {}
+    for tool in default_tools() if tools is None else tools:
+        if tool.name in named:
+            raise ValueError(f"two tools are named {tool.name!r}")
+        named[tool.name] = tool
+    return named

@@ -1,0 +1,222 @@
+"""``run_command``: a shell command in the editor's terminal or a local process (``ctx.terminals``).
+
+With an editor terminal, the call embeds it (``{type: "terminal", terminalId}``) as soon as it exists, so
+the user watches the output live; the runner gives each call its ``ctx.current_call_id`` for that.
+
+"Always allow" for commands (:func:`permission_scope`) remembers the command's *leading words*: the
+program, plus its subcommand for tools whose subcommands differ in power (``git status`` is not
+``git push``), plus the script name for runners (``npm run test``, ``uv run pytest``, ``python -m
+pytest``). Keys are compared whole: allowing ``git status`` allows ``git status -s``, not ``git push``.
+
+Whatever could make those words lie about what runs gets no prefix scope, only the exact command text
+(``command-exact:...``): compound commands (``&&``, ``||``, ``;``, ``|``, ``&``, newlines), redirections,
+substitutions (``$(...)``, backticks, ``<(...)``), wrappers that run another command (``sudo``, ``env``,
+``xargs``, ``sh -c`` ...), options before the subcommand (``git -C dir ...``), and programs that destroy
+(``rm``, ``dd``, ``kill``, ``find`` ...). ``2>&1`` and ``>/dev/null`` are ignored. Environment
+assignments in front (``FOO=1 pytest``) are kept in the key, since ``PATH=...`` or ``LD_PRELOAD=...``
+change what runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from typing import Any, ClassVar
+
+from refagent.acp import updates
+from refagent.acp.types import ToolCallContent
+from refagent.errors import ToolError
+from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
+from refagent.tools.files import arg_int, arg_str, shown, text_content
+
+DEFAULT_TIMEOUT = 120
+MAX_TIMEOUT = 600
+MAX_OUTPUT_CHARS = 30_000
+"""What the model reads of the output: the head and the tail, the middle elided."""
+
+SUBCOMMAND_TOOLS = frozenset(
+    {
+        "git", "hg", "svn", "npm", "pnpm", "yarn", "bun", "deno", "npx", "cargo", "rustup", "go", "uv", "uvx",
+        "pip", "pip3", "pipx", "poetry", "pdm", "hatch", "conda", "mamba", "make", "just", "docker", "podman",
+        "docker-compose", "kubectl", "helm", "gh", "dotnet", "mvn", "gradle", "./gradlew", "brew", "apt",
+        "apt-get", "systemctl", "terraform", "bazel", "nix", "composer", "bundle", "rake", "mix", "swift",
+        "pre-commit", "ruff",
+    }
+)  # fmt: skip
+"""Tools whose first argument is a subcommand (``git status``): the key keeps it."""
+RUNNERS = {"run", "exec", "x", "dlx", "tool"}
+"""Subcommands that run a named script or tool (``npm run test``): the key keeps that name too."""
+INTERPRETERS = frozenset({"python", "python3", "node", "ruby", "perl", "php"})
+"""``python -m pytest``: ``-m`` and the module name are part of the key."""
+WRAPPERS = frozenset(
+    {
+        "sudo", "doas", "su", "env", "eval", "exec", "xargs", "sh", "bash", "zsh", "dash", "fish", "ksh",
+        "nohup", "time", "nice", "ionice", "timeout", "watch", "command", "builtin", "source", ".", "strace",
+        "chroot", "setsid", "stdbuf", "unbuffer", "parallel", "ssh",
+    }
+)  # fmt: skip
+"""They run another command given as arguments: ``sudo`` + anything is not a scope a user can judge."""
+DESTRUCTIVE = frozenset(
+    {
+        "rm", "rmdir", "dd", "shred", "mkfs", "chmod", "chown", "chgrp", "kill", "pkill", "killall",
+        "shutdown", "reboot", "halt", "poweroff", "truncate", "find",
+    }
+)  # fmt: skip
+""""Always allow `rm`" is too much to offer for one click: these get the exact command only (``find``
+because of ``-delete`` and ``-exec``)."""
+
+_OPERATOR = re.compile(r"^[;&|<>()]+$")
+_HARMLESS_REDIRECT = re.compile(r"\s+(?:2>&1|[12&]?>\s*/dev/null)(?=\s|$)")
+"""``2>&1`` and output thrown away change nothing a scope is about."""
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def permission_scope(command: str) -> tuple[str, str]:
+    """The ``(permission_key, permission_label)`` of a command (see the module docstring)."""
+    exact = (f"command-exact:{command}", "exactly this command")
+    if "\n" in command or "`" in command or "$(" in command or "<(" in command or ">(" in command:
+        return exact
+    lexer = shlex.shlex(_HARMLESS_REDIRECT.sub("", command), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""  # the shell's "#" rules differ from shlex's; a "#" just makes it compound-safe
+    try:
+        tokens = list(lexer)
+    except ValueError:  # unbalanced quotes: the shell will complain; nothing to scope
+        return exact
+    if not tokens or any(_OPERATOR.match(token) for token in tokens):
+        return exact
+    index = 0
+    while index < len(tokens) and _ASSIGNMENT.match(tokens[index]):
+        index += 1
+    if index == len(tokens):
+        return exact
+    program = tokens[index]
+    words = tokens[: index + 1]
+    rest = tokens[index + 1 :]
+    if os.path.basename(program) in WRAPPERS or os.path.basename(program).split(".")[0] in DESTRUCTIVE:
+        return exact
+    if program in SUBCOMMAND_TOOLS and rest:
+        if rest[0].startswith("-"):
+            return exact  # `git -C dir status`: the words before the subcommand change its meaning
+        words.append(rest[0])
+        if rest[0] in RUNNERS and len(rest) > 1:
+            if rest[1].startswith("-"):
+                return exact
+            words.append(rest[1])
+    elif os.path.basename(program).rstrip("0123456789.") in INTERPRETERS and rest[:1] == ["-m"] and len(rest) > 1:
+        words += rest[:2]
+    leading = " ".join(shlex.quote(word) if _needs_quotes(word) else word for word in words)
+    return f"command:{leading}", f"commands starting with `{leading}`"
+
+
+def _needs_quotes(word: str) -> bool:
+    return not word or any(char.isspace() or char in "'\"\\" for char in word)
+
+
+class RunCommand(BaseTool):
+    name = "run_command"
+    description = (
+        "Run a shell command (`sh -c`) in the workspace and return its output and exit code. The command "
+        "has no input (stdin is closed) and is killed after `timeout_seconds`. Long output is cut in the "
+        "middle. Use it for tests, builds, git and other tools; prefer read_file, grep and glob for reading "
+        "and searching files."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The command line, e.g. `pytest -q tests/test_app.py`."},
+            "timeout_seconds": {
+                "type": "integer",
+                "description": f"Kill it after this many seconds (default {DEFAULT_TIMEOUT}, at most {MAX_TIMEOUT}).",
+            },
+            "cwd": {
+                "type": "string",
+                "description": "Directory to run in, inside the workspace (default: the working directory).",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+    kind = "execute"
+
+    def title(self, args: dict[str, Any]) -> str:
+        return f"Run `{shown(args.get('command', ''), 80)}`"
+
+    async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
+        command = arg_str(args, "command")
+        if not command.strip():
+            raise ToolError("The command is empty.")
+        timeout = arg_int(args, "timeout_seconds", DEFAULT_TIMEOUT, minimum=1, maximum=MAX_TIMEOUT)
+        resolved = ctx.policy.resolve(arg_str(args, "cwd", required=False) or ".")
+        if not resolved.inside:
+            raise ToolError(f"Commands run inside the workspace; {resolved.display} is outside it.")
+        if await ctx.disk.kind(resolved.path) != "dir":
+            raise ToolError(f"cwd {resolved.display} is not a directory.")
+        key, label = permission_scope(command)
+        where = f" in {resolved.display}" if resolved.display not in ("", ".") else ""
+        title = f"Run `{shown(command, 80)}`{where}"
+        preview: list[ToolCallContent] = []
+        if shown(command, 80) != command:  # the title cut or flattened it: show the whole command
+            preview.append(text_content(_fenced(command, "sh")))
+
+        async def execute() -> ToolResult:
+            return await _run(ctx, command, resolved.path, timeout)
+
+        return Plan(
+            title=title,
+            execute=execute,
+            preview=preview,
+            mutating=True,
+            permission_key=key,
+            permission_label=label,
+        )
+
+
+async def _run(ctx: ToolContext, command: str, cwd: str, seconds: int) -> ToolResult:
+    call_id = getattr(ctx, "current_call_id", "")
+    terminals: list[str] = []
+
+    async def on_start(terminal_id: str) -> None:
+        terminals.append(terminal_id)
+        if call_id:
+            embedded: list[ToolCallContent] = [{"type": "terminal", "terminalId": terminal_id}]
+            await ctx.send_update(updates.tool_call_update(call_id, content=embedded))
+
+    result = await ctx.terminals.run(command, cwd, float(seconds), on_start=on_start)
+    output = result.output
+    if len(output) > MAX_OUTPUT_CHARS:
+        half = MAX_OUTPUT_CHARS // 2
+        omitted = len(output) - 2 * half
+        output = f"{output[:half]}\n[... {omitted} characters omitted ...]\n{output[-half:]}"
+    if result.timed_out:
+        status = f"Timed out after {seconds} s; the command was killed."
+    elif result.signal:
+        status = f"Killed by signal {result.signal}."
+    elif result.exit_code is None:
+        status = "Exit status unknown."
+    else:
+        status = f"Exit code: {result.exit_code}"
+    notes = " (the output was truncated by the terminal)" if result.truncated else ""
+    text = (output.rstrip("\n") if output.strip() else "(no output)") + f"\n\n{status}{notes}"
+    failed = result.timed_out or result.signal is not None or result.exit_code != 0
+    content: list[ToolCallContent]
+    if terminals and call_id:
+        content = [{"type": "terminal", "terminalId": terminals[-1]}]
+    else:
+        content = [text_content(_fenced(output.rstrip("\n"), "") + f"\n\n{status}{notes}")]
+    raw = {
+        "exit_code": result.exit_code,
+        "signal": result.signal,
+        "timed_out": result.timed_out,
+        "truncated": result.truncated,
+        "output": output,
+    }
+    return ToolResult(text, content=content, raw_output=raw, failed=failed)
+
+
+def _fenced(text: str, language: str) -> str:
+    """A Markdown code block whose fence is longer than any backtick run inside ``text``."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text}\n{fence}"
