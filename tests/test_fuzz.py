@@ -20,6 +20,7 @@ The expectations come from JSON-RPC 2.0 itself (:func:`expectation`), not from `
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 from collections import Counter
@@ -34,7 +35,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refagent.acp.connection import Connection
-from refagent.agent import Agent
+from refagent.agent import Agent, Settings
+from refagent.workspace import Sandbox, local_sandbox
 from tests.acp_schema import validate_agent_message
 
 pytestmark = pytest.mark.anyio
@@ -310,6 +312,11 @@ class Harness:
                 await self.arrived.wait()
 
 
+def sandbox_without_watcher(cwd: str, additional: list[str]) -> Sandbox:
+    """The real local sandbox, minus the file watcher (its thread takes ~50 ms to stop, per example)."""
+    return dataclasses.replace(local_sandbox(cwd, additional), watcher=None)
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("fuzz-workdir")
@@ -336,7 +343,8 @@ async def test_the_agent_survives_garbage_and_answers_correctly(garbage: list[An
         finally:
             stopped.set()
 
-    async with Agent(connection) as agent, anyio.create_task_group() as tg:
+    settings = Settings(make_sandbox=sandbox_without_watcher)
+    async with Agent(connection, settings) as agent, anyio.create_task_group() as tg:
         tg.start_soon(serve, agent)
 
         # a real session for session methods to reach
