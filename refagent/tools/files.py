@@ -123,9 +123,12 @@ def with_endings(new: str, old: str | None) -> str:
 
 
 def cut_line(line: str) -> str:
+    """``line``, or its start and a marker, in at most :data:`MAX_LINE_CHARS` characters (the local disk's
+    ``read_lines`` cuts the same way)."""
     if len(line) <= MAX_LINE_CHARS:
         return line
-    return f"{line[:MAX_LINE_CHARS]}… [line cut: {len(line)} characters]"
+    marker = f"… [line cut: {len(line)} characters]"
+    return line[: MAX_LINE_CHARS - len(marker)] + marker
 
 
 def numbered(lines: Sequence[str], first: int, *, cut: bool = True) -> str:

@@ -21,7 +21,8 @@ The regex dialect is Rust's (``regex`` crate) with ripgrep and Python's ``re`` i
 on the common syntax (classes, ``\\d\\w\\s\\b``, groups, ``(?i)``, lazy quantifiers). ``\\z`` and ``(?<name>``
 are translated for Python. A pattern ripgrep rejects but Python accepts (look-around, back-references)
 is run by the fallback engine, so the model gets results rather than a dialect error. Matching is per
-line: a pattern cannot match across lines.
+line: a pattern cannot match across lines. Bytes that are not UTF-8 are shown as U+FFFD by both; ripgrep
+matches them with nothing (not even ``.``), Python with what matches U+FFFD.
 """
 
 from __future__ import annotations
@@ -648,7 +649,8 @@ class Glob(BaseTool):
                 paths, complete = await in_thread(lambda stop: python_files([pattern], resolved.path, stop))
             paths.sort()
             listed = [prefix + p for p in paths[:MAX_GLOB_RESULTS]]
-            output = "\n".join(listed) if listed else f"No files match `{pattern}` in {resolved.display}."
+            where = f" in {resolved.display}" if prefix else ""
+            output = "\n".join(listed) if listed else f"No files match `{pattern}`{where}."
             if len(paths) > MAX_GLOB_RESULTS:
                 total = f"{len(paths)}" if complete else f"more than {len(paths)}"
                 output += (
