@@ -6,9 +6,13 @@ A profile is one entry of the editor's model picker (the ``model`` config option
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 SCRIPTED = "scripted"
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+"""Where a profile without ``base_url`` goes (the ``openai`` client's own default)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,10 +32,19 @@ class ModelProfile:
     output_price: float | None = None
     currency: str = "USD"
     description: str = ""
+    needs_key: bool | None = None
+    """Whether the endpoint needs an API key; ``None``: decide from ``base_url`` (see :func:`needs_key`)."""
+    source: str = ""
+    """Where the profile was defined, for messages: ``"environment"``, or ``"<config file> [profiles.<id>]"``."""
 
     @property
     def scripted(self) -> bool:
         return self.id == SCRIPTED
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL requests go to (OpenAI's when the profile names none)."""
+        return self.base_url or OPENAI_BASE_URL
 
 
 def scripted_profile() -> ModelProfile:
@@ -41,3 +54,47 @@ def scripted_profile() -> ModelProfile:
         model=SCRIPTED,
         description="No model endpoint configured: a scripted model answers.",
     )
+
+
+def is_local(base_url: str | None) -> bool:
+    """Whether ``base_url`` points at this machine (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    if not base_url:
+        return False
+    host = (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def needs_key(profile: ModelProfile) -> bool:
+    """Whether requests need an API key.
+
+    An explicit ``needs_key`` wins; ``api_key = ""`` means "none"; local endpoints (Ollama, LM Studio,
+    llama.cpp, vLLM on this machine) need none; every other endpoint does. The scripted model needs none.
+    """
+    if profile.scripted:
+        return False
+    if profile.needs_key is not None:
+        return profile.needs_key
+    if profile.api_key == "":
+        return False
+    return not is_local(profile.base_url)
+
+
+def key_hint(profile: ModelProfile) -> str:
+    """What the user should set to give ``profile`` a key, as a phrase: "set the X environment variable"."""
+    where = f"`api_key` or `api_key_env` in {profile.source}" if profile.source.endswith("]") else ""
+    if profile.api_key_env:
+        hint = f"set the {profile.api_key_env} environment variable"
+        return f"{hint} (or {where})" if where else hint
+    return f"set {where}" if where else "set the OPENAI_API_KEY environment variable"
+
+
+def missing_key(profile: ModelProfile) -> str | None:
+    """A message for the user when ``profile`` needs an API key and has none; ``None`` when all is well."""
+    if not needs_key(profile) or profile.api_key:
+        return None
+    return f"The model profile {profile.id!r} ({profile.endpoint}) needs an API key: {key_hint(profile)}."

@@ -56,11 +56,16 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Retrying:
-    """The adapter hit a transient failure and will try again after ``delay`` seconds."""
+    """The adapter hit a transient failure and will try again after ``delay`` seconds.
+
+    ``attempt`` is the number of the attempt about to be made (2 for the first retry), out of
+    ``max_attempts`` (0 when the adapter does not say).
+    """
 
     attempt: int
     delay: float
     reason: str
+    max_attempts: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +81,9 @@ class ModelClient(Protocol):
 
     The stream ends with exactly one :class:`Finished`. Tool calls arrive complete, after the text that
     preceded them. Failures that retrying cannot fix raise :class:`refagent.errors.ModelError`;
-    cancellation (the task's cancel scope) aborts the underlying HTTP stream at once.
+    cancellation (the task's cancel scope) aborts the underlying HTTP stream at once. A consumer that
+    leaves early should close the iterator (``contextlib.aclosing``), so that the stream is closed then,
+    not whenever the abandoned generator is finalised.
     """
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
