@@ -58,7 +58,7 @@ async def _part(index: int, block: ContentBlock, *, images: bool, read_text: Rea
                 return _text(f"<file path={path!r} error={str(exc)!r} />")
             if len(body) > MAX_LINKED_CHARS:
                 body = body[:MAX_LINKED_CHARS] + f"\n[... truncated at {MAX_LINKED_CHARS} characters]"
-            return _text(f"<file path={path!r}>\n{body}\n</file>")
+            return _text(_file_block(path, body))
         name = block.get("name") or uri
         return _text(f"<link uri={uri!r} name={name!r} />")
     if kind == "resource":
@@ -68,7 +68,7 @@ async def _part(index: int, block: ContentBlock, *, images: bool, read_text: Rea
         uri = resource["uri"]
         where = file_path(uri) or uri
         if isinstance(resource.get("text"), str):
-            return _text(f"<file path={where!r}>\n{resource['text']}\n</file>")
+            return _text(_file_block(where, resource["text"]))
         mime = resource.get("mimeType") or "application/octet-stream"
         return _text(f"<file path={where!r} mimeType={mime!r}>(binary content not shown)</file>")
     if kind == "image":
@@ -89,3 +89,8 @@ def _field(index: int, block: ContentBlock, name: str) -> str:
 
 def _text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
+
+
+def _file_block(path: str, body: str) -> str:
+    ending = "" if body.endswith("\n") else "\n"
+    return f"<file path={path!r}>\n{body}{ending}</file>"

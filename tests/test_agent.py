@@ -83,3 +83,66 @@ async def test_errors_have_schema_codes(check: Any) -> None:
         with pytest.raises(RequestError) as info:
             await editor.request("no/such", {})
         assert info.value.code == -32601
+
+
+async def test_set_mode_and_config_option_stay_in_sync(check: Any) -> None:
+    async with connect(check=check) as editor:
+        await editor.initialize()
+        result = await editor.request("session/new", {"cwd": "/tmp", "mcpServers": []})
+        sid = result["sessionId"]
+        assert result["modes"]["currentModeId"] == "ask"
+        mode_option = next(o for o in result["configOptions"] if o["category"] == "mode")
+        assert {o["value"] for o in mode_option["options"]} == {m["id"] for m in result["modes"]["availableModes"]}
+
+        assert await editor.request("session/set_mode", {"sessionId": sid, "modeId": "read-only"}) == {}
+        assert editor.updates(sid)[-2:] == [
+            {"sessionUpdate": "current_mode_update", "currentModeId": "read-only"},
+            {"sessionUpdate": "config_option_update", "configOptions": editor.updates(sid)[-1]["configOptions"]},
+        ]
+        options = await editor.request(
+            "session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "full-access"}
+        )
+        assert next(o for o in options["configOptions"] if o["id"] == "mode")["currentValue"] == "full-access"
+        assert editor.updates(sid)[-1] == {"sessionUpdate": "current_mode_update", "currentModeId": "full-access"}
+
+        for bad in (
+            ("session/set_mode", {"sessionId": sid, "modeId": "yolo"}),
+            ("session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "yolo"}),
+            ("session/set_config_option", {"sessionId": sid, "configId": "colour", "value": "red"}),
+            ("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "nope"}),
+            ("session/set_config_option", {"sessionId": sid, "configId": "mode"}),
+        ):
+            with pytest.raises(RequestError) as info:
+                await editor.request(*bad)
+            assert info.value.code == -32602
+
+
+async def test_updates_about_a_new_session_follow_its_response(check: Any) -> None:
+    async with connect(check=check) as editor:
+        await editor.initialize()
+        sid = await editor.new_session("/tmp")
+        sent = editor.transcript.sent_by("agent")
+        response = next(i for i, m in enumerate(sent) if m.get("result", {}).get("sessionId") == sid)
+        assert all(i > response for i, m in enumerate(sent) if m.get("params", {}).get("sessionId") == sid)
+
+
+async def test_a_second_prompt_waits_for_the_first(check: Any) -> None:
+    model = ScriptedModel([[TextDelta("first"), Hang()], text("second")])
+    async with connect(Settings(make_model=lambda p: model), check=check) as editor:
+        await editor.initialize()
+        sid = await editor.new_session("/tmp")
+        results: list[dict[str, Any]] = []
+
+        async def prompt(words: str) -> None:
+            results.append(await editor.prompt(sid, words))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(prompt, "one")
+            await editor.transcript.wait_for_update("agent_message_chunk")
+            tg.start_soon(prompt, "two")
+            await anyio.wait_all_tasks_blocked()
+            assert len(model.requests) == 1  # the second waits behind the first
+            await editor.cancel(sid)
+        # cancel ends the running turn and the one queued behind it
+        assert results == [{"stopReason": "cancelled"}, {"stopReason": "cancelled"}]
+        assert await editor.prompt(sid, "three") == {"stopReason": "end_turn"}
