@@ -1,0 +1,395 @@
+"""Local commands (:class:`refagent.tools.base.Terminals`): one shell command in a process group of its own.
+
+Contract: :meth:`LocalTerminals.run` runs ``command`` through the shell in ``cwd`` and returns a
+:class:`~refagent.tools.base.CommandResult` — the merged stdout and stderr (UTF-8, invalid bytes
+replaced), the exit code or the name of the signal that ended the shell, and whether the output was cut
+or the time limit hit. Local processes have no terminal id, so ``on_start`` is never called.
+
+What a command gets, and why (design.md, "Sandbox"; this is no container: commands the user allows may
+do anything the user may do, so these are guard rails against accidents and runaway processes):
+
+* **The shell**: ``/bin/bash`` (else the first ``bash`` on ``PATH``), falling back to ``/bin/sh``. Models
+  write bash (``[[ ]]``, ``source``, brace expansion, ``pipefail``); ``/bin/sh`` is dash on Debian and
+  Ubuntu and would fail them. ``bash -c`` is non-interactive: no rc files are read, no job control.
+* **Its own session and process group** (``setsid``), so the whole group can be signalled; and no
+  controlling terminal, so nothing can prompt on ``/dev/tty``.
+* **stdin is /dev/null**: a command that reads input gets end-of-file at once instead of hanging.
+* **The end of the group.** When the shell exits, when the time limit passes, and when the caller
+  cancels, every process left in the group gets SIGTERM (and SIGCONT, so stopped ones can act on it),
+  then SIGKILL after ``kill_grace`` seconds, and the shell is reaped. So ``sleep 100 &`` does not
+  outlive its command, nor hold the output pipe open. A process that leaves the group (``setsid``,
+  daemons) escapes; only a cgroup could follow it. Its hold on the output pipe is bounded by
+  ``drain_seconds``.
+* **Resource limits** (``setrlimit`` in a tiny exec wrapper: ``anyio.open_process`` has no
+  ``preexec_fn``, which is unsafe in threaded programs anyway), soft and hard, only ever lowered:
+  CPU time ``max(min_cpu_seconds, cpu_factor * time_limit)`` (per process: a 10-fold factor leaves room
+  for multi-threaded compilers and test runners); file size 1 GiB; no core dumps (they would land in
+  the workspace); processes: the number of threads running on the machine now plus 4096 (RLIMIT_NPROC
+  counts every thread of the user, so a fixed number would break commands on a busy desktop; root is
+  exempt from it anyway). See :class:`ResourceLimits`.
+* **No credentials of the model** (:func:`is_secret_name`): variables starting with ``OPENAI_``,
+  ``ANTHROPIC_`` or ``REFAGENT_`` (the model's endpoint, key and our own settings: a command has no
+  business with them, and a base URL can carry a key); and any variable whose name contains
+  ``SECRET``, ``PASSWORD``, ``PASSWD``, ``PASSPHRASE``, ``CREDENTIAL``, ``APIKEY``, ``API_KEY``,
+  ``ACCESS_KEY``, ``PRIVATE_KEY`` or ``COOKIE``, ends in ``_KEY``/``_KEYS``, or has ``TOKEN``/``TOKENS``
+  as a word (``GITHUB_TOKEN``, ``HF_TOKEN``; not ``TOKENIZERS_PARALLELISM``). ``PATH``, ``HOME``,
+  ``SSH_AUTH_SOCK`` (git over ssh) and the like stay. ``keep_env`` names exceptions.
+* **Output capped**: the first and last ``output_limit / 2`` bytes are kept with a
+  ``[... N bytes omitted ...]`` marker between; the middle is never stored, so a command that prints
+  gigabytes costs no memory.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+
+from refagent.errors import ToolError
+from refagent.tools.base import CommandResult
+
+DEFAULT_OUTPUT_LIMIT = 40_000
+"""Bytes of output kept: the first and the last 20 000."""
+
+_PROVIDER_PREFIXES = ("OPENAI_", "ANTHROPIC_", "REFAGENT_")
+_SECRET_PARTS = (
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "APIKEY",
+    "API_KEY",
+    "ACCESS_KEY",
+    "PRIVATE_KEY",
+    "COOKIE",
+)
+_TOKEN_WORD = re.compile(r"(?:^|_)[A-Z0-9]*TOKENS?(?:_|$)")
+
+# Runs in the child before the shell: lower the limits, then exec. -I -S keeps it to a few milliseconds
+# and immune to PYTHON* variables and site-packages.
+_LAUNCHER = """\
+import os, resource, signal, sys
+# Python ignores these at startup, and an ignored signal stays ignored across exec: without this,
+# `yes | head` would end in "Broken pipe" errors and a file over the size limit in EFBIG, not a kill.
+for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):
+    if hasattr(signal, name):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+INF = resource.RLIM_INFINITY
+for item in filter(None, sys.argv[1].split(",")):
+    name, _, value = item.partition("=")
+    which = getattr(resource, "RLIMIT_" + name, None)
+    if which is None:
+        continue
+    soft, hard = resource.getrlimit(which)
+    limit = int(value) if hard == INF else min(int(value), hard)
+    try:
+        resource.setrlimit(which, (limit if soft == INF else min(soft, limit), limit))
+    except (ValueError, OSError):
+        pass
+# Undo Python's own change (PEP 538 coerces LC_CTYPE when it names the C locale or a missing one).
+if sys.argv[2]:
+    os.environ["LC_CTYPE"] = sys.argv[2][1:]
+else:
+    os.environ.pop("LC_CTYPE", None)
+try:
+    os.execv(sys.argv[3], sys.argv[3:])
+except OSError as error:
+    sys.stderr.write("refagent: cannot run %s: %s\\n" % (sys.argv[3], error.strerror))
+    sys.exit(127)
+"""
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable is withheld from commands (see the module docstring)."""
+    upper = name.upper()
+    return (
+        upper.startswith(_PROVIDER_PREFIXES)
+        or any(part in upper for part in _SECRET_PARTS)
+        or _TOKEN_WORD.search(upper) is not None
+        or upper.endswith(("_KEY", "_KEYS"))
+    )
+
+
+def scrub_env(env: Mapping[str, str], keep: Iterable[str] = ()) -> dict[str, str]:
+    """``env`` without the variables :func:`is_secret_name` withholds, except those in ``keep``."""
+    kept = set(keep)
+    return {name: value for name, value in env.items() if name in kept or not is_secret_name(name)}
+
+
+def default_shell(path: str | None = None) -> str:
+    """``/bin/bash``, else ``bash`` on ``path``, else ``/bin/sh``."""
+    if os.access("/bin/bash", os.X_OK):
+        return "/bin/bash"
+    return shutil.which("bash", path=path) or "/bin/sh"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceLimits:
+    """Limits for each command (None switches one off). Applied as soft and hard limits; a limit the
+    agent already runs under that is lower is kept."""
+
+    cpu_factor: float | None = 10.0
+    """CPU seconds per process: ``max(min_cpu_seconds, cpu_factor * time_limit)``."""
+    min_cpu_seconds: int = 60
+    file_size: int | None = 1 << 30
+    """Largest file a command may write, in bytes (bigger writes fail with SIGXFSZ / EFBIG)."""
+    core_size: int | None = 0
+    """Core dumps: none."""
+    process_headroom: int | None = 4096
+    """RLIMIT_NPROC = threads running on the machine now + this (Linux; not set where unknown)."""
+
+    def for_time_limit(self, time_limit: float) -> dict[str, int]:
+        """The ``RLIMIT_*`` suffixes and values for a command with this time limit."""
+        limits: dict[str, int] = {}
+        if self.cpu_factor is not None:
+            limits["CPU"] = max(self.min_cpu_seconds, math.ceil(self.cpu_factor * time_limit))
+        if self.file_size is not None:
+            limits["FSIZE"] = self.file_size
+        if self.core_size is not None:
+            limits["CORE"] = self.core_size
+        if self.process_headroom is not None:
+            running = _threads_running()
+            if running is not None:
+                limits["NPROC"] = running + self.process_headroom
+        return limits
+
+
+def _threads_running() -> int | None:
+    """All threads on the machine (the 4th field of /proc/loadavg is ``running/total``), if known."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as file:
+            return int(file.read().split()[3].split("/")[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@dataclass
+class LocalTerminals:
+    """Runs commands as local process groups. ``env`` defaults to this process's environment (read
+    now); either way the credentials are removed from it once, here."""
+
+    env: Mapping[str, str] | None = None
+    output_limit: int = DEFAULT_OUTPUT_LIMIT
+    limits: ResourceLimits = field(default_factory=ResourceLimits)
+    shell: str | None = None
+    """The shell to run commands with; default: :func:`default_shell`."""
+    keep_env: Iterable[str] = ()
+    """Variable names to pass on even though :func:`is_secret_name` would withhold them."""
+    kill_grace: float = 2.0
+    """Seconds between SIGTERM and SIGKILL."""
+    drain_seconds: float = 2.0
+    """How long to keep reading after the group is gone (a process that left it may hold the pipe)."""
+    _env: dict[str, str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._env = scrub_env(os.environ if self.env is None else self.env, self.keep_env)
+        if self.shell is None:
+            self.shell = default_shell(self._env.get("PATH"))
+
+    @property
+    def command_env(self) -> dict[str, str]:
+        """The environment commands get (a copy)."""
+        return dict(self._env)
+
+    async def run(
+        self,
+        command: str,
+        cwd: str,
+        time_limit: float,
+        on_start: Callable[[str], Awaitable[None]] | None = None,
+    ) -> CommandResult:
+        """Run ``command`` through the shell in ``cwd``; kill its group after ``time_limit`` seconds.
+
+        Cancellation kills the group too (and waits for it, shielded, before re-raising).
+        """
+        if not time_limit > 0:
+            raise ToolError(f"The time limit must be a positive number of seconds, got {time_limit}.")
+        if "\x00" in command:
+            raise ToolError("The command contains a NUL byte, which no shell command can contain.")
+        if not await anyio.Path(cwd).is_dir():
+            raise ToolError(f"Cannot run the command: the working directory {cwd} does not exist.")
+        output = _Output(self.output_limit)
+        with anyio.CancelScope(shield=True):  # once spawned, the process must reach the cleanup below
+            try:
+                process = await anyio.open_process(
+                    self._argv(command, time_limit),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    cwd=cwd,
+                    env=self._env,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise ToolError(f"Cannot start the shell {self.shell}: {exc.strerror or exc}.") from None
+        timed_out = False
+        try:
+            async with anyio.create_task_group() as tasks:
+                read_all = anyio.Event()
+                assert process.stdout is not None
+                tasks.start_soon(_pump, process.stdout, output, read_all)
+                with anyio.move_on_after(time_limit) as deadline:
+                    await process.wait()
+                timed_out = deadline.cancelled_caught
+                # The shell is done, or out of time: nothing of its group may outlive it.
+                await _end_group(process.pid, self.kill_grace)
+                with anyio.move_on_after(self.drain_seconds):
+                    await read_all.wait()
+                tasks.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _end_group(process.pid, self.kill_grace)
+                await process.aclose()
+        text, truncated = output.text()
+        code = process.returncode
+        if code is not None and code < 0:
+            return CommandResult(text, None, _signal_name(-code), truncated, timed_out)
+        return CommandResult(text, code, None, truncated, timed_out)
+
+    def _argv(self, command: str, time_limit: float) -> list[str]:
+        shell = self.shell or "/bin/sh"
+        limits = self.limits.for_time_limit(time_limit)
+        if not limits or not sys.executable:
+            return [shell, "-c", command]
+        spec = ",".join(f"{name}={value}" for name, value in limits.items())
+        lc_ctype = "=" + self._env["LC_CTYPE"] if "LC_CTYPE" in self._env else ""
+        return [sys.executable, "-I", "-S", "-c", _LAUNCHER, spec, lc_ctype, shell, "-c", command]
+
+
+async def _pump(stream: anyio.abc.ByteReceiveStream, output: _Output, done: anyio.Event) -> None:
+    try:
+        async for chunk in stream:
+            output.feed(chunk)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
+    finally:
+        done.set()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"
+
+
+# -- ending a process group ------------------------------------------------------------------------------
+
+
+async def _end_group(pgid: int, grace: float) -> None:
+    """SIGTERM the group, SIGKILL what is left after ``grace`` seconds; return once it is gone (or after
+    one more second: a process stuck in the kernel cannot be hurried)."""
+    if not _signal_group(pgid, signal.SIGTERM):
+        return
+    _signal_group(pgid, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
+    if not await _gone_within(pgid, grace):
+        _signal_group(pgid, signal.SIGKILL)
+        await _gone_within(pgid, 1.0)
+
+
+async def _gone_within(pgid: int, seconds: float) -> bool:
+    """Poll until no process of the group runs (True), or ``seconds`` pass (False). There is nothing to
+    wait on: the group's members are not our children, so polling it is."""
+    deadline = anyio.current_time() + seconds
+    while True:
+        if not _group_alive(pgid):
+            return True
+        if anyio.current_time() >= deadline:
+            return False
+        await anyio.sleep(0.01)
+
+
+def _signal_group(pgid: int, number: int) -> bool:
+    """Send a signal to the group; False if the group is gone."""
+    try:
+        os.killpg(pgid, number)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # a member we may not signal (it changed user): nothing more we can do to it
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. Zombies do not count: where PID 1 does not reap
+    orphans (some containers), they stay in the group forever and ``killpg(pgid, 0)`` keeps succeeding."""
+    if not _signal_group(pgid, 0):
+        return False
+    if not os.path.isdir("/proc/self"):
+        return True
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as file:
+                fields = file.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it ended while we looked
+        # after "pid (comm)": state, ppid, pgrp, ...
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+# -- output -------------------------------------------------------------------------------------------------
+
+
+class _Output:
+    """The first and last ``limit / 2`` bytes of a stream, and how many bytes went by."""
+
+    def __init__(self, limit: int) -> None:
+        self.head_limit = max(0, limit) // 2
+        self.tail_limit = max(0, limit) - self.head_limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk and self.tail_limit:
+            self.tail += chunk
+            if len(self.tail) > 2 * self.tail_limit:  # trim now and then, not on every chunk
+                del self.tail[: len(self.tail) - self.tail_limit]
+
+    def text(self) -> tuple[str, bool]:
+        """The output as text, and whether some of it was left out."""
+        tail = bytes(self.tail[-self.tail_limit :]) if self.tail_limit else b""
+        omitted = self.total - len(self.head) - len(tail)
+        if omitted <= 0:
+            return (bytes(self.head) + tail).decode("utf-8", "replace"), False
+        head = _decode_head(bytes(self.head))
+        tail_text = _decode_tail(tail)
+        return f"{head}\n[... {omitted} bytes omitted ...]\n{tail_text}", True
+
+
+def _decode_head(data: bytes) -> str:
+    """Decode, dropping a character cut in two at the end."""
+    for cut in range(4):
+        try:
+            return data[: len(data) - cut].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.end < len(data) - cut:  # invalid in the middle: not a cut character
+                break
+    return data.decode("utf-8", "replace")
+
+
+def _decode_tail(data: bytes) -> str:
+    """Decode, dropping the continuation bytes of a character cut in two at the start."""
+    start = 0
+    while start < min(3, len(data)) and 0x80 <= data[start] < 0xC0:
+        start += 1
+    return data[start:].decode("utf-8", "replace")
