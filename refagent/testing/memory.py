@@ -61,6 +61,8 @@ class FakeClient:
     permission: PermissionPolicy = allow_once
     files: dict[str, str] = field(default_factory=dict)
     """The editor's buffers, for ``fs/*`` (when advertised)."""
+    save: bool = False
+    """Also save written buffers to disk, as editors such as Zed do."""
     fs_error: RequestError | None = None
     """If set, every ``fs/*`` request fails with it (like acpx refusing writes)."""
     extra: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = field(default_factory=dict)
@@ -87,6 +89,8 @@ class FakeClient:
             return {"content": "".join(chosen)}
         if method == "fs/write_text_file":
             self.files[params["path"]] = params["content"]
+            if self.save:
+                await anyio.Path(params["path"]).write_text(params["content"], encoding="utf-8")
             return None  # like Toad: null instead of {}
         raise MethodNotFound(f"Method not found: {method}")
 
