@@ -320,8 +320,9 @@ class RgPatternError(Exception):
     """ripgrep rejected the pattern (the Python engine may accept it)."""
 
 
-async def _run_rg(argv: list[str], cwd: str, on_line: Callable[[bytes], bool]) -> None:
-    """Run rg, feeding each stdout line to ``on_line`` until it returns False (then rg is killed)."""
+async def _run_rg(argv: list[str], cwd: str, on_lines: Callable[[bytes], bool]) -> None:
+    """Run rg, feeding its stdout to ``on_lines`` in blocks of whole lines (each ending with ``\n``) until
+    it returns False (then rg is killed). Blocks, not lines: the parsing runs in C (``re.findall``)."""
     process = await anyio.open_process(
         argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -332,19 +333,19 @@ async def _run_rg(argv: list[str], cwd: str, on_line: Callable[[bytes], bool]) -
         assert process.stderr is not None
         pending = b""
         async for chunk in process.stdout:
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            for line in lines:
-                if not on_line(line):
-                    stopped = True
-                    break
-            if stopped:
+            end = chunk.rfind(b"\n") + 1
+            if not end:
+                pending += chunk
+                continue
+            block, pending = pending + chunk[:end], chunk[end:]
+            if not on_lines(block):
+                stopped = True
                 break
         if stopped:
             process.kill()
         else:
             if pending:
-                on_line(pending)
+                on_lines(pending + b"\n")
             # With --no-messages rg writes to stderr only for a bad pattern or glob: a few lines.
             async for chunk in process.stderr:
                 errors += chunk
@@ -391,6 +392,12 @@ def _strip_dot(path: str) -> str:
     return path[2:] if path.startswith("./") else path
 
 
+_LINE_RECORD = re.compile(rb"([^\0\n]*)\0(\d+)([:-])([^\n]*)\n")
+"""``path NUL number : text`` (a match) or ``path NUL number - text`` (context), as ``--null`` prints them."""
+_COUNT_RECORD = re.compile(rb"([^\0\n]*)\0(\d+)\r?\n")  # --crlf ends these lines with CRLF
+_BINARY_WARNING = b": WARNING: stopped searching binary file"
+
+
 async def rg_grep(rg: str, query: Query, directory: str, target: str) -> Hits:
     """Search ``target`` (``.`` or a file name) in ``directory`` with ripgrep."""
     hits = Hits()
@@ -409,32 +416,41 @@ async def rg_grep(rg: str, query: Query, directory: str, target: str) -> Hits:
         argv += ["--count", "--with-filename"]
     argv += [*_rg_globs(query.globs), "--regexp", query.pattern, "--", target]
     binary: set[str] = set()
+    names: dict[bytes, str] = {}
 
-    def on_line(raw: bytes) -> bool:
-        name, sep, rest = raw.partition(b"\0")
-        if not sep:
-            # "--" between groups, or "path: WARNING: stopped searching binary file after match".
-            if b": WARNING: stopped searching binary file" in raw:
-                binary.add(_strip_dot(raw.split(b": WARNING: ", 1)[0].decode("utf-8", "replace")))
-            return True
-        path = _strip_dot(name.decode("utf-8", "surrogateescape"))
-        if query.mode != "content":
-            count = int(rest or b"0")
-            hits.counts[path] = count
-            hits.matches += count
-            return len(hits.counts) <= HARD_LIMIT
-        number, kind, text = _split_numbered(rest)
-        if number is None:
-            return True
-        is_match = kind == b":"
-        line = text.decode("utf-8", "replace")
-        hits.lines.setdefault(path, []).append((number, is_match, line[:-1] if line.endswith("\r") else line))
-        if is_match:
-            hits.counts[path] = hits.counts.get(path, 0) + 1
-            hits.matches += 1
+    def path_of(name: bytes) -> str:
+        path = names.get(name)
+        if path is None:
+            path = names[name] = _strip_dot(name.decode("utf-8", "surrogateescape"))
+        return path
+
+    def on_counts(block: bytes) -> bool:
+        for name, count in _COUNT_RECORD.findall(block):
+            hits.counts[path_of(name)] = int(count)
+            hits.matches += int(count)
+        return len(hits.counts) <= HARD_LIMIT
+
+    def on_lines(block: bytes) -> bool:
+        if _BINARY_WARNING in block:  # "path: WARNING: stopped searching binary file after match (...)"
+            for line in block.split(b"\n"):
+                if b"\0" not in line and _BINARY_WARNING in line:
+                    binary.add(path_of(line.split(_BINARY_WARNING, 1)[0]))
+        current: list[tuple[int, bool, str]] = []
+        current_name = None
+        counts = hits.counts
+        for name, number, kind, raw in _LINE_RECORD.findall(block):
+            if name != current_name:
+                current_name, path = name, path_of(name)
+                current = hits.lines.setdefault(path, [])
+            text = raw.decode("utf-8", "replace")
+            is_match = kind == b":"
+            current.append((int(number), is_match, text[:-1] if text.endswith("\r") else text))
+            if is_match:
+                counts[path] = counts.get(path, 0) + 1
+                hits.matches += 1
         return hits.matches <= HARD_LIMIT
 
-    await _run_rg(argv, directory, on_line)
+    await _run_rg(argv, directory, on_lines if query.mode == "content" else on_counts)
     hits.complete = hits.matches <= HARD_LIMIT and len(hits.counts) <= HARD_LIMIT
     for path in binary:
         hits.matches -= hits.counts.pop(path, 0)
@@ -442,25 +458,14 @@ async def rg_grep(rg: str, query: Query, directory: str, target: str) -> Hits:
     return hits
 
 
-_NUMBERED = re.compile(rb"(\d+)([:-])")
-
-
-def _split_numbered(rest: bytes) -> tuple[int | None, bytes, bytes]:
-    found = _NUMBERED.match(rest)
-    if found is None:
-        return None, b"", b""
-    return int(found.group(1)), found.group(2), rest[found.end() :]
-
-
 async def rg_files(rg: str, globs: list[str], directory: str) -> tuple[list[str], bool]:
     paths: list[str] = []
 
-    def on_line(raw: bytes) -> bool:
-        if raw:
-            paths.append(_strip_dot(raw.decode("utf-8", "surrogateescape")))
+    def on_lines(block: bytes) -> bool:
+        paths.extend(_strip_dot(raw.decode("utf-8", "surrogateescape")) for raw in block.split(b"\n") if raw)
         return len(paths) <= HARD_LIMIT * 5
 
-    await _run_rg([rg, *RG_BASE, "--files", *_rg_globs(globs), "--", "."], directory, on_line)
+    await _run_rg([rg, *RG_BASE, "--files", *_rg_globs(globs), "--", "."], directory, on_lines)
     return paths, len(paths) <= HARD_LIMIT * 5
 
 

@@ -1,0 +1,146 @@
+"""What the search and read tools cost on top of the work itself, measured side by side in one run.
+
+grep: the ``grep`` tool (prepare + execute, through the real sandbox) over this venv's site-packages,
+against ``rg`` run directly on the same tree and pattern with its output read from a pipe, twice: with
+the filters the tool uses (``--hidden -g '!.git'``) and with the tool's exact arguments (the difference
+to the tool is then only the tool's own work: spawning, parsing, sorting, rendering). Target: the tool
+within 1.3x of raw rg.
+
+read_file: page 1 of a 100 MB file, a page in its middle, and page 1 of a 1 MB file (both generated into
+a temporary directory). Target: page 1 costs the same whatever the file's size. A page in the middle
+costs a scan up to it (lines are counted, not kept).
+
+Measurements are interleaved (drift on the machine hits all alike); medians of ``--repeats`` runs.
+
+    .venv/bin/python benchmarks/tools.py [--repeats N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import site
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from refagent.sandbox.local_fs import LocalFileSystem
+from refagent.sandbox.policy import RootPolicy
+from refagent.sandbox.process import LocalTerminals
+from refagent.sandbox.tracker import FileTracker
+from refagent.tools.base import ToolContext
+from refagent.tools.files import ReadFile
+from refagent.tools.search import RG_BASE, Grep, find_rg
+
+PATTERNS = [r"def main\(", "import asyncio", "ZZZ_not_there_at_all", r"raise \w+Error\("]
+
+
+async def _ignore(update: dict[str, object]) -> None:
+    return None
+
+
+def context(root: str) -> ToolContext:
+    disk = LocalFileSystem()
+    return ToolContext("bench", root, [root], RootPolicy(root), disk, disk, LocalTerminals(), FileTracker(), _ignore)
+
+
+async def timed(work: Callable[[], Awaitable[object]]) -> float:
+    start = time.perf_counter()
+    await work()
+    return time.perf_counter() - start
+
+
+async def run_rg(argv: list[str], cwd: str) -> None:
+    await anyio.run_process(argv, cwd=cwd, check=False)
+
+
+async def bench_grep(root: str, repeats: int) -> None:
+    rg = find_rg()
+    if rg is None:
+        print("grep: ripgrep not found, skipped")
+        return
+    ctx = context(root)
+    tool = Grep(rg=rg)
+    print(f"grep over {root} ({sum(len(f) for _, _, f in os.walk(root))} files), median of {repeats}:")
+    print(f"  {'pattern':<24} {'tool':>9} {'rg same filters':>16} {'rg tool args':>13} {'ratio':>6} {'ratio*':>7}")
+    for pattern in PATTERNS:
+        same_filters = [rg, "--no-config", "--hidden", "--glob", "!.git", "-n", "--regexp", pattern, "."]
+        tool_args = [rg, *RG_BASE, "--crlf", "--null", "--line-number", "--with-filename", "--no-heading"]
+        tool_args += ["--glob", "!.git", "--regexp", pattern, "--", "."]
+
+        async def through_tool(pattern: str = pattern) -> None:
+            plan = await tool.prepare({"pattern": pattern}, ctx)
+            await plan.execute()
+
+        times: dict[str, list[float]] = {"tool": [], "raw": [], "args": []}
+        await through_tool()  # warm the page cache and imports
+        for _ in range(repeats):
+            times["tool"].append(await timed(through_tool))
+            times["raw"].append(await timed(lambda argv=same_filters: run_rg(argv, root)))
+            times["args"].append(await timed(lambda argv=tool_args: run_rg(argv, root)))
+        tool_s, raw_s, args_s = (statistics.median(times[k]) for k in ("tool", "raw", "args"))
+        print(
+            f"  {pattern:<24} {tool_s * 1000:>7.1f}ms {raw_s * 1000:>14.1f}ms {args_s * 1000:>11.1f}ms "
+            f"{tool_s / raw_s:>5.2f}x {tool_s / args_s:>6.2f}x"
+        )
+    print("  ratio: tool / rg with the same filters; ratio*: tool / rg with the tool's exact arguments")
+
+
+LINE = b"%08d the quick brown fox jumps over the lazy dog, a line of a generated log file\n"
+
+
+def make_file(path: str, size: int) -> int:
+    """Write about ``size`` bytes of 90-byte lines; return the number of lines."""
+    block = b"".join(LINE % n for n in range(10_000))
+    written = 0
+    with open(path, "wb") as handle:
+        while written < size:
+            handle.write(block)
+            written += len(block)
+    return written // len(LINE % 0)
+
+
+async def bench_read(repeats: int) -> None:
+    with tempfile.TemporaryDirectory() as temp:
+        root = str(await anyio.Path(temp).resolve())
+        lines = make_file(os.path.join(root, "big.log"), 100 * 1024 * 1024)
+        make_file(os.path.join(root, "small.log"), 1024 * 1024)
+        ctx = context(root)
+        tool = ReadFile()
+
+        async def read(path: str, offset: int) -> None:
+            plan = await tool.prepare({"path": path, "offset": offset}, ctx)
+            await plan.execute()
+
+        cases = {
+            "100 MB, page 1": ("big.log", 1),
+            f"100 MB, line {lines // 2}": ("big.log", lines // 2),
+            "1 MB, page 1": ("small.log", 1),
+        }
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for path, offset in cases.values():
+            await read(path, offset)  # warm the page cache
+        for _ in range(repeats):
+            for name, (path, offset) in cases.items():
+                times[name].append(await timed(lambda path=path, offset=offset: read(path, offset)))
+        base = statistics.median(times["1 MB, page 1"])
+        print(f"read_file, 2000-line pages, median of {repeats}:")
+        for name, values in times.items():
+            median = statistics.median(values)
+            print(f"  {name:<24} {median * 1000:>8.2f}ms {median / base:>7.2f}x of 1 MB page 1")
+
+
+async def main(repeats: int) -> None:
+    root = str(await anyio.Path(site.getsitepackages()[0]).resolve())
+    await bench_grep(root, repeats)
+    print()
+    await bench_read(repeats)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=7)
+    anyio.run(main, parser.parse_args().repeats)
