@@ -265,8 +265,12 @@ async def test_glob_tool(tree: Path, engine: str) -> None:
     result = await call(tool, ctx, pattern="**/*.py")
     assert result.output.splitlines() == ["only_py/deep/n.py", "only_py/m.py", "src/a.py", "src/b.py"]
     assert (await call(tool, ctx, pattern="*.py", path="src")).output == "src/a.py\nsrc/b.py"
-    absolute = await call(tool, ctx, pattern=f"{tree}/src/*.py")
-    assert absolute.output == "src/a.py\nsrc/b.py"
+    absolute = await call(tool, ctx, pattern=f"{tree}/only_py/*.py")
+    assert absolute.output == "only_py/m.py"  # not only_py/deep/n.py: the pattern is anchored there
+    deep = await call(tool, ctx, pattern=f"{tree}/only_py/**/*.py")
+    assert deep.output == "only_py/deep/n.py\nonly_py/m.py"
+    one = await call(tool, ctx, pattern=f"{tree}/src/a.py")
+    assert one.output == "src/a.py"
     none = await call(tool, ctx, pattern="*.rs")
     assert none.output == "No files match `*.rs`."
     assert (await call(tool, ctx, pattern="*.rs", path="src")).output == "No files match `*.rs` in src."

@@ -23,6 +23,9 @@ are translated for Python. A pattern ripgrep rejects but Python accepts (look-ar
 is run by the fallback engine, so the model gets results rather than a dialect error. Matching is per
 line: a pattern cannot match across lines. Bytes that are not UTF-8 are shown as U+FFFD by both; ripgrep
 matches them with nothing (not even ``.``), Python with what matches U+FFFD.
+
+The module is long (~850 lines) on purpose: the ignore rules, the ripgrep driver and the Python engine
+must agree line for line, and are easiest to check against each other in one place.
 """
 
 from __future__ import annotations
@@ -592,7 +595,10 @@ def _outside(plan: Plan, resolved: ResolvedPath) -> Plan:
 
 
 def _split_absolute_glob(pattern: str) -> tuple[str | None, str]:
-    """``/abs/dir/**/*.py`` -> (``/abs/dir``, ``**/*.py``): models often put the directory in the pattern."""
+    """``/abs/dir/**/*.py`` -> (``/abs/dir``, ``**/*.py``): models often put the directory in the pattern.
+
+    The rest stays anchored at that directory (``/abs/dir/*.py`` -> ``/*.py``: its own files, not those
+    of its subdirectories, as the model meant)."""
     if not pattern.startswith("/"):
         return None, pattern
     parts = pattern.split("/")
@@ -601,9 +607,10 @@ def _split_absolute_glob(pattern: str) -> tuple[str | None, str]:
         if any(char in part for char in "*?[{"):
             break
         literal.append(part)
-    if len(literal) == len(parts) - 1:  # no wildcard: a path, match it by name in its directory
-        return "/" + "/".join(literal[:-1]), literal[-1]
-    return "/" + "/".join(literal), "/".join(parts[1 + len(literal) :])
+    if len(literal) == len(parts) - 1:  # no wildcard at all: one path
+        literal.pop()
+    rest = "/".join(parts[1 + len(literal) :])
+    return "/" + "/".join(literal), rest if rest.startswith("**") else "/" + rest
 
 
 class Glob(BaseTool):
