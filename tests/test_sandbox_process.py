@@ -7,6 +7,7 @@ import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -19,10 +20,10 @@ pytestmark = pytest.mark.anyio
 BASE_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent-home"}
 
 
-def terminals(**options: object) -> LocalTerminals:
+def terminals(**options: Any) -> LocalTerminals:
     options.setdefault("env", BASE_ENV)
     options.setdefault("kill_grace", 0.5)
-    return LocalTerminals(**options)  # type: ignore[arg-type]
+    return LocalTerminals(**options)
 
 
 def alive(pid: int) -> bool:

@@ -29,6 +29,10 @@ descriptor walk, so a subdirectory swapped for a link mid-way is unlinked, not d
 ``move`` refuses an existing destination (checked just before ``rename``: a file created in that
 instant could still be replaced; Python has no ``RENAME_NOREPLACE``) and falls back to copy-and-delete
 (``shutil.move``) across file systems.
+
+This module is longer than most (its paged reader included): every operation goes through the same
+descriptor walk and error translation, and keeping them together keeps the time-of-check reasoning in
+one place.
 """
 
 from __future__ import annotations

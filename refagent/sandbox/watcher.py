@@ -42,6 +42,7 @@ import anyio.abc
 import anyio.to_thread
 from watchfiles import Change, DefaultFilter
 from watchfiles._rust_notify import RustNotify
+from watchfiles.main import _default_force_polling
 
 from refagent.sandbox.ignore import GitIgnore
 from refagent.sandbox.local_fs import TEMP_PREFIX
@@ -78,7 +79,7 @@ class RootWatcher:
         debounce_ms: int = 200,
         step_ms: int = 50,
         own_write_seconds: float = 5.0,
-        force_polling: bool = False,
+        force_polling: bool | None = None,
     ) -> None:
         resolved = [os.path.realpath(root) for root in roots]
         self.roots = list(dict.fromkeys(resolved))
@@ -87,7 +88,9 @@ class RootWatcher:
         self.debounce_ms = debounce_ms
         self.step_ms = step_ms
         self.own_write_seconds = own_write_seconds
-        self.force_polling = force_polling
+        self.force_polling = _default_force_polling(force_polling)
+        """Poll instead of kernel events: None decides as watchfiles does (``WATCHFILES_FORCE_POLLING``,
+        or WSL, where inotify does not see changes made from Windows)."""
         self.watching = False
         """A watch is in place now."""
         # Nested roots would report each event twice: watch only the outermost ones.
