@@ -363,3 +363,26 @@ def test_walker_matches_rg_files(files: list[list[str]], ignores: dict[str, list
         fast, _ = anyio.run(rg_files, RG, globs, temp)
         slow, _ = python_files(globs, temp)
         assert sorted(fast) == sorted(slow)
+
+
+LINES = st.lists(st.sampled_from(["a", "b", "ab", "ba b", "", "a\r", "AB", " a", "x" * 3]), max_size=12)
+PATTERNS = st.sampled_from(["a", "^a", "b$", "a+b", r"\bab\b", "(?i)ab", "^$", r"a\s", "x{2}"])
+
+
+@needs_rg
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None)
+@given(files=st.lists(LINES, min_size=1, max_size=3), pattern=PATTERNS, context=st.integers(0, 2))
+def test_grep_engines_agree_on_random_text(files: list[list[str]], pattern: str, context: int) -> None:
+    import anyio
+
+    assert RG is not None
+    with tempfile.TemporaryDirectory() as temp:
+        for index, lines in enumerate(files):
+            Path(temp, f"f{index}.txt").write_bytes("".join(line + "\n" for line in lines).encode())
+        for mode in ("content", "count"):
+            q = query(pattern, context=context, mode=mode)
+            fast = anyio.run(rg_grep, RG, q, temp, ".")
+            slow = python_grep(q, temp, ".")
+            assert fast.counts == slow.counts
+            assert fast.lines == slow.lines

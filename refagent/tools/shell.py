@@ -174,7 +174,7 @@ class RunCommand(BaseTool):
 
 
 async def _run(ctx: ToolContext, command: str, cwd: str, seconds: int) -> ToolResult:
-    call_id = getattr(ctx, "current_call_id", "")
+    call_id = ctx.current_call_id
     terminals: list[str] = []
 
     async def on_start(terminal_id: str) -> None:
