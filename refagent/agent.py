@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -19,22 +19,27 @@ from anyio.abc import TaskGroup
 from refagent import __version__
 from refagent.acp import params as p
 from refagent.acp import updates
-from refagent.acp.errors import InvalidParams, MethodNotFound, ResourceNotFound
+from refagent.acp.connection import Reply
+from refagent.acp.errors import AuthRequired, InvalidParams, MethodNotFound, ResourceNotFound
 from refagent.acp.types import PROTOCOL_VERSION, ClientCapabilities
 from refagent.content import user_message
 from refagent.ids import new_id
-from refagent.llm.profiles import ModelProfile, scripted_profile
+from refagent.llm.profiles import ModelProfile, key_hint, missing_key, scripted_profile
 from refagent.llm.protocol import ModelClient, Usage
 from refagent.prompt import system_prompt
 from refagent.session import Session
 from refagent.tools.base import BaseTool
-from refagent.turn import Turn, run_prompt
+from refagent.turn import DEFAULT_MAX_REQUESTS, Turn, run_prompt
 from refagent.workspace import Sandbox, Watcher, default_tools, local_sandbox
 from refagent.workspace import build as build_workspace
+
+if TYPE_CHECKING:
+    from refagent.llm.config import Config
 
 log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
+AUTH_METHOD = "api-key"
 
 
 class Peer(Protocol):
@@ -59,9 +64,27 @@ class Settings:
     profiles: list[ModelProfile] = field(default_factory=lambda: [scripted_profile()])
     default_profile: str | None = None
     make_model: Callable[[ModelProfile], ModelClient] = _offline_model
-    max_requests: int = 50
+    max_requests: int = DEFAULT_MAX_REQUESTS
     make_sandbox: Callable[[str, list[str]], Sandbox] = local_sandbox
     tools: Callable[[], Sequence[BaseTool]] = default_tools
+    reload: Callable[[], Settings] | None = None
+    """Reads the configuration again (``authenticate`` does, after the user set a key)."""
+    warm_up: Callable[[], Awaitable[None]] | None = None
+    """Run once ``initialize`` has been answered: imports the model client's heavy modules early."""
+
+    @classmethod
+    def from_config(cls, config: Config, reload: Callable[[], Settings] | None = None) -> Settings:
+        from refagent.llm.openai_client import warm_up
+
+        needs_client = any(not p.scripted for p in config.profiles)
+        return cls(
+            profiles=config.profiles,
+            default_profile=config.default_profile,
+            make_model=config.make_model,
+            max_requests=config.max_requests or DEFAULT_MAX_REQUESTS,
+            reload=reload,
+            warm_up=warm_up if needs_client else None,
+        )
 
 
 class Agent:
@@ -116,14 +139,14 @@ class Agent:
 
     # -- initialization --------------------------------------------------------------------
 
-    async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def initialize(self, params: dict[str, Any]) -> Reply:
         """Negotiate the version (ours is 1) and exchange capabilities."""
         p.required(params, "protocolVersion", int)
         capabilities = p.optional(params, "clientCapabilities", dict, {})
         self.client_capabilities = capabilities  # type: ignore[assignment]
         self.client_info = p.optional(params, "clientInfo", dict, {})
         log.info("client %s %s", self.client_info.get("name", "?"), self.client_info.get("version", ""))
-        return {
+        result = {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": False,
@@ -135,13 +158,51 @@ class Agent:
                 "mcpCapabilities": {"http": False, "sse": False},
                 "sessionCapabilities": {},
             },
-            "authMethods": [],
+            "authMethods": self._auth_methods(),
             "agentInfo": {"name": "refagent", "title": "refagent", "version": __version__},
         }
+        return Reply(result, after=self._warm_up)
+
+    async def _warm_up(self) -> None:
+        if self.settings.warm_up is not None:
+            try:
+                await self.settings.warm_up()
+            except Exception:  # only an optimisation: the first turn will import what it needs
+                log.exception("warming up the model client failed")
+
+    def _auth_methods(self) -> list[dict[str, Any]]:
+        """One method: the agent re-reads its configuration, after the user set the key it names."""
+        keyed = [p for p in self.settings.profiles if not p.scripted]
+        if not keyed:
+            return []
+        hint = key_hint(self._default_profile())
+        return [
+            {
+                "id": AUTH_METHOD,
+                "name": "API key",
+                "description": f"{hint}, then authenticate: refagent reads its configuration again.",
+            }
+        ]
 
     async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Re-read the configuration (file and environment); succeed if the default profile has its key."""
         method_id = p.required(params, "methodId", str)
-        raise InvalidParams(f"Invalid params: unknown authentication method {method_id!r}")
+        if method_id != AUTH_METHOD:
+            raise InvalidParams(f"Invalid params: unknown authentication method {method_id!r}")
+        if self.settings.reload is not None:
+            try:
+                self.settings = self.settings.reload()
+            except Exception as exc:
+                raise AuthRequired(f"The configuration could not be read again: {exc}") from None
+            self._models.clear()
+        self._require_key(self._default_profile())
+        return {}
+
+    @staticmethod
+    def _require_key(profile: ModelProfile) -> None:
+        problem = missing_key(profile)
+        if problem is not None:
+            raise AuthRequired(problem)
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -149,6 +210,7 @@ class Agent:
         cwd = p.absolute_path(params, "cwd")
         servers = p.required(params, "mcpServers", list)
         extra = p.absolute_paths(params, "additionalDirectories")
+        self._require_key(self._default_profile())
         session_id = new_id("sess")
         session = self._create_session(session_id, cwd, extra, servers)
         log.info("session %s in %s", session.id, cwd)
@@ -206,6 +268,10 @@ class Agent:
         config_id = p.required(params, "configId", str)
         if "value" not in params:
             raise InvalidParams("Invalid params: missing required field 'value'")
+        if config_id == "model":
+            chosen = next((pr for pr in session.profiles if pr.id == params["value"]), None)
+            if chosen is not None:
+                self._require_key(chosen)
         return {"configOptions": await session.set_config_option(config_id, params["value"])}
 
     # -- the prompt turn -------------------------------------------------------------------

@@ -15,6 +15,10 @@ import signal
 import sys
 
 from refagent import __version__
+from refagent.agent import Settings
+from refagent.errors import ConfigError
+from refagent.llm import config
+from refagent.testing.scripted_model import offline_model
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -33,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="how much to log (default: warning, or $REFAGENT_LOG_LEVEL)",
     )
     parser.add_argument("--log-file", help="append logs to this file instead of stderr")
+    config.add_arguments(parser)
     return parser
 
 
@@ -53,10 +58,29 @@ def main(argv: list[str] | None = None) -> int:
             f"REFAGENT_LOG_LEVEL={args.log_level!r}: --log-level must be one of {', '.join(LOG_LEVELS)}"
         )
     setup_logging(args.log_level, args.log_file)
-    return serve_stdio()
+    return serve_stdio(load_settings(args))
 
 
-def serve_stdio() -> int:
+def load_settings(args: argparse.Namespace) -> Settings:
+    """The agent's settings from the config file, the environment and ``args``.
+
+    A broken configuration does not stop the agent: an editor would only show that it crashed. It runs
+    on the scripted model instead, which tells the user what is wrong at the first prompt; authenticating
+    reads the configuration again once it is fixed.
+    """
+
+    def reload() -> Settings:
+        return Settings.from_config(config.load(args, os.environ), reload)
+
+    try:
+        return reload()
+    except ConfigError as exc:
+        logging.getLogger("refagent").error("%s", exc)
+        note = f"The configuration is broken: {exc}"
+        return Settings(make_model=lambda profile: offline_model(note=note), reload=reload)
+
+
+def serve_stdio(settings: Settings | None = None) -> int:
     """Serve ACP on this process's stdio until stdin closes or SIGTERM/SIGINT arrives."""
     import anyio
 
@@ -65,7 +89,7 @@ def serve_stdio() -> int:
     fds = guard_stdio()
     code = 0
     try:
-        anyio.run(_serve, fds.read_fd, fds.write_fd)
+        anyio.run(_serve, fds.read_fd, fds.write_fd, settings or Settings())
     except Exception:
         logging.getLogger("refagent").exception("the agent failed")
         code = 1
@@ -75,7 +99,7 @@ def serve_stdio() -> int:
     os._exit(code)
 
 
-async def _serve(read_fd: int, write_fd: int) -> None:
+async def _serve(read_fd: int, write_fd: int, settings: Settings) -> None:
     import anyio
 
     from refagent.acp.connection import Connection
@@ -83,7 +107,7 @@ async def _serve(read_fd: int, write_fd: int) -> None:
     from refagent.stdio import FdWriter, read_lines
 
     connection = Connection(read_lines(read_fd), FdWriter(write_fd))
-    async with Agent(connection) as agent, anyio.create_task_group() as tg:
+    async with Agent(connection, settings) as agent, anyio.create_task_group() as tg:
         tg.start_soon(_stop_on_signal, tg.cancel_scope)
         await connection.serve(agent)
         tg.cancel_scope.cancel()

@@ -18,7 +18,7 @@ the text that arrived, and every tool call gets a result.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ from refagent.ids import new_id
 from refagent.llm.protocol import (
     Finished,
     ModelClient,
+    ModelEvent,
     ModelRequest,
     ReasoningDelta,
     Retrying,
@@ -86,22 +87,25 @@ class Turn:
         thought_id = new_id("thought")
         completed = False
         try:
-            async for event in self.model.stream(request):
-                if isinstance(event, TextDelta) and event.text:
-                    text.append(event.text)
-                    await self.send(updates.agent_message_chunk(updates.text(event.text), message_id))
-                elif isinstance(event, ReasoningDelta) and event.text:
-                    await self.send(updates.agent_thought_chunk(updates.text(event.text), thought_id))
-                elif isinstance(event, ToolCallRequest):
-                    calls.append(event)
-                elif isinstance(event, Usage):
-                    if self.on_usage is not None:
-                        await self.on_usage(event)
-                elif isinstance(event, Retrying):
-                    note = f"\n_{event.reason}; retrying in {event.delay:.0f} s (attempt {event.attempt})._\n"
-                    await self.send(updates.agent_thought_chunk(updates.text(note), thought_id))
-                elif isinstance(event, Finished):
-                    reason = event.reason
+            stream = self.model.stream(request)
+            try:
+                async for event in stream:
+                    if isinstance(event, TextDelta) and event.text:
+                        text.append(event.text)
+                        await self.send(updates.agent_message_chunk(updates.text(event.text), message_id))
+                    elif isinstance(event, ReasoningDelta) and event.text:
+                        await self.send(updates.agent_thought_chunk(updates.text(event.text), thought_id))
+                    elif isinstance(event, ToolCallRequest):
+                        calls.append(event)
+                    elif isinstance(event, Usage):
+                        if self.on_usage is not None:
+                            await self.on_usage(event)
+                    elif isinstance(event, Retrying):
+                        await self.send(updates.agent_thought_chunk(updates.text(_retry_note(event)), thought_id))
+                    elif isinstance(event, Finished):
+                        reason = event.reason
+            finally:
+                await _close(stream)
             completed = True
         finally:
             # Keep what arrived, even when cancelled mid-stream, so the history stays truthful; tool calls
@@ -139,6 +143,20 @@ class Turn:
         finally:
             for call in calls[done:]:
                 self.history.append(_tool_message(call.id, CANCELLED_RESULT))
+
+
+async def _close(stream: AsyncIterator[ModelEvent]) -> None:
+    """Close the model's stream now, even when cancelled: it holds an HTTP response open."""
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+            await close()
+
+
+def _retry_note(event: Retrying) -> str:
+    delay = f"{event.delay:.1f}" if event.delay < 10 else f"{event.delay:.0f}"
+    of = f" of {event.max_attempts}" if event.max_attempts else ""
+    return f"\n_{event.reason}; retrying in {delay} s (attempt {event.attempt}{of})._\n"
 
 
 def _assistant_message(text: str, calls: list[ToolCallRequest]) -> dict[str, Any]:

@@ -97,18 +97,19 @@ def _last_user_text(request: ModelRequest) -> str:
     return ""
 
 
-def offline_reply(request: ModelRequest) -> Response:
+def offline_reply(request: ModelRequest, note: str = "") -> Response:
     """What refagent says when no model is configured: it is honest about running without one."""
     prompt = _last_user_text(request).strip()
     quoted = f" You said: {prompt[:200]!r}." if prompt else ""
     return text(
         "refagent is running on its built-in scripted model because no model endpoint is configured."
+        + (f" {note}" if note else "")
         + quoted
         + " Set OPENAI_API_KEY (and OPENAI_BASE_URL for another endpoint) or add a profile to the config"
         " file to talk to a real model."
     )
 
 
-def offline_model() -> ScriptedModel:
-    """The model used when nothing is configured."""
-    return ScriptedModel(fallback=offline_reply)
+def offline_model(note: str = "") -> ScriptedModel:
+    """The model used when nothing is configured; ``note`` (e.g. a configuration error) is said too."""
+    return ScriptedModel(fallback=lambda request: offline_reply(request, note))
