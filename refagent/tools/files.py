@@ -1,7 +1,8 @@
 """The file tools: ``read_file``, ``write_file`` and ``edit_file`` (design.md, "Tools").
 
 Also the small helpers every tool module shares (argument checks, diff content, line endings), kept
-here because the file tools are their first users.
+here because the file tools are their first users; with them and the three tools the module passes 400
+lines, but an edit's diagnostics are best read next to the edit.
 
 Reads go through ``ctx.files`` (the editor's buffers when it offers ``fs/read_text_file``, else the
 disk). A read records what the model saw in ``ctx.reads``; an edit or overwrite of a file that changed
