@@ -7,7 +7,9 @@ interleaved with the others so that drift on the machine affects them all alike:
 - ``raw openai``: ``AsyncOpenAI.chat.completions.create(stream=True)``, reading each chunk's text;
 - ``openai dicts``: the same request and SSE decoding, chunks left as dicts (no pydantic models): the
   path :class:`~refagent.llm.openai_client.OpenAIModel` takes, without the adapter;
-- ``OpenAIModel``: :class:`refagent.llm.openai_client.OpenAIModel`, counting ``TextDelta`` events.
+- ``OpenAIModel``: :class:`refagent.llm.openai_client.OpenAIModel`, counting ``TextDelta`` events;
+- ``via refagent``: a whole ``refagent`` process between the server and a client that reads its stdout,
+  counting ``agent_message_chunk`` notifications (the issue's target: under 25% over ``raw openai``).
 
 A measurement is an async function ``(base_url) -> (text chunks, seconds)`` in :data:`MEASUREMENTS`; add one
 there (e.g. through a whole ``refagent`` process) and it is run and reported like the others.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import anyio
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from refagent.llm.openai_client import OpenAIModel, RetryPolicy
 from refagent.llm.profiles import ModelProfile
@@ -91,10 +95,71 @@ async def openai_model(base_url: str) -> tuple[int, float]:
         await model.aclose()
 
 
+class ThroughRefagent:
+    """A whole ``refagent`` process, started once with ``OPENAI_BASE_URL`` at the server: each measurement
+    sends a ``session/prompt`` and counts the ``agent_message_chunk`` lines a client reads until the
+    response. Includes the agent's loop, JSON-RPC encoding, the pipe, and the client's ``json.loads``."""
+
+    def __init__(self) -> None:
+        self.process: Any = None
+        self.session_id = ""
+        self.next_id = 0
+
+    async def _start(self, base_url: str) -> None:
+        env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "bench", "REFAGENT_MODEL": MODEL}
+        self.process = await anyio.open_process(
+            [sys.executable, "-m", "refagent"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        )
+        self.stdout = BufferedByteReceiveStream(self.process.stdout)
+        await self._call("initialize", {"protocolVersion": 1})
+        result = await self._call("session/new", {"cwd": tempfile.gettempdir(), "mcpServers": []})
+        self.session_id = result["sessionId"]
+
+    async def _call(self, method: str, params: dict[str, Any], on_message: Any = None) -> Any:
+        msg_id = self.next_id
+        self.next_id += 1
+        line = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        await self.process.stdin.send(line.encode() + b"\n")
+        while True:
+            message = json.loads(await self.stdout.receive_until(b"\n", 1 << 26))
+            if message.get("id") == msg_id and "method" not in message:
+                return message["result"]
+            if on_message is not None:
+                on_message(message)
+
+    async def __call__(self, base_url: str) -> tuple[int, float]:
+        if self.process is None:
+            await self._start(base_url)
+        count = 0
+
+        def on_message(message: dict[str, Any]) -> None:
+            nonlocal count
+            update = message.get("params", {}).get("update", {}) if message.get("method") == "session/update" else {}
+            if update.get("sessionUpdate") == "agent_message_chunk":
+                count += 1
+
+        # Each prompt starts a new conversation (the history would otherwise grow with every run).
+        self.session_id = (await self._call("session/new", {"cwd": tempfile.gettempdir(), "mcpServers": []}))[
+            "sessionId"
+        ]
+        prompt = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": "Say 'tok' many times."}]}
+        start = time.perf_counter()
+        await self._call("session/prompt", prompt, on_message)
+        return count, time.perf_counter() - start
+
+    async def aclose(self) -> None:
+        if self.process is not None:
+            await self.process.stdin.aclose()
+            await self.process.wait()
+
+
+THROUGH_REFAGENT = ThroughRefagent()
+
 MEASUREMENTS: dict[str, Measurement] = {
     "raw openai": raw_openai,
     "openai dicts": openai_dicts,
     "OpenAIModel": openai_model,
+    "via refagent": THROUGH_REFAGENT,
 }
 
 
@@ -120,6 +185,7 @@ async def run(base_url: str, chunks: int, repeats: int) -> dict[str, list[float]
             rates[name].append(count / seconds)
             row.append(f"{name} {count / seconds:>9,.0f}/s")
         print(f"  run {repeat + 1}: " + "   ".join(row))
+    await THROUGH_REFAGENT.aclose()
     return rates
 
 
@@ -141,6 +207,10 @@ def main() -> None:
     for name, values in rates.items():
         median = statistics.median(values)
         print(f"  {name:<12} {median:>9,.0f}/s   x{median / baseline:.3f}")
+    print(
+        f"time through refagent vs the raw client: {baseline / statistics.median(rates['via refagent']):.2f}x"
+        " (below 1.25x meets the target)"
+    )
 
 
 if __name__ == "__main__":

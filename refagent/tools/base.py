@@ -98,13 +98,15 @@ class ResolvedPath:
 class PathPolicy(Protocol):
     """The sandbox boundary (implemented in :mod:`refagent.sandbox.policy`)."""
 
-    def resolve(self, path: str) -> ResolvedPath:
-        """Resolve a model-given path (relative to the session cwd or absolute). Raises ToolError if invalid."""
+    def resolve(self, path: str, *, follow_symlinks: bool = True) -> ResolvedPath:
+        """Resolve a model-given path (relative to the session cwd or absolute). Raises ToolError if invalid.
+
+        ``follow_symlinks=False`` resolves every component but the last, for acting on a link itself."""
         ...
 
-    def check_write(self, path: str) -> ResolvedPath:
+    def check_write(self, path: str, *, follow_symlinks: bool = True) -> ResolvedPath:
         """Resolve a path about to be created, changed, deleted or moved; ToolError if outside the roots
-        or inside ``.git``."""
+        or inside ``.git``. ``follow_symlinks=False``: the link itself is what changes (delete, move)."""
         ...
 
 
