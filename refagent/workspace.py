@@ -103,5 +103,6 @@ def build(
     async def request_permission(params: dict[str, Any]) -> Any:
         return await peer.request("session/request_permission", params)
 
-    runner = ToolRunner(tools, context, permissions, mode, request_permission, cancel_turn)
+    on_changed = sandbox.watcher.note_own_write if sandbox.watcher is not None else None
+    runner = ToolRunner(tools, context, permissions, mode, request_permission, cancel_turn, on_changed)
     return Workspace(sandbox, context, runner, permissions)

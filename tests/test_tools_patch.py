@@ -76,7 +76,8 @@ async def test_a_multi_file_patch_previews_then_applies(proj) -> None:  # type: 
     plan = await tool.prepare({"patch": MULTI}, ctx)
     assert plan.title == "Patch 3 files"
     assert plan.mutating
-    assert plan.permission_key == "edit"
+    assert plan.kind == "delete"  # it deletes old.txt: asked for as a deletion, even in accept-edits mode
+    assert plan.permission_key == "delete"
     after = APP.replace("line 3\n", "line three\n").replace("line 16\n", "line 16\nline 16.5\n")
     assert plan.preview == [
         {"type": "diff", "path": "/proj/src/app.py", "oldText": APP, "newText": after},

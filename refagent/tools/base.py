@@ -119,6 +119,14 @@ class ReadTracker(Protocol):
         """Raise ToolError if ``path`` was read and has changed since (tell the model to read it again)."""
         ...
 
+    def forget(self, path: str) -> None:
+        """``path`` is gone (deleted): a file made there later is new."""
+        ...
+
+    def moved(self, source: str, destination: str) -> None:
+        """What the model saw of ``source`` (a file or a tree) is now at ``destination``."""
+        ...
+
 
 @dataclass
 class ToolContext:
@@ -163,6 +171,9 @@ class Plan:
     """Shown in the permission request and the tool call (diffs for edits)."""
     mutating: bool = False
     """Changes something: needs permission according to the session's mode."""
+    kind: ToolKind | None = None
+    """What this call really does, when it differs from the tool's kind (a patch that deletes files is a
+    ``delete``); permissions decide by it."""
     outside: bool = False
     """Touches a path outside the roots (a read that needs the user's leave)."""
     permission_key: str = ""

@@ -101,14 +101,18 @@ class ApplyPatch(BaseTool):
             return await _write(ctx, ordered)
 
         titles = [c.resolved.display for c in ordered]
+        deletes = any(c.after is None for c in ordered)
+        renames = any(c.source is not None for c in ordered)
         return Plan(
             title=f"Patch {titles[0]}" if len(titles) == 1 else f"Patch {len(titles)} files",
             execute=execute,
             locations=_locations(ordered),
             preview=_diffs(ordered),
             mutating=True,
-            permission_key=EDIT_PERMISSION[0],
-            permission_label=EDIT_PERMISSION[1],
+            # Deleting or renaming files is not "just an edit": asked for as such, even in accept-edits mode.
+            kind="delete" if deletes else "move" if renames else None,
+            permission_key="delete" if deletes else EDIT_PERMISSION[0],
+            permission_label="deletions inside the workspace" if deletes else EDIT_PERMISSION[1],
         )
 
 

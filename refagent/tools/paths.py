@@ -10,7 +10,6 @@ does). The policy refuses roots, anything outside the roots and ``.git``; a dire
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import threading
 from typing import Any, ClassVar
@@ -33,19 +32,12 @@ PREVIEW_TEXT_BYTES = 1_000_000
 
 def check_entry(policy: PathPolicy, path: str) -> ResolvedPath:
     """``policy.check_write`` for the entry itself: a final symbolic link is not followed."""
-    check: Any = policy.check_write
-    # The protocol does not have the keyword (yet); RootPolicy does.
-    if "follow_symlinks" in inspect.signature(check).parameters:
-        resolved: ResolvedPath = check(path, follow_symlinks=False)
-        return resolved
-    return policy.check_write(path)
+    return policy.check_write(path, follow_symlinks=False)
 
 
 def forget_path(ctx: ToolContext, path: str) -> None:
-    """Tell the read tracker a path is gone (a file made there later is new), if it can be told."""
-    forget = getattr(ctx.reads, "forget", None)
-    if forget is not None:
-        forget(path)
+    """Tell the read tracker a path is gone (a file made there later is new)."""
+    ctx.reads.forget(path)
 
 
 class Tree:
@@ -214,9 +206,7 @@ class MovePath(BaseTool):
 
         async def execute() -> ToolResult:
             await ctx.disk.move(source.path, destination.path)
-            moved = getattr(ctx.reads, "moved", None)
-            if moved is not None:  # FileTracker: what the model saw moves along
-                moved(source.path, destination.path)
+            ctx.reads.moved(source.path, destination.path)  # what the model saw moves along
             return ToolResult(
                 f"Moved {what}{source.display} to {destination.display}.",
                 content=preview,

@@ -41,6 +41,7 @@ class ToolRunner:
         mode: Callable[[], str],
         request_permission: Request,
         cancel_turn: Callable[[], None],
+        on_changed: Callable[[str], None] | None = None,
     ) -> None:
         self.tools = {tool.name: tool for tool in tools}
         self.context = context
@@ -48,6 +49,7 @@ class ToolRunner:
         self.mode = mode
         self.request_permission = request_permission
         self.cancel_turn = cancel_turn
+        self.on_changed = on_changed
 
     def specs(self) -> list[ToolSpec]:
         return [ToolSpec(t.name, t.description, t.parameters) for t in self.tools.values()]
@@ -85,7 +87,11 @@ class ToolRunner:
                 return f"Not run: {refusal}"
             if announced:
                 await send(updates.tool_call_update(call_id, status="in_progress"))
-            result = await plan.execute()
+            try:
+                result = await plan.execute()
+            finally:
+                if plan.mutating:
+                    self._changed(plan)
         except ToolError as exc:
             await self._finish(announced, call_id, ToolResult(f"Error: {exc}", failed=True))
             return f"Error: {exc}"
@@ -101,9 +107,19 @@ class ToolRunner:
         await self._finish(announced, call_id, result)
         return result.output
 
+    def _changed(self, plan: Plan) -> None:
+        """Tell the watcher which paths this call changed, so they are not reported back as someone else's."""
+        if self.on_changed is None:
+            return
+        paths = {loc["path"] for loc in plan.locations}
+        paths |= {c["path"] for c in plan.preview if c["type"] == "diff"}
+        for path in sorted(paths):
+            self.on_changed(path)
+
     async def _permit(self, call_id: str, tool: BaseTool, args: dict[str, Any], plan: Plan) -> str | None:
         """None if the call may run, else the reason it may not (for the model)."""
-        decision, reason = self.permissions.decide(self.mode(), tool.kind, plan)
+        kind = plan.kind or tool.kind
+        decision, reason = self.permissions.decide(self.mode(), kind, plan)
         if decision == "allow":
             return None
         if decision == "refuse":
@@ -112,7 +128,7 @@ class ToolRunner:
         tool_call: dict[str, Any] = {
             "toolCallId": call_id,
             "title": title,
-            "kind": tool.kind,
+            "kind": kind,
             "status": "pending",
             "rawInput": args,
         }
