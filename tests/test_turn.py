@@ -1,0 +1,109 @@
+"""The prompt turn on its own: stop reasons, history, retries shown, changed files noted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from refagent.errors import ModelError, ModelRefused
+from refagent.llm.protocol import Finished, Retrying, TextDelta, ToolCallRequest, Usage
+from refagent.testing.scripted_model import Fail, Response, ScriptedModel, text
+from refagent.turn import Turn, run_prompt
+
+pytestmark = pytest.mark.anyio
+
+
+class Echo:
+    """A tool runner that answers every call with its arguments."""
+
+    def specs(self) -> list[Any]:
+        return []
+
+    async def run(self, call: ToolCallRequest) -> str:
+        return f"ran {call.name} {call.arguments}"
+
+
+async def play(
+    *responses: Response, **options: Any
+) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]], ScriptedModel]:
+    model = ScriptedModel(list(responses))
+    sent: list[dict[str, Any]] = []
+    history: list[dict[str, Any]] = []
+
+    async def send(update: dict[str, Any]) -> None:
+        sent.append(update)
+
+    turn = Turn(model=model, history=history, send=send, tools=Echo(), **options)
+    stop = await run_prompt(turn, {"role": "user", "content": "go"}, anyio.CancelScope(), anyio.Lock())
+    return stop, sent, history, model
+
+
+async def test_end_turn_and_history() -> None:
+    stop, _, history, _ = await play([ToolCallRequest("c1", "read_file", "{}")], text("done"))
+    assert stop == "end_turn"
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+    assert history[2] == {"role": "tool", "tool_call_id": "c1", "content": "ran read_file {}"}
+
+
+async def test_max_tokens_gives_unrun_calls_a_result() -> None:
+    stop, _, history, _ = await play([TextDelta("cut"), ToolCallRequest("c1", "x", "{"), Finished("length")])
+    assert stop == "max_tokens"
+    assert history[-1]["role"] == "tool"
+    assert "cut short" in history[-1]["content"]
+
+
+async def test_refusal() -> None:
+    stop, _, _, _ = await play([TextDelta("no"), Finished("refusal")])
+    assert stop == "refusal"
+    stop, sent, _, _ = await play([Fail(ModelRefused("policy"))])
+    assert stop == "refusal"
+    assert "refused: policy" in sent[-1]["content"]["text"]
+
+
+async def test_max_turn_requests() -> None:
+    loop = [ToolCallRequest("c", "x", "{}")]
+    stop, _, _, model = await play(loop, loop, loop, max_requests=2)
+    assert stop == "max_turn_requests"
+    assert len(model.requests) == 2
+
+
+async def test_model_failure_is_told_and_ends_the_turn() -> None:
+    stop, sent, history, _ = await play([TextDelta("partial "), Fail(ModelError("endpoint down (HTTP 503)"))])
+    assert stop == "end_turn"
+    assert sent[-1]["sessionUpdate"] == "agent_message_chunk"
+    assert "endpoint down" in sent[-1]["content"]["text"]
+    assert history[-1] == {"role": "assistant", "content": "partial "}
+
+
+async def test_retries_are_shown_as_thoughts() -> None:
+    _, sent, _, _ = await play([Retrying(2, 0.25, "HTTP 429", 4), TextDelta("ok")])
+    assert sent[0]["sessionUpdate"] == "agent_thought_chunk"
+    assert "retrying in 0.2 s (attempt 2 of 4)" in sent[0]["content"]["text"]
+
+
+async def test_usage_is_reported() -> None:
+    seen: list[Usage] = []
+
+    async def on_usage(usage: Usage) -> None:
+        seen.append(usage)
+
+    await play([TextDelta("x"), Usage(10, 2)], on_usage=on_usage)
+    assert seen == [Usage(10, 2)]
+
+
+async def test_changed_files_are_noted_before_the_next_request() -> None:
+    pending = [["src/a.py"], []]
+    _, _, _, model = await play(
+        [ToolCallRequest("c", "x", "{}")], text("ok"), changed_files=lambda: pending.pop(0) if pending else []
+    )
+    first = model.requests[0].messages
+    assert "src/a.py" in first[-1]["content"]
+    assert "changed outside your tool calls" in first[-1]["content"]
+    assert not any("system-reminder" in str(m.get("content")) for m in model.requests[1].messages[len(first) :])
+
+
+async def test_system_prompt_leads() -> None:
+    _, _, _, model = await play(text("hi"), system_prompt="You are a test.")
+    assert model.requests[0].messages[0] == {"role": "system", "content": "You are a test."}
