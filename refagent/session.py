@@ -18,8 +18,11 @@ import anyio
 from refagent.acp import updates
 from refagent.acp.errors import InvalidParams
 from refagent.acp.types import ClientCapabilities, ConfigOption, SessionMode, SessionModeState
+from refagent.history import Conversation, Recorder
 from refagent.llm.profiles import ModelProfile
 from refagent.permissions import Permissions
+from refagent.store import SessionLog
+from refagent.tools.base import Plan
 from refagent.tools.protocol import NoTools, ToolRunner
 
 MODES: list[SessionMode] = [
@@ -63,8 +66,20 @@ class Session:
     """Files changed outside the agent since last asked (the root watcher), if one runs."""
     cost: float = 0.0
     """Cumulative model cost of the session, in the profile's currency."""
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: Conversation = field(default_factory=Conversation)
     """The conversation in the model's (Chat Completions) format, without the system prompt."""
+    log: SessionLog | None = None
+    """Where the session is saved (None: not saved)."""
+    title: str | None = None
+    turns: int = 0
+    """Prompt turns so far (saved sessions count on from where they were)."""
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    """Files the agent changed, per turn (``change`` records): what ``/undo`` restores."""
+    recorder: Recorder | None = None
+    workspace: Any = None
+    """The session's :class:`refagent.workspace.Workspace` (tools and their backends)."""
+    background: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    """Cancels the session's background tasks (the file watcher) when it closes."""
     _turn_lock: anyio.Lock = field(default_factory=anyio.Lock)
     _turn_scopes: set[anyio.CancelScope] = field(default_factory=set)
 
@@ -116,6 +131,7 @@ class Session:
         if mode_id == self.mode_id:
             return
         self.mode_id = mode_id
+        self.save({"kind": "meta", "modeId": mode_id})
         await self.update(updates.current_mode(mode_id))
         await self.update(updates.config_options(self.config_options()))
 
@@ -128,15 +144,21 @@ class Session:
                 raise InvalidParams(f"Invalid params: unknown mode {value!r}")
             if value != self.mode_id:
                 self.mode_id = value
+                self.save({"kind": "meta", "modeId": value})
                 await self.update(updates.current_mode(value))
         elif config_id == "model":
             if value not in {p.id for p in self.profiles}:
                 known = ", ".join(p.id for p in self.profiles)
                 raise InvalidParams(f"Invalid params: unknown model {value!r}; available: {known}")
             self.profile_id = value
+            self.save({"kind": "meta", "profileId": value})
         else:
             raise InvalidParams(f"Invalid params: unknown config option {config_id!r}; available: mode, model")
         return self.config_options()
+
+    def save(self, record: dict[str, Any]) -> None:
+        if self.log is not None:
+            self.log.append(record)
 
     # -- turns ------------------------------------------------------------------------------
 
@@ -157,3 +179,35 @@ class Session:
         """``session/cancel``: the running turn and the prompts queued behind it end as ``cancelled``."""
         for scope in self._turn_scopes:
             scope.cancel()
+
+    def record_change(self, kind: str, plan: Plan) -> None:
+        """After a change by a tool: what each file was before and after, for ``/undo``."""
+        for content in plan.preview:
+            if content["type"] != "diff":
+                continue
+            change = {
+                "kind": "change",
+                "turn": self.turns,
+                "path": content["path"],
+                "before": content.get("oldText"),
+                "after": None if kind == "delete" else content["newText"],
+            }
+            self.changes.append(change)
+            self.save(change)
+        if kind in ("move", "delete") and not any(c["type"] == "diff" for c in plan.preview):
+            # A move, or a deleted directory: no text to restore. Undo says so instead of guessing.
+            change = {"kind": "change", "turn": self.turns, "path": plan.title, "unsupported": kind}
+            self.changes.append(change)
+            self.save(change)
+
+    def flush(self) -> None:
+        if self.recorder is not None:
+            self.recorder.flush()
+
+    def close(self) -> None:
+        """``session/close``: stop its turns and background tasks, and close its record file."""
+        self.cancel()
+        self.background.cancel()
+        if self.log is not None:
+            self.flush()
+            self.log.close()

@@ -59,6 +59,8 @@ class Turn:
     tools: ToolRunner = field(default_factory=NoTools)
     max_requests: int = DEFAULT_MAX_REQUESTS
     on_usage: Callable[[Usage], Awaitable[None]] | None = None
+    before_request: Callable[[list[dict[str, Any]], list[Any]], Awaitable[None]] | None = None
+    """Called with the messages and tools of each model request before it is sent (auto-compaction)."""
     changed_files: Callable[[], list[str]] | None = None
     """Files changed outside the agent since last asked; the model hears of them before its next request."""
 
@@ -78,8 +80,11 @@ class Turn:
 
     async def _ask_model(self) -> tuple[str, list[ToolCallRequest]]:
         self._note_changed_files()
-        messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        request = ModelRequest(messages=messages + self.history, tools=self.tools.specs())
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        tools = self.tools.specs()
+        if self.before_request is not None:
+            await self.before_request(system + self.history, tools)
+        request = ModelRequest(messages=system + self.history, tools=tools)
         text: list[str] = []
         calls: list[ToolCallRequest] = []
         reason = "stop"
@@ -172,27 +177,21 @@ def _tool_message(call_id: str, content: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
-async def run_prompt(
-    turn: Turn, user_message: dict[str, Any], scope: anyio.CancelScope, lock: anyio.Lock
-) -> StopReason:
-    """Run ``turn`` under ``scope`` once ``lock`` (the session's one-turn-at-a-time lock) is free, and map
-    every way it can end to a stop reason.
+async def run_prompt(turn: Turn, user_message: dict[str, Any]) -> StopReason:
+    """Run ``turn`` and map a model failure to a stop reason, telling the user what went wrong.
 
-    A cancelled turn answers ``cancelled`` (ACP requires a stop reason, never an error, even if a library
-    raised on the way out). A model failure is told to the user as a message and ends the turn.
+    Cancellation is the caller's: it runs this inside the turn's cancel scope and answers ``cancelled``
+    when the scope caught it (ACP requires a stop reason, never an error, even if a library raised on
+    the way out).
     """
     try:
-        with scope:
-            async with lock:
-                return await turn.run(user_message)
-        return "cancelled"  # reached only when the scope caught its own cancellation
+        return await turn.run(user_message)
     except ModelRefused as exc:
         await turn.send(updates.agent_message_chunk(updates.text(f"The model refused: {exc}"), new_id("msg")))
         return "refusal"
     except ModelError as exc:
-        if scope.cancel_called:
-            return "cancelled"
         log.warning("model error: %s", exc)
+        # If the turn was cancelled meanwhile, this send raises and the caller's scope answers "cancelled".
         await turn.send(updates.agent_message_chunk(updates.text(f"Model error: {exc}"), new_id("msg")))
         return "end_turn"
 

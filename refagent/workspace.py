@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from refagent.acp.types import ClientCapabilities
 from refagent.backends import choose_files, choose_terminals
 from refagent.permissions import Permissions
-from refagent.tools.base import BaseTool, Disk, PathPolicy, ReadTracker, Terminals, ToolContext
+from refagent.tools.base import BaseTool, Disk, PathPolicy, Plan, ReadTracker, Terminals, ToolContext
 from refagent.tools.runner import ToolRunner
 
 
@@ -87,6 +87,7 @@ def build(
     mode: Callable[[], str],
     send_update: Callable[[dict[str, Any]], Awaitable[None]],
     cancel_turn: Callable[[], None],
+    on_applied: Callable[[str, Plan], None] | None = None,
 ) -> Workspace:
     context = ToolContext(
         session_id=session_id,
@@ -104,5 +105,5 @@ def build(
         return await peer.request("session/request_permission", params)
 
     on_changed = sandbox.watcher.note_own_write if sandbox.watcher is not None else None
-    runner = ToolRunner(tools, context, permissions, mode, request_permission, cancel_turn, on_changed)
+    runner = ToolRunner(tools, context, permissions, mode, request_permission, cancel_turn, on_changed, on_applied)
     return Workspace(sandbox, context, runner, permissions)

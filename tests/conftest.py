@@ -5,6 +5,14 @@ import pytest
 from tests.acp_schema import validate_agent_message
 
 
+@pytest.fixture(autouse=True)
+def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads the user's config or writes sessions into the user's data directory."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -184,7 +184,12 @@ async def test_cancel_aborts_a_slow_stream_at_once(tmp_path: Path, check: Any) -
             msg_id = await agent.send_request(
                 "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
             )
-            await agent.wait_for(lambda m: m.get("method") == "session/update")
+            await agent.wait_for(
+                lambda m: (
+                    m.get("method") == "session/update"
+                    and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+                )
+            )
             started = time.monotonic()
             await agent.notify("session/cancel", {"sessionId": sid})
             response = await agent.wait_for(lambda m: m.get("id") == msg_id)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import pytest
 
 from refagent.errors import ModelError, ModelRefused
@@ -36,7 +35,7 @@ async def play(
         sent.append(update)
 
     turn = Turn(model=model, history=history, send=send, tools=Echo(), **options)
-    stop = await run_prompt(turn, {"role": "user", "content": "go"}, anyio.CancelScope(), anyio.Lock())
+    stop = await run_prompt(turn, {"role": "user", "content": "go"})
     return stop, sent, history, model
 
 

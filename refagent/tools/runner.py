@@ -42,6 +42,7 @@ class ToolRunner:
         request_permission: Request,
         cancel_turn: Callable[[], None],
         on_changed: Callable[[str], None] | None = None,
+        on_applied: Callable[[str, Plan], None] | None = None,
     ) -> None:
         self.tools = {tool.name: tool for tool in tools}
         self.context = context
@@ -50,6 +51,7 @@ class ToolRunner:
         self.request_permission = request_permission
         self.cancel_turn = cancel_turn
         self.on_changed = on_changed
+        self.on_applied = on_applied
 
     def specs(self) -> list[ToolSpec]:
         return [ToolSpec(t.name, t.description, t.parameters) for t in self.tools.values()]
@@ -92,6 +94,8 @@ class ToolRunner:
             finally:
                 if plan.mutating:
                     self._changed(plan)
+            if plan.mutating and self.on_applied is not None and not result.failed:
+                self.on_applied(plan.kind or tool.kind, plan)
         except ToolError as exc:
             await self._finish(announced, call_id, ToolResult(f"Error: {exc}", failed=True))
             return f"Error: {exc}"

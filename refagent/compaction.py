@@ -1,0 +1,93 @@
+"""Compaction: the older part of a conversation summarised by the model and replaced by the summary,
+keeping the recent turns as they are (``/compact``, and automatically before a request would overflow
+the model's context window).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any
+
+from refagent.llm.protocol import ModelClient, ModelRequest, TextDelta
+
+KEEP_TURNS = 2
+"""User turns kept verbatim after the summary."""
+AUTO_COMPACT_AT = 0.8
+"""Fraction of the context window a request may fill before the agent compacts first."""
+SUMMARY_PREFIX = "Summary of the earlier conversation (older messages were compacted into it):\n\n"
+
+
+def estimate_tokens(messages: list[dict[str, Any]], tools: list[Any] | None = None) -> int:
+    """A rough token count (about four characters a token) for deciding when to compact."""
+    size = len(json.dumps(messages, ensure_ascii=False, default=str))
+    if tools:
+        size += len(json.dumps([getattr(t, "parameters", {}) for t in tools], default=str))
+    return size // 4
+
+
+def split_point(history: list[dict[str, Any]], keep_turns: int = KEEP_TURNS) -> int:
+    """Index where the kept recent part begins: at the ``keep_turns``-th last real user prompt."""
+    starts = [i for i, m in enumerate(history) if m.get("role") == "user" and not _is_note(m)]
+    if len(starts) <= keep_turns:
+        return 0
+    return starts[-keep_turns]
+
+
+def _is_note(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, str) and (content.startswith("<system-reminder>") or content.startswith(SUMMARY_PREFIX))
+
+
+def transcript(messages: list[dict[str, Any]]) -> str:
+    """The messages as plain text for the summariser (tool results shortened)."""
+    lines: list[str] = []
+    for message in messages:
+        role = message.get("role", "?")
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(p.get("text", "[image]")) for p in content if isinstance(p, dict))
+        text = str(content or "")
+        if role == "tool" and len(text) > 2000:
+            text = text[:1000] + "\n[...]\n" + text[-500:]
+        lines.append(f"[{role}] {text}")
+        for call in message.get("tool_calls") or []:
+            function = call.get("function", {})
+            lines.append(f"[{role} calls {function.get('name')}] {str(function.get('arguments'))[:1000]}")
+    return "\n".join(lines)
+
+
+async def summarise(
+    model: ModelClient,
+    older: list[dict[str, Any]],
+    focus: str,
+    on_text: Callable[[str], Awaitable[None]],
+) -> str:
+    """Ask ``model`` for a summary of ``older``, streaming it through ``on_text``."""
+    instructions = resources.files("refagent.prompts").joinpath("compact.md").read_text(encoding="utf-8")
+    if focus:
+        instructions += f"\nFocus the summary on: {focus}\n"
+    request = ModelRequest(
+        messages=[
+            {"role": "system", "content": instructions},
+            {"role": "user", "content": "The conversation to summarise:\n\n" + transcript(older)},
+        ]
+    )
+    parts: list[str] = []
+    stream = model.stream(request)
+    try:
+        async for event in stream:
+            if isinstance(event, TextDelta) and event.text:
+                parts.append(event.text)
+                await on_text(event.text)
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+    return "".join(parts).strip()
+
+
+def compacted(summary: str, recent: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The new conversation: the summary as the first user message, then the recent turns."""
+    return [{"role": "user", "content": SUMMARY_PREFIX + summary}, *recent]

@@ -1,0 +1,316 @@
+"""Sessions on disk: one append-only record file per session, and an index for listing.
+
+Layout under ``root`` (``platformdirs.user_data_dir("refagent")/sessions`` by default)::
+
+    <session id>.jsonl     one JSON record per line, appended and flushed per record
+    index.json             {session id: summary}, rewritten atomically; rebuilt from the record files
+                           when it is missing or unreadable
+
+Record kinds (``kind``; unknown kinds are skipped, so older agents can read newer files):
+
+- ``session``: the first record: ``sessionId``, ``cwd``, ``additionalDirectories``, ``createdAt``.
+- ``update``: a ``session/update`` the client saw, replayed by ``session/load``.
+- ``message``: one model-facing message (Chat Completions format), appended as the conversation grows.
+- ``history``: the model-facing conversation replaced whole (after compaction or undo).
+- ``meta``: ``title``, ``modeId``, ``profileId``, ``updatedAt`` changes; the last value wins.
+- ``change``: a file the agent changed in turn ``turn``: ``path``, ``before`` (None: it did not exist),
+  ``after`` (None: deleted). The first of a turn for a path holds its state before the turn (``/undo``).
+- ``turn``: a prompt turn began (``turn``: its number).
+- ``undo``: the changes of turn ``turn`` were undone.
+
+Robustness: a truncated last line (a crash mid-write) and corrupt lines are skipped with a log line; a
+record file that cannot be read is left out of listings; a broken index is rebuilt. Nothing here can
+keep the agent from starting.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from refagent.acp.errors import InvalidParams
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 50
+_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+def now() -> str:
+    """ISO 8601, UTC, millisecond precision: sortable as text."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def default_root() -> Path | None:
+    """``sessions`` in the user data directory, or None when there is none (a trimmed environment)."""
+    try:
+        import platformdirs
+
+        path = Path(platformdirs.user_data_dir("refagent")) / "sessions"
+    except Exception as exc:
+        log.warning("no user data directory, sessions will not be saved: %s", exc)
+        return None
+    return path if path.is_absolute() else None
+
+
+@dataclass
+class StoredSession:
+    """What a record file says, folded."""
+
+    session_id: str
+    cwd: str
+    additional_directories: list[str] = field(default_factory=list)
+    created_at: str = ""
+    title: str | None = None
+    updated_at: str | None = None
+    mode_id: str | None = None
+    profile_id: str | None = None
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    turns: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        """The ``SessionInfo`` of ``session/list``."""
+        info: dict[str, Any] = {"sessionId": self.session_id, "cwd": self.cwd}
+        if self.additional_directories:
+            info["additionalDirectories"] = self.additional_directories
+        if self.title:
+            info["title"] = self.title
+        info["updatedAt"] = self.updated_at or self.created_at
+        return info
+
+
+class SessionLog:
+    """Appends the records of one session. Each record is one line, flushed as it is written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[str] | None = None
+
+    def append(self, record: dict[str, Any]) -> None:
+        try:
+            if self._file is None:
+                self._file = self.path.open("a", encoding="utf-8")
+            self._file.write(json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n")
+            self._file.flush()
+        except (OSError, ValueError, TypeError) as exc:  # a full disk must not end the session
+            log.warning("could not save to %s: %s", self.path, exc)
+
+    def close(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None
+
+
+class SessionStore:
+    """The record files and the index. All methods are quick, blocking file operations."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._index: dict[str, dict[str, Any]] | None = None
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def create(self, session_id: str, cwd: str, additional: list[str]) -> SessionLog:
+        self.root.mkdir(parents=True, exist_ok=True)
+        created = now()
+        log_ = SessionLog(self._path(session_id))
+        log_.append(
+            {
+                "kind": "session",
+                "sessionId": session_id,
+                "cwd": cwd,
+                "additionalDirectories": additional,
+                "createdAt": created,
+            }
+        )
+        info: dict[str, Any] = {"sessionId": session_id, "cwd": cwd, "updatedAt": created}
+        if additional:
+            info["additionalDirectories"] = additional
+        self._put(info)
+        return log_
+
+    def reopen(self, session_id: str) -> SessionLog:
+        return SessionLog(self._path(session_id))
+
+    def touch(self, session_id: str, *, title: str | None = None, updated_at: str | None = None) -> None:
+        """Keep the index current after a turn or a new title."""
+        index = self._load_index()
+        info = index.get(session_id)
+        if info is None:
+            return
+        if title is not None:
+            info["title"] = title
+        info["updatedAt"] = updated_at or now()
+        self._save_index(index)
+
+    def delete(self, session_id: str) -> None:
+        """Remove a session; an unknown id is not an error."""
+        if not _ID.match(session_id):
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self._path(session_id).unlink()
+        index = self._load_index()
+        if index.pop(session_id, None) is not None:
+            self._save_index(index)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def load(self, session_id: str) -> StoredSession | None:
+        """Fold a session's records; None if there is no such session (or it is unreadable)."""
+        if not _ID.match(session_id):
+            return None
+        try:
+            text = self._path(session_id).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        return fold(text.splitlines(), str(self._path(session_id)))
+
+    def list(
+        self, cwd: str | None = None, cursor: str | None = None, page_size: int = PAGE_SIZE
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of sessions, newest first, and the cursor of the next page (None: no more).
+
+        The cursor is opaque to clients: the sort key of the last entry shown, so a page does not shift
+        when sessions are added meanwhile. An invalid cursor is ``-32602``.
+        """
+        after = _decode_cursor(cursor) if cursor is not None else None
+        entries = [i for i in self._load_index().values() if cwd is None or i.get("cwd") == cwd]
+        entries.sort(key=_sort_key)
+        if after is not None:
+            entries = [e for e in entries if _sort_key(e) > after]
+        page = entries[:page_size]
+        more = len(entries) > page_size
+        return page, (_encode_cursor(_sort_key(page[-1])) if more and page else None)
+
+    # -- the index ----------------------------------------------------------------------------
+
+    def _path(self, session_id: str) -> Path:
+        if not _ID.match(session_id):
+            raise InvalidParams(f"Invalid params: malformed session id {session_id!r}")
+        return self.root / f"{session_id}.jsonl"
+
+    def _put(self, info: dict[str, Any]) -> None:
+        index = self._load_index()
+        index[info["sessionId"]] = info
+        self._save_index(index)
+
+    def _load_index(self) -> dict[str, dict[str, Any]]:
+        if self._index is not None:
+            return self._index
+        try:
+            data = json.loads((self.root / "index.json").read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("not an object")
+            self._index = {k: v for k, v in data.items() if isinstance(v, dict) and "cwd" in v}
+        except FileNotFoundError:
+            self._index = self._rebuild()
+        except (OSError, ValueError) as exc:
+            log.warning("the session index is unreadable (%s); rebuilding it", exc)
+            self._index = self._rebuild()
+        return self._index
+
+    def _rebuild(self) -> dict[str, dict[str, Any]]:
+        index: dict[str, dict[str, Any]] = {}
+        if not self.root.is_dir():
+            return index
+        for path in self.root.glob("*.jsonl"):
+            try:
+                stored = fold(path.read_text(encoding="utf-8", errors="replace").splitlines(), str(path))
+            except OSError as exc:
+                log.warning("skipping unreadable session file %s: %s", path, exc)
+                continue
+            if stored is not None:
+                index[stored.session_id] = stored.summary()
+        if index:
+            self._save_index(index)
+        return index
+
+    def _save_index(self, index: dict[str, dict[str, Any]]) -> None:
+        self._index = index
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=self.root, prefix=".index-", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                json.dump(index, file, separators=(",", ":"), ensure_ascii=False)
+            os.replace(temp, self.root / "index.json")
+        except OSError as exc:
+            log.warning("could not save the session index: %s", exc)
+
+
+def fold(lines: list[str], source: str = "") -> StoredSession | None:
+    """Fold record lines into a :class:`StoredSession`. Bad lines are skipped (a crash can cut the last)."""
+    stored: StoredSession | None = None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            log.warning("%s:%d: skipping a corrupt record", source, number)
+            continue
+        if not isinstance(record, dict):
+            continue
+        kind = record.get("kind")
+        if kind == "session":
+            if stored is None and isinstance(record.get("sessionId"), str) and isinstance(record.get("cwd"), str):
+                stored = StoredSession(
+                    session_id=record["sessionId"],
+                    cwd=record["cwd"],
+                    additional_directories=[d for d in record.get("additionalDirectories") or [] if isinstance(d, str)],
+                    created_at=str(record.get("createdAt", "")),
+                )
+            continue
+        if stored is None:
+            log.warning("%s: records before the session record; skipping the file", source)
+            return None
+        if kind == "update" and isinstance(record.get("update"), dict):
+            stored.updates.append(record["update"])
+        elif kind == "message" and isinstance(record.get("message"), dict):
+            stored.messages.append(record["message"])
+        elif kind == "history" and isinstance(record.get("messages"), list):
+            stored.messages = [m for m in record["messages"] if isinstance(m, dict)]
+        elif kind == "meta":
+            stored.title = record.get("title", stored.title)
+            stored.mode_id = record.get("modeId", stored.mode_id)
+            stored.profile_id = record.get("profileId", stored.profile_id)
+            stored.updated_at = record.get("updatedAt", stored.updated_at)
+        elif kind == "change" and isinstance(record.get("path"), str):
+            stored.changes.append(record)
+        elif kind == "undo":
+            stored.changes = [c for c in stored.changes if c.get("turn") != record.get("turn")]
+        elif kind == "turn" and isinstance(record.get("turn"), int):
+            stored.turns = max(stored.turns, record["turn"])
+    return stored
+
+
+def _sort_key(info: dict[str, Any]) -> tuple[str, str]:
+    # Newest first: invert the timestamp's characters so that an ascending sort puts it first.
+    stamp = str(info.get("updatedAt") or "")
+    return ("".join(chr(0x10FFFF - ord(c)) for c in stamp), str(info.get("sessionId")))
+
+
+def _encode_cursor(key: tuple[str, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(key)).encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        if isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key):
+            return key[0], key[1]
+    except (ValueError, binascii.Error):
+        pass
+    raise InvalidParams("Invalid params: 'cursor' is not a cursor this agent gave out")
