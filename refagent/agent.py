@@ -96,8 +96,6 @@ class Settings:
 
     @classmethod
     def from_config(cls, config: Config, reload: Callable[[], Settings] | None = None) -> Settings:
-        from refagent.llm.openai_client import warm_up
-
         needs_client = any(not p.scripted for p in config.profiles)
         return cls(
             profiles=config.profiles,
@@ -105,7 +103,7 @@ class Settings:
             make_model=config.make_model,
             max_requests=config.max_requests or DEFAULT_MAX_REQUESTS,
             reload=reload,
-            warm_up=warm_up if needs_client else None,
+            warm_up=_warm_up_openai if needs_client else None,
         )
 
 
@@ -280,6 +278,12 @@ SESSION_METHODS = {
     "session/set_config_option": "set_config_option",
 }
 NEEDS_STORE = frozenset({"session/load", "session/resume", "session/list", "session/delete"})
+
+
+async def _warm_up_openai() -> None:
+    from refagent.llm.openai_client import warm_up
+
+    await warm_up()
 
 
 def _import_sessions() -> None:
