@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_FILE_BYTES = 10 * 1024 * 1024
 TITLE_CHARS = 60
 
 
@@ -379,18 +379,17 @@ class Sessions:
         used = usage.prompt_tokens + usage.completion_tokens
         await session.update(updates.usage(used, profile.context_window, cost))
 
-    def _reader(self, session: Session) -> Callable[[str], Any]:
-        """How ``resource_link``s are read: through the editor when it can, else from disk."""
+    def _reader(self, session: Session) -> Callable[[str], Awaitable[str]]:
+        """How ``resource_link``s are read: through the session's text files (the editor's buffers when it
+        offers them; else the disk, regular files only and size-capped, so a link to a FIFO or
+        ``/dev/zero`` cannot hang or exhaust the agent)."""
+        files = session.workspace.context.files
+        by_editor = bool(session.client_capabilities.get("fs", {}).get("readTextFile"))
 
         async def read(path: str) -> str:
-            if session.client_capabilities.get("fs", {}).get("readTextFile"):
-                result = await self.agent.peer.request("fs/read_text_file", {"sessionId": session.id, "path": path})
-                content = result.get("content") if isinstance(result, dict) else None
-                if not isinstance(content, str):
-                    raise ValueError("the editor returned no content")
-                return content
-            data = await anyio.Path(path).read_bytes()
-            return data[:MAX_FILE_BYTES].decode("utf-8", errors="replace")
+            real = path if by_editor else await anyio.to_thread.run_sync(os.path.realpath, path)
+            text: str = await files.read_text(real)
+            return text
 
         return read
 
