@@ -133,7 +133,7 @@ class Sessions:
             self._close(live)  # reopened: the saved state is the truth, and nothing runs twice
         stored = self.agent.store.load(session_id) if self.agent.store is not None else None
         if stored is None:
-            raise ResourceNotFound(f"Session not found: {session_id}")
+            raise ResourceNotFound(f"Session not found: {session_id[:100]}")
         assert self.agent.store is not None
         session = self._open(session_id, cwd, extra, servers, self.agent.store.reopen(session_id), stored)
         log.info("session %s reopened in %s", session_id, cwd)
@@ -212,7 +212,7 @@ class Sessions:
         session_id = p.required(params, "sessionId", str)
         session = self.sessions.get(session_id)
         if session is None:
-            raise ResourceNotFound(f"Session not found: {session_id}")
+            raise ResourceNotFound(f"Session not found: {session_id[:100]}")
         return session
 
     async def _send_update(self, session_id: str, update: dict[str, Any]) -> None:

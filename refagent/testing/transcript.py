@@ -43,9 +43,10 @@ class Transcript:
         for event in waiters:
             event.set()
         answered: str | None = None
-        if "method" in message and "id" in message:
+        hashable = isinstance(message.get("id"), (int, str, type(None)))  # a client may send any JSON as id
+        if "method" in message and "id" in message and hashable:
             self._methods[(sender, message["id"])] = message["method"]
-        elif "id" in message:
+        elif "id" in message and hashable:
             other: Direction = "client" if sender == "agent" else "agent"
             answered = self._methods.pop((other, message["id"]), None)
         if sender == "agent" and self.check is not None:
