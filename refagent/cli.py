@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="refagent",
         description="A coding agent that speaks the Agent Client Protocol (ACP v1) over stdin/stdout. "
         "Editors start it as a subprocess; run it without arguments to serve ACP.",
+        epilog='To use it from a terminal instead: refagent run "your task" (see refagent run --help).',
     )
     parser.add_argument("--version", action="version", version=f"refagent {__version__}")
     parser.add_argument(
@@ -37,6 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="how much to log (default: warning, or $REFAGENT_LOG_LEVEL)",
     )
     parser.add_argument("--log-file", help="append logs to this file instead of stderr")
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="answer from the built-in demo model, a scripted session that fixes the bug in "
+        "examples/demo-project (no key, no network; any model configuration is ignored)",
+    )
     config.add_arguments(parser)
     return parser
 
@@ -52,13 +59,18 @@ def setup_logging(level: str, log_file: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:  # the terminal client: a separate program that starts this one
+        from refagent.client.run import main as run_main
+
+        return run_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.log_level not in LOG_LEVELS:  # only the default can be wrong: argparse checked the option
         build_parser().error(
             f"REFAGENT_LOG_LEVEL={args.log_level!r}: --log-level must be one of {', '.join(LOG_LEVELS)}"
         )
     setup_logging(args.log_level, args.log_file)
-    return serve_stdio(load_settings(args))
+    return serve_stdio(demo_settings() if args.demo else load_settings(args))
 
 
 def load_settings(args: argparse.Namespace) -> Settings:
@@ -78,6 +90,13 @@ def load_settings(args: argparse.Namespace) -> Settings:
         logging.getLogger("refagent").error("%s", exc)
         note = f"The configuration is broken: {exc}"
         return Settings(make_model=lambda profile: offline_model(note=note), reload=reload)
+
+
+def demo_settings() -> Settings:
+    """``--demo``: the built-in demo model (:mod:`refagent.testing.demo_model`) instead of the configuration."""
+    from refagent.testing.demo_model import demo_model, demo_profile
+
+    return Settings(profiles=[demo_profile()], make_model=lambda profile: demo_model())
 
 
 def serve_stdio(settings: Settings | None = None) -> int:

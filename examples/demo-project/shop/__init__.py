@@ -1,0 +1,1 @@
+"""A tiny shop: prices and a cart."""

@@ -1,0 +1,159 @@
+"""``make demo``: watch refagent fix a real bug, on a fresh copy of ``examples/demo-project``.
+
+    python -m refagent.client.demo [--project DIR] [--workdir DIR] [--transcript FILE]
+
+It copies the project to a new directory, then runs one task there with the terminal client of
+``refagent run`` (:mod:`refagent.client.run`): a real ACP client, in this process, talking to a real
+``refagent`` process over its stdin and stdout. Permission requests are answered by the demo client, on
+screen, the way ``refagent run --yes`` does (with a real model and a terminal, you answer them yourself).
+Afterwards it runs the project's tests itself, to show the bug is fixed.
+
+Which model plays the session: with no model configured (no ``OPENAI_API_KEY``, no ``OPENAI_BASE_URL``,
+no config file), the built-in scripted demo model (:mod:`refagent.testing.demo_model`, ``refagent
+--demo``); otherwise the configured model, on the same project. The screen says which, first thing.
+
+Exit code: 0 when the turn ended normally and the project's tests pass afterwards, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import anyio
+
+import refagent
+from refagent.client.render import Renderer, use_color
+from refagent.client.run import RunOptions, run
+
+TASK = "The tests fail (`python3 -m unittest`). Find the bug, fix it, and check that the tests pass."
+COPY_IGNORES = ("__pycache__", "*.pyc", "ruff.toml")
+"""Not part of the project (``ruff.toml`` is for linting refagent's own examples)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    demo: bool
+    """Use the built-in scripted demo model."""
+    note: str
+    """What to tell the user about it."""
+
+
+def choose_model(env: dict[str, str]) -> ModelChoice:
+    """The scripted demo model when no usable model is configured, else the configured one."""
+    from refagent.errors import ConfigError
+    from refagent.llm import config
+
+    try:
+        loaded = config.load(None, env)
+    except ConfigError as exc:
+        return ModelChoice(True, f"The model configuration is broken ({exc}), so the scripted demo model plays.")
+    profile = loaded.profile
+    if profile.scripted:
+        return ModelChoice(
+            True,
+            "No model is configured, so refagent's built-in SCRIPTED demo model plays the session (no key, no "
+            "network). To watch a real model do the same, set OPENAI_API_KEY (or OPENAI_BASE_URL for a local "
+            "server) and run `make demo` again.",
+        )
+    problem = config.missing_key(profile)
+    if problem is not None:
+        return ModelChoice(True, f"{problem} Until then, the scripted demo model plays.")
+    return ModelChoice(False, f"A REAL model plays the session: {profile.name}.")
+
+
+def default_project() -> Path:
+    """``examples/demo-project`` of the checkout refagent runs from."""
+    return Path(refagent.__file__).resolve().parent.parent / "examples" / "demo-project"
+
+
+def copy_project(project: Path, workdir: Path | None) -> Path:
+    """A fresh copy of ``project`` in ``workdir`` (default: a new temporary directory)."""
+    parent = workdir or Path(tempfile.mkdtemp(prefix="refagent-demo-"))
+    parent.mkdir(parents=True, exist_ok=True)
+    copy = parent / project.name
+    shutil.copytree(project, copy, ignore=shutil.ignore_patterns(*COPY_IGNORES))
+    return copy
+
+
+def run_project_tests(project: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "unittest"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        check=False,
+    )
+
+
+def demo(project: Path, workdir: Path | None, out: TextIO, transcript: TextIO | None = None) -> int:
+    screen = Renderer(out, color=use_color(out))
+    choice = choose_model(dict(os.environ))
+    copy = copy_project(project, workdir)
+    screen.cwd = str(copy)
+    interactive = not choice.demo and sys.stdin.isatty()
+    screen.line("━━ refagent demo ━━", "bold", "cyan")
+    screen.line("A real ACP client (the one behind `refagent run`) drives a real `refagent` process over stdio,")
+    screen.line(f"on a fresh copy of {project.name}: {copy}")
+    screen.line(choice.note, "bold", "yellow" if choice.demo else "green")
+    if not interactive:
+        screen.line("The demo client answers every permission request with Allow, and shows each one.")
+    options = RunOptions(
+        prompt=TASK,
+        cwd=str(copy),
+        agent=[sys.executable, "-m", "refagent", *(["--demo"] if choice.demo else [])],
+        yes=not interactive,
+        approval_note="the demo client approves, like `refagent run --yes`",
+        transcript=transcript,
+    )
+    outcome = anyio.run(lambda: run(options, screen, interactive=interactive))
+
+    screen.line()
+    screen.line("━━ Afterwards: the demo runs the project's tests itself ━━", "bold", "cyan")
+    tests = run_project_tests(copy)
+    summary = (tests.stderr.strip().splitlines() or ["(no output)"])[-1]
+    screen.info(f"$ python -m unittest   ({summary})")
+    if tests.returncode == 0:
+        screen.line("✓ The bug is fixed: the project's tests pass.", "bold", "green")
+    else:
+        screen.line("✗ The project's tests still fail:", "bold", "red")
+        for line in tests.stderr.strip().splitlines()[-15:]:
+            screen.line(f"    {line}", "dim")
+    who = "the scripted demo model" if choice.demo else "a real model"
+    screen.info(f"That was {who}. The copy stays in {copy}; try, for example:")
+    screen.info(f'  refagent run --cwd {copy} "explain how the bulk discount works"')
+    return 0 if outcome.exit_code == 0 and tests.returncode == 0 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m refagent.client.demo",
+        description="Watch refagent fix a real bug in a fresh copy of the example project.",
+    )
+    parser.add_argument("--project", type=Path, default=None, help="the project to copy (examples/demo-project)")
+    parser.add_argument("--workdir", type=Path, help="copy it into this directory (default: a new temporary one)")
+    parser.add_argument("--transcript", type=Path, help="also write the wire transcript here, as JSON lines")
+    args = parser.parse_args(argv)
+    project = (args.project or default_project()).resolve()
+    if not project.is_dir():
+        parser.error(f"{project}: no such project directory; pass --project")
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="replace")
+    if args.transcript is None:
+        return demo(project, args.workdir, sys.stdout)
+    with args.transcript.open("w", encoding="utf-8") as transcript:
+        return demo(project, args.workdir, sys.stdout, transcript)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""What the terminal client shows: ACP ``session/update`` notifications and permission requests, as text.
+
+One :class:`Renderer` per run writes to one text stream. It keeps just enough state to draw a readable
+session: whether the cursor is in the middle of streamed text, the tool calls seen so far (titles,
+statuses, the diffs already shown), and the kind of the last thing printed. Colors (ANSI) only when asked,
+which :func:`use_color` decides from the stream and the environment (``NO_COLOR``, ``FORCE_COLOR``).
+
+Spec: ACP "Prompt Turn" (session updates), "Tool Calls" (statuses, content, diffs), "Agent Plan".
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+MAX_OUTPUT_LINES = 16
+"""Lines of a tool call's text output shown (head and tail kept)."""
+MAX_DIFF_LINES = 80
+
+_STYLES = {
+    "bold": "1",
+    "dim": "2",
+    "italic": "3",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+}
+_STATUS_ICONS = {"pending": "○", "in_progress": "◐", "completed": "✓", "failed": "✗"}
+_STATUS_STYLES = {"pending": "dim", "in_progress": "yellow", "completed": "green", "failed": "red"}
+_PLAN_ICONS = {"pending": "·", "in_progress": "▸", "completed": "✓"}
+_PLAN_STYLES = {"pending": "dim", "in_progress": "yellow", "completed": "green"}
+
+
+def use_color(stream: TextIO) -> bool:
+    """Color when ``stream`` is a terminal, unless ``NO_COLOR`` is set; ``FORCE_COLOR`` forces it."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+
+
+@dataclass
+class _ToolCall:
+    title: str
+    kind: str
+    status: str = "pending"
+    diffs: set[tuple[str, int]] = field(default_factory=set)
+    """(path, hash of old and new text) of the diffs already shown."""
+    shown_output: bool = False
+
+
+class Renderer:
+    """Draws a session on ``out``. Paths are shown relative to ``cwd`` when inside it."""
+
+    def __init__(self, out: TextIO, *, color: bool = False, cwd: str = "") -> None:
+        self.out = out
+        self.color = color
+        self.cwd = cwd.rstrip("/")
+        self.calls: dict[str, _ToolCall] = {}
+        self._mid_line = False  # streamed text left the cursor after some characters
+        self._streaming: str | None = None  # the kind of chunk being streamed, if any
+
+    # -- plain output -------------------------------------------------------------------------
+
+    def style(self, text: str, *styles: str) -> str:
+        if not self.color or not styles:
+            return text
+        codes = ";".join(_STYLES[s] for s in styles)
+        return f"\x1b[{codes}m{text}\x1b[0m"
+
+    def line(self, text: str = "", *styles: str) -> None:
+        """Print a whole line (ending any streamed text first)."""
+        self._end_stream()
+        self.out.write(self.style(text, *styles) + "\n")
+        self.out.flush()
+
+    def write(self, text: str) -> None:
+        """Print without a newline (a prompt)."""
+        self._end_stream()
+        self.out.write(text)
+        self.out.flush()
+        self._mid_line = not text.endswith("\n")
+
+    def info(self, text: str) -> None:
+        self.line(text, "dim")
+
+    def error(self, text: str) -> None:
+        self.line(f"error: {text}", "red", "bold")
+
+    def _end_stream(self) -> None:
+        if self._mid_line:
+            self.out.write("\n")
+            self._mid_line = False
+        self._streaming = None
+
+    def end_prompt(self, echo: str | None = None) -> None:
+        """The user answered a prompt: the terminal echoed the answer and the Enter; else ``echo`` it."""
+        if echo is not None:
+            self.out.write(echo + "\n")
+            self.out.flush()
+        self._mid_line = False
+
+    def relative(self, path: str) -> str:
+        if self.cwd and path.startswith(self.cwd + "/"):
+            return path[len(self.cwd) + 1 :]
+        return path
+
+    # -- session updates ----------------------------------------------------------------------
+
+    def update(self, update: dict[str, Any]) -> None:
+        """Draw one ``session/update``'s ``update``. Unknown kinds are ignored (the spec allows new ones)."""
+        kind = update.get("sessionUpdate")
+        if kind in ("agent_message_chunk", "agent_thought_chunk"):
+            self._chunk(str(kind), update.get("content") or {})
+        elif kind == "tool_call":
+            self._tool_call(update)
+        elif kind == "tool_call_update":
+            self._tool_call_update(update)
+        elif kind == "plan":
+            self._plan(update.get("entries") or [])
+        elif kind == "current_mode_update":
+            self.info(f"mode: {update.get('currentModeId')}")
+        elif kind == "user_message_chunk":
+            self._chunk(str(kind), update.get("content") or {})
+
+    def _chunk(self, kind: str, content: dict[str, Any]) -> None:
+        text = content.get("text", "") if content.get("type") == "text" else f"[{content.get('type')}]"
+        if not text:
+            return
+        if self._streaming != kind:
+            self._end_stream()
+            self._streaming = kind
+            self.out.write("\n")
+            if kind == "agent_thought_chunk":
+                self.out.write(self.style("thinking: ", "dim", "italic"))
+            elif kind == "user_message_chunk":
+                self.out.write(self.style("you: ", "bold"))
+        styled = self.style(text, "dim", "italic") if kind == "agent_thought_chunk" else text
+        self.out.write(styled)
+        self.out.flush()
+        self._mid_line = not text.endswith("\n")
+
+    def _tool_call(self, update: dict[str, Any]) -> None:
+        call_id = str(update.get("toolCallId", ""))
+        call = _ToolCall(str(update.get("title") or "tool call"), str(update.get("kind") or "other"))
+        self.calls[call_id] = call
+        self.line()
+        self.line(f"● {self.style(call.title, 'bold')} {self.style(f'({call.kind})', 'dim')}")
+        self._content(call, update.get("content") or [])
+        self._status(call, str(update.get("status") or "pending"))
+
+    def _tool_call_update(self, update: dict[str, Any]) -> None:
+        call_id = str(update.get("toolCallId", ""))
+        call = self.calls.get(call_id)
+        if call is None:  # an update for a call we never saw announced: show it anyway
+            call = self.calls[call_id] = _ToolCall(
+                str(update.get("title") or call_id), str(update.get("kind") or "other")
+            )
+            self.line(f"● {self.style(call.title, 'bold')}")
+        if update.get("title") and update["title"] != call.title:
+            call.title = str(update["title"])
+        self._content(call, update.get("content") or [], final=update.get("status") in ("completed", "failed"))
+        if update.get("status"):
+            self._status(call, str(update["status"]))
+
+    def _status(self, call: _ToolCall, status: str) -> None:
+        if status == call.status and status == "pending":
+            return
+        call.status = status
+        if status in ("completed", "failed"):
+            icon = _STATUS_ICONS.get(status, "?")
+            self.line(f"  {self.style(icon + ' ' + status, _STATUS_STYLES.get(status, 'dim'))}")
+
+    def _content(self, call: _ToolCall, content: list[dict[str, Any]], *, final: bool = False) -> None:
+        for item in content:
+            if item.get("type") == "diff":
+                self._diff(call, item)
+            elif item.get("type") == "terminal":
+                self.info(f"    [terminal {item.get('terminalId')}]")
+            elif item.get("type") == "content" and final and not call.shown_output:
+                inner = item.get("content") or {}
+                if inner.get("type") == "text":
+                    call.shown_output = True
+                    self._output(call, str(inner.get("text", "")))
+
+    def _output(self, call: _ToolCall, text: str) -> None:
+        """A call's text result: short, indented, dim. Reads are summarised (the file is in the editor)."""
+        lines = [line for line in text.strip("\n").splitlines() if line.strip() != "```" and not line.startswith("```")]
+        if call.kind == "read" and call.status != "failed":
+            self.info(f"    ({len(lines)} lines read)")
+            return
+        if len(lines) > MAX_OUTPUT_LINES:
+            head, tail = MAX_OUTPUT_LINES - 6, 6  # the end of an output says most (errors, exit code)
+            lines = [*lines[:head], f"… {len(lines) - head - tail} more lines …", *lines[-tail:]]
+        for line in lines:
+            self.line(f"    │ {line}", "dim")
+
+    def _diff(self, call: _ToolCall, item: dict[str, Any]) -> None:
+        path = str(item.get("path", ""))
+        old = item.get("oldText")
+        new = str(item.get("newText", ""))
+        key = (path, hash((old, new)))
+        if key in call.diffs:
+            return
+        call.diffs.add(key)
+        for line in diff_lines(self.relative(path), old, new):
+            self.line(f"    {self._diff_style(line)}")
+
+    def _diff_style(self, line: str) -> str:
+        if line.startswith(("+++", "---")):
+            return self.style(line, "bold")
+        if line.startswith("+"):
+            return self.style(line, "green")
+        if line.startswith("-"):
+            return self.style(line, "red")
+        if line.startswith("@@"):
+            return self.style(line, "cyan")
+        return line
+
+    def _plan(self, entries: list[dict[str, Any]]) -> None:
+        self.line()
+        self.line("Plan", "bold")
+        for entry in entries:
+            status = str(entry.get("status", "pending"))
+            icon = _PLAN_ICONS.get(status, "·")
+            self.line(f"  {self.style(icon, _PLAN_STYLES.get(status, 'dim'))} {entry.get('content', '')}")
+
+    # -- permission requests ------------------------------------------------------------------
+
+    def permission(self, params: dict[str, Any]) -> None:
+        """Show what the agent asks permission for (the caller then reads or picks the answer)."""
+        tool = params.get("toolCall") or {}
+        call = self.calls.get(str(tool.get("toolCallId", "")))
+        title = tool.get("title") or (call.title if call else "a tool call")
+        kind = tool.get("kind") or (call.kind if call else "")
+        if call is not None:
+            self._content(call, tool.get("content") or [])
+        self.line(
+            f"  {self.style('?', 'magenta', 'bold')} {self.style('Permission requested:', 'magenta')} {title}"
+            + (f" ({kind})" if kind else "")
+        )
+        for option in params.get("options") or []:
+            self.line(f"      {option_key(option)}  {option.get('name', option.get('optionId'))}", "dim")
+
+    def answered(self, text: str) -> None:
+        self.line(f"    → {text}", "magenta")
+
+    def stop(self, reason: str) -> None:
+        self.line()
+        self.line(f"[stop reason: {reason}]", "dim")
+
+
+def option_key(option: dict[str, Any]) -> str:
+    """The answer that picks ``option`` at the permission prompt."""
+    return {"allow_once": "y", "allow_always": "a", "reject_once": "n", "reject_always": "never"}.get(
+        str(option.get("kind")), "?"
+    )
+
+
+def diff_lines(path: str, old: str | None, new: str) -> list[str]:
+    """A unified diff of one ACP ``diff`` content (``oldText: null`` is a new file), capped in length."""
+    before = [] if old is None else old.splitlines(keepends=True)
+    after = new.splitlines(keepends=True)
+    lines = [
+        line.rstrip("\n")
+        for line in difflib.unified_diff(before, after, "/dev/null" if old is None else f"a/{path}", f"b/{path}")
+    ]
+    if len(lines) > MAX_DIFF_LINES:
+        lines = [*lines[:MAX_DIFF_LINES], f"… {len(lines) - MAX_DIFF_LINES} more diff lines"]
+    return lines

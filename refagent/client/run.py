@@ -1,0 +1,466 @@
+"""``refagent run "task"``: a terminal ACP client that starts refagent and runs one prompt turn.
+
+It is an ordinary ACP client, like an editor: it spawns the agent (``python -m refagent`` with the model
+flags passed through), sends ``initialize``, ``session/new`` and ``session/prompt``, draws the
+``session/update``\\ s as they stream in (:mod:`refagent.client.render`), and answers the agent's
+``session/request_permission`` from the keyboard or, with ``--yes``, by approving. It advertises no file
+system and no terminal capability, so the agent reads and writes the local disk and runs local processes
+itself (in its sandbox).
+
+Ctrl-C once sends ``session/cancel`` and waits for the turn to answer ``cancelled``; twice quits at once.
+The agent runs in its own process group so that the terminal's Ctrl-C reaches only this client.
+
+Exit codes (:data:`EXIT_CODES`): 0 ``end_turn``; 3 ``max_tokens``; 4 ``max_turn_requests``; 5 ``refusal``;
+130 ``cancelled`` (or quit); 1 the agent failed (did not start, exited, answered an error); 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import anyio
+from anyio.abc import ByteReceiveStream, Process
+
+from refagent import __version__
+from refagent.acp.connection import Connection
+from refagent.acp.errors import MethodNotFound, RequestError
+from refagent.client.render import Renderer, option_key, use_color
+
+EXIT_CODES = {"end_turn": 0, "max_tokens": 3, "max_turn_requests": 4, "refusal": 5, "cancelled": 130}
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+SHUTDOWN_SECONDS = 5.0
+"""How long the agent may take to exit once its stdin is closed, before it is killed."""
+
+ANSWERS = {
+    "y": "allow_once",
+    "yes": "allow_once",
+    "a": "allow_always",
+    "always": "allow_always",
+    "n": "reject_once",
+    "no": "reject_once",
+    "never": "reject_always",
+}
+ReadLine = Callable[[], Awaitable[str | None]]
+"""Reads one line the user typed (without its newline); ``None`` at the end of input."""
+
+
+@dataclass
+class RunOptions:
+    prompt: str
+    cwd: str
+    agent: list[str]
+    """The agent's command line."""
+    yes: bool = False
+    """Approve every permission request."""
+    approval_note: str = "--yes"
+    """What an automatic approval says it came from."""
+    read_only: bool = False
+    transcript: TextIO | None = None
+    """Where the wire transcript goes, one JSON object a line (``--json``: stdout)."""
+    env: dict[str, str] | None = None
+
+
+@dataclass
+class Outcome:
+    exit_code: int
+    stop_reason: str | None = None
+    session_id: str | None = None
+    model: str = ""
+
+
+class TerminalClient:
+    """The client side of the connection (its :class:`~refagent.acp.connection.Handler`)."""
+
+    def __init__(self, renderer: Renderer, options: RunOptions, read_line: ReadLine, interactive: bool) -> None:
+        self.renderer = renderer
+        self.options = options
+        self.read_line = read_line
+        self.interactive = interactive
+        self.asking: set[anyio.CancelScope] = set()
+        self.cancelled = False
+
+    async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
+        if method == "session/request_permission":
+            return await self.permission(params)
+        # Nothing else was advertised (no fs, no terminal): the agent should not ask.
+        raise MethodNotFound(f"Method not found: {method}")
+
+    async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "session/update" and isinstance(params.get("update"), dict):
+            self.renderer.update(params["update"])
+
+    async def permission(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Answer a permission request: automatically with ``--yes``, else from the user's answer."""
+        options: list[dict[str, Any]] = [o for o in params.get("options") or [] if isinstance(o, dict)]
+        self.renderer.permission(params)
+        if self.cancelled:
+            return _cancelled()
+        if self.options.yes:
+            chosen = _pick(options, "allow_once") or _pick(options, "allow_always")
+            if chosen is None:
+                self.renderer.answered("no option allows it: cancelled")
+                return _cancelled()
+            self.renderer.answered(f"{chosen.get('name')} (auto-approved: {self.options.approval_note})")
+            return _selected(chosen)
+        with anyio.CancelScope() as scope:
+            self.asking.add(scope)
+            try:
+                chosen = await self._ask(options)
+            finally:
+                self.asking.discard(scope)
+        if scope.cancelled_caught or chosen is None:
+            self.renderer.answered("cancelled")
+            return _cancelled()
+        self.renderer.answered(str(chosen.get("name")))
+        return _selected(chosen)
+
+    async def _ask(self, options: list[dict[str, Any]]) -> dict[str, Any] | None:
+        keys = " / ".join(dict.fromkeys(option_key(o) for o in options))
+        while True:
+            self.renderer.write(self.renderer.style(f"    Allow? [{keys}] ", "magenta", "bold"))
+            answer = await self.read_line()
+            self.renderer.end_prompt(None if self.interactive and answer is not None else answer or "")
+            if answer is None:
+                self.renderer.answered("no answer (end of input)")
+                return _pick(options, "reject_once") or _pick(options, "reject_always")
+            chosen = _pick(options, ANSWERS.get(answer.strip().lower(), ""))
+            if chosen is not None:
+                return chosen
+            self.renderer.line(f"    Please answer one of: {keys}", "yellow")
+
+    def cancel_prompts(self) -> None:
+        """``session/cancel`` was sent: pending permission requests answer ``cancelled``."""
+        self.cancelled = True
+        for scope in self.asking:
+            scope.cancel()
+
+
+def _pick(options: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
+    return next((o for o in options if o.get("kind") == kind), None)
+
+
+def _selected(option: dict[str, Any]) -> dict[str, Any]:
+    return {"outcome": {"outcome": "selected", "optionId": option.get("optionId")}}
+
+
+def _cancelled() -> dict[str, Any]:
+    return {"outcome": {"outcome": "cancelled"}}
+
+
+# -- one run ----------------------------------------------------------------------------------------
+
+
+class Run:
+    """One agent process, one session, one prompt. :meth:`interrupt` is what Ctrl-C does."""
+
+    def __init__(self, options: RunOptions, renderer: Renderer, read_line: ReadLine, interactive: bool) -> None:
+        self.options = options
+        self.renderer = renderer
+        self.client = TerminalClient(renderer, options, read_line, interactive)
+        self.connection: Connection | None = None
+        self.session_id: str | None = None
+        self.prompting = False
+        self._scope = anyio.CancelScope()
+        self._quit = False
+
+    async def interrupt(self) -> None:
+        """First time during a turn: ``session/cancel``. Otherwise (or the second time): quit."""
+        if self.prompting and not self.client.cancelled and self.connection and self.session_id:
+            self.renderer.line("Cancelling… (press Ctrl-C again to quit)", "yellow")
+            await self.connection.notify("session/cancel", {"sessionId": self.session_id})
+            self.client.cancel_prompts()
+            return
+        self._quit = True
+        self._scope.cancel()
+
+    async def run(self) -> Outcome:
+        outcome = Outcome(EXIT_CODES["cancelled"])
+        with self._scope:
+            outcome = await self._run()
+        if self._quit:
+            self.renderer.line("Quit.", "yellow")
+            outcome.exit_code = EXIT_CODES["cancelled"]
+        return outcome
+
+    async def _run(self) -> Outcome:
+        try:
+            process = await anyio.open_process(
+                self.options.agent,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=None,  # the agent's log goes to our stderr
+                env=self.options.env,
+                start_new_session=True,  # the terminal's Ctrl-C is ours to handle, not the agent's
+            )
+        except OSError as exc:
+            self.renderer.error(f"cannot start the agent ({' '.join(self.options.agent)}): {exc}")
+            return Outcome(EXIT_FAILED)
+        assert process.stdin is not None
+        assert process.stdout is not None
+        stdin = process.stdin
+
+        async def write(data: bytes) -> None:
+            self._record("client", data)
+            await stdin.send(data)
+
+        outcome = Outcome(EXIT_FAILED)
+        self.connection = Connection(self._lines(process.stdout), write)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.connection.serve, self.client)
+                try:
+                    outcome = await self._session(self.connection)
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _stop(process)
+        return outcome
+
+    async def _session(self, connection: Connection) -> Outcome:
+        options = self.options
+        try:
+            init = await connection.request(
+                "initialize",
+                {
+                    "protocolVersion": 1,
+                    "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
+                    "clientInfo": {"name": "refagent-run", "title": "refagent run", "version": __version__},
+                },
+            )
+            session = await connection.request("session/new", {"cwd": options.cwd, "mcpServers": []})
+            self.session_id = str(session["sessionId"])
+            model = _current_model(session)
+            info = init.get("agentInfo") or {}
+            self.renderer.info(
+                f"{info.get('name', 'agent')} {info.get('version', '')} · ACP v{init.get('protocolVersion')} · "
+                f"session {self.session_id}"
+            )
+            self.renderer.line(f"model: {model}", "bold")
+            self.renderer.info(f"cwd: {options.cwd}")
+            if options.read_only:
+                await connection.request("session/set_mode", {"sessionId": self.session_id, "modeId": "read-only"})
+            self.renderer.line()
+            self.renderer.line(f"> {options.prompt}", "bold")
+            self.prompting = True
+            try:
+                result = await connection.request(
+                    "session/prompt",
+                    {"sessionId": self.session_id, "prompt": [{"type": "text", "text": options.prompt}]},
+                )
+            finally:
+                self.prompting = False
+        except RequestError as exc:
+            self.renderer.error(exc.message)
+            return Outcome(EXIT_FAILED, session_id=self.session_id)
+        stop = str(result.get("stopReason"))
+        self.renderer.stop(stop)
+        return Outcome(EXIT_CODES.get(stop, EXIT_FAILED), stop, self.session_id, model)
+
+    async def _lines(self, stream: ByteReceiveStream) -> AsyncIterator[bytes]:
+        """The agent's stdout, a line at a time."""
+        buffer = bytearray()
+        async for chunk in _chunks(stream):
+            buffer += chunk
+            start = 0
+            while (end := buffer.find(b"\n", start)) != -1:
+                line = bytes(buffer[start:end])
+                self._record("agent", line)
+                yield line
+                start = end + 1
+            del buffer[:start]
+        if buffer.strip():
+            self._record("agent", bytes(buffer))
+            yield bytes(buffer)
+
+    def _record(self, sender: str, data: bytes) -> None:
+        out = self.options.transcript
+        if out is None:
+            return
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            try:
+                entry = {"from": sender, "message": json.loads(line)}
+            except ValueError:
+                entry = {"from": sender, "line": line.decode("utf-8", "replace")}
+            out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        out.flush()
+
+
+async def _chunks(stream: ByteReceiveStream) -> AsyncIterator[bytes]:
+    while True:
+        try:
+            yield await stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return
+
+
+async def _stop(process: Process) -> None:
+    """Close the agent's stdin (how ACP says "shut down"); kill it if it does not exit in time."""
+    if process.stdin is not None:
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await process.stdin.aclose()
+    with anyio.move_on_after(SHUTDOWN_SECONDS):
+        await process.wait()
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
+    await process.aclose()
+
+
+def _current_model(session: dict[str, Any]) -> str:
+    """The display name of the session's model, from its ``model`` config option."""
+    for option in session.get("configOptions") or []:
+        if option.get("category") == "model" or option.get("id") == "model":
+            current = option.get("currentValue")
+            for choice in option.get("options") or []:
+                if choice.get("value") == current:
+                    return str(choice.get("name") or current)
+            return str(current)
+    return "(the agent did not say)"
+
+
+async def run(
+    options: RunOptions,
+    renderer: Renderer,
+    read_line: ReadLine | None = None,
+    *,
+    interactive: bool = False,
+    handle_signals: bool = True,
+) -> Outcome:
+    """Run one task. ``read_line`` answers permission prompts (default: this process's stdin)."""
+    the_run = Run(options, renderer, read_line or StdinLines().read_line, interactive)
+    if not handle_signals:
+        return await the_run.run()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_on_signals, the_run)
+        try:
+            outcome = await the_run.run()
+        finally:
+            tg.cancel_scope.cancel()
+    return outcome
+
+
+async def _on_signals(the_run: Run) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        async for signum in signals:
+            if signum == signal.SIGINT:
+                await the_run.interrupt()
+            else:
+                the_run._quit = True
+                the_run._scope.cancel()
+
+
+class StdinLines:
+    """Lines from a file descriptor (stdin), read without blocking the event loop or a thread."""
+
+    def __init__(self, fd: int = 0) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+        self.eof = False
+
+    async def read_line(self) -> str | None:
+        while b"\n" not in self.buffer and not self.eof:
+            await self._readable()
+            try:
+                chunk = os.read(self.fd, 4096)
+            except BlockingIOError:
+                continue
+            except OSError:
+                chunk = b""
+            self.eof = not chunk
+            self.buffer += chunk
+        if not self.buffer:
+            return None
+        line, _, rest = bytes(self.buffer).partition(b"\n")
+        self.buffer = bytearray(rest)
+        return line.decode("utf-8", "replace").rstrip("\r")
+
+    async def _readable(self) -> None:
+        try:
+            mode = os.fstat(self.fd).st_mode
+        except OSError:
+            return
+        if stat.S_ISREG(mode):
+            return  # regular files are always "readable" and cannot be polled
+        try:
+            await anyio.wait_readable(self.fd)
+        except OSError:  # a device the event loop cannot poll (/dev/null): reading will not block long
+            return
+
+
+# -- the command ------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from refagent.llm import config
+
+    parser = argparse.ArgumentParser(
+        prog="refagent run",
+        description="Run one task with refagent in this terminal: start the agent, stream the session, "
+        "ask before changes (y = allow once, a = always allow, n = reject, never = always reject).",
+        epilog="Exit codes: 0 end_turn, 3 max_tokens, 4 max_turn_requests, 5 refusal, 130 cancelled (Ctrl-C), "
+        "1 the agent failed, 2 bad usage.",
+    )
+    parser.add_argument("prompt", help='the task, e.g. "the tests fail: fix the bug"')
+    parser.add_argument("--cwd", default=os.getcwd(), help="the project directory (default: the current one)")
+    parser.add_argument("-y", "--yes", action="store_true", help="approve every permission request")
+    parser.add_argument(
+        "--read-only", action="store_true", help="start the session in read-only mode: changes are refused"
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the wire transcript to stdout as JSON lines ({from, message}); the session goes to stderr",
+    )
+    parser.add_argument("--demo", action="store_true", help="run the agent on its built-in demo model")
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), help="the agent's log level")
+    parser.add_argument("--log-file", help="the agent's log file (default: stderr)")
+    config.add_arguments(parser)
+    return parser
+
+
+def agent_command(args: argparse.Namespace) -> list[str]:
+    """``python -m refagent`` with the flags of ``args`` that are the agent's."""
+    command = [sys.executable, "-m", "refagent"]
+    if args.demo:
+        command.append("--demo")
+    for flag in ("log_level", "log_file", "config", "profile", "model", "base_url", "max_requests"):
+        value = getattr(args, flag, None)
+        if value is not None:
+            command += [f"--{flag.replace('_', '-')}", str(value)]
+    return command
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    cwd = os.path.abspath(args.cwd)
+    if not os.path.isdir(cwd):
+        build_parser().error(f"--cwd {args.cwd}: not a directory")
+    screen = sys.stderr if args.json else sys.stdout
+    reconfigure = getattr(screen, "reconfigure", None)
+    if reconfigure is not None:  # never fail on a character the terminal cannot show
+        reconfigure(errors="replace")
+    options = RunOptions(
+        prompt=args.prompt,
+        cwd=cwd,
+        agent=agent_command(args),
+        yes=args.yes,
+        read_only=args.read_only,
+        transcript=sys.stdout if args.json else None,
+    )
+    renderer = Renderer(screen, color=use_color(screen), cwd=cwd)
+    outcome = anyio.run(lambda: run(options, renderer, interactive=sys.stdin.isatty()))
+    return outcome.exit_code
