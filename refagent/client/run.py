@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import signal
 import stat
 import subprocess
@@ -426,6 +427,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the wire transcript to stdout as JSON lines ({from, message}); the session goes to stderr",
     )
     parser.add_argument("--demo", action="store_true", help="run the agent on its built-in demo model")
+    parser.add_argument(
+        "--agent",
+        metavar="COMMAND",
+        help="the agent to start, as a command line (default: this refagent); the flags below are added to it",
+    )
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), help="the agent's log level")
     parser.add_argument("--log-file", help="the agent's log file (default: stderr)")
     config.add_arguments(parser)
@@ -433,8 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def agent_command(args: argparse.Namespace) -> list[str]:
-    """``python -m refagent`` with the flags of ``args`` that are the agent's."""
-    command = [sys.executable, "-m", "refagent"]
+    """``python -m refagent`` (or ``--agent``) with the flags of ``args`` that are the agent's."""
+    command = shlex.split(args.agent) if args.agent else [sys.executable, "-m", "refagent"]
     if args.demo:
         command.append("--demo")
     for flag in ("log_level", "log_file", "config", "profile", "model", "base_url", "max_requests"):
