@@ -265,7 +265,6 @@ class Agent:
         return self.settings.profiles[0]
 
 
-
 SESSION_METHODS = {
     "session/new": "new_session",
     "session/load": "load_session",

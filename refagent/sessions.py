@@ -59,7 +59,6 @@ class Sessions:
         if session is not None:  # cancel for an unknown or idle session: nothing to do
             session.cancel()
 
-
     async def new_session(self, params: dict[str, Any]) -> Reply:
         cwd = p.absolute_path(params, "cwd")
         servers = p.required(params, "mcpServers", list)
@@ -392,7 +391,6 @@ class Sessions:
             return text
 
         return read
-
 
 
 async def _watch(watcher: Watcher, scope: anyio.CancelScope) -> None:
