@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any
 
 from refagent.acp.types import AvailableCommand
+from refagent.errors import ToolError
 from refagent.session import MODES, Session
 
 _COMMAND = re.compile(r"^/([a-z][a-z0-9_-]*)(?:\s+(.*))?$", re.DOTALL)
@@ -87,6 +88,9 @@ async def undo(session: Session) -> str:
             current: str | None = await context.files.read_text(path)
         except FileNotFoundError:
             current = None
+        except (ToolError, OSError):  # now a directory, unreadable, too big: not what the agent left there
+            conflicts.append(path)
+            continue
         if current != after:
             conflicts.append(path)
     if conflicts:

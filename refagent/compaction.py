@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
 
+from refagent.errors import ModelError
 from refagent.llm.protocol import ModelClient, ModelRequest, TextDelta
 
 KEEP_TURNS = 2
@@ -64,7 +65,8 @@ async def summarise(
     focus: str,
     on_text: Callable[[str], Awaitable[None]],
 ) -> str:
-    """Ask ``model`` for a summary of ``older``, streaming it through ``on_text``."""
+    """Ask ``model`` for a summary of ``older``, streaming it through ``on_text``. A model failure is said
+    through ``on_text`` too, and the summary is then empty (nothing is replaced)."""
     instructions = resources.files("refagent.prompts").joinpath("compact.md").read_text(encoding="utf-8")
     if focus:
         instructions += f"\nFocus the summary on: {focus}\n"
@@ -75,16 +77,20 @@ async def summarise(
         ]
     )
     parts: list[str] = []
-    stream = model.stream(request)
     try:
-        async for event in stream:
-            if isinstance(event, TextDelta) and event.text:
-                parts.append(event.text)
-                await on_text(event.text)
-    finally:
-        close = getattr(stream, "aclose", None)
-        if close is not None:
-            await close()
+        stream = model.stream(request)
+        try:
+            async for event in stream:
+                if isinstance(event, TextDelta) and event.text:
+                    parts.append(event.text)
+                    await on_text(event.text)
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
+    except ModelError as exc:  # the user hears why; the conversation stays as it was
+        await on_text(f"\n\nThe model could not summarise: {exc}")
+        return ""
     return "".join(parts).strip()
 
 

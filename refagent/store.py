@@ -92,26 +92,54 @@ class StoredSession:
 
 
 class SessionLog:
-    """Appends the records of one session. Each record is one line, flushed as it is written."""
+    """Appends the records of one session. Each record is one line, flushed as it is written.
 
-    def __init__(self, path: Path) -> None:
+    ``create``: whether appending may create the file (only for a new session). After :meth:`close`,
+    records still go to the file (a turn cancelled by ``session/close`` finishes writing its last ones),
+    each opening and closing it, and only while it exists: after ``session/delete`` they are dropped
+    rather than starting a new file without its session record.
+    """
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = path
+        self._create = create
         self._file: IO[str] | None = None
+        self._closed = False
 
     def append(self, record: dict[str, Any]) -> None:
         try:
+            line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
+            if self._closed:
+                with self._open() as file:
+                    file.write(line)
+                return
             if self._file is None:
-                self._file = self.path.open("a", encoding="utf-8")
-            self._file.write(json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n")
+                self._file = self._open()
+            self._file.write(line)
             self._file.flush()
+        except FileNotFoundError:
+            log.debug("%s is gone (deleted); not saving to it", self.path)
         except (OSError, ValueError, TypeError) as exc:  # a full disk must not end the session
             log.warning("could not save to %s: %s", self.path, exc)
 
     def close(self) -> None:
+        self._closed = True
         if self._file is not None:
             with contextlib.suppress(OSError):
                 self._file.close()
             self._file = None
+
+    def _open(self) -> IO[str]:
+        flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT if self._create else 0)
+        file = os.fdopen(os.open(self.path, flags, 0o666), "a", encoding="utf-8")
+        self._create = False  # once created, a missing file means it was deleted
+        if os.fstat(file.fileno()).st_size > 0:
+            # A crash can leave a partial last line: start a new one, or the next record is glued to it and lost.
+            with self.path.open("rb") as raw:
+                raw.seek(-1, os.SEEK_END)
+                if raw.read(1) != b"\n":
+                    file.write("\n")
+        return file
 
 
 class SessionStore:
@@ -120,13 +148,18 @@ class SessionStore:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._index: dict[str, dict[str, Any]] | None = None
+        self._index_stat: tuple[int, int, int] | None = None
+        """The index file as it was when ``_index`` was read or written: other agents write it too."""
+        self._unlisted: dict[str, tuple[int, int]] = {}
+        """Record files that could not be folded (by name), with their ``(mtime, size)``: not read again
+        until they change."""
 
     # -- writing ------------------------------------------------------------------------------
 
     def create(self, session_id: str, cwd: str, additional: list[str]) -> SessionLog:
         self.root.mkdir(parents=True, exist_ok=True)
         created = now()
-        log_ = SessionLog(self._path(session_id))
+        log_ = SessionLog(self._path(session_id), create=True)
         log_.append(
             {
                 "kind": "session",
@@ -173,10 +206,10 @@ class SessionStore:
         if not _ID.match(session_id):
             return None
         try:
-            text = self._path(session_id).read_text(encoding="utf-8", errors="replace")
+            lines = read_lines(self._path(session_id))
         except OSError:
             return None
-        return fold(text.splitlines(), str(self._path(session_id)))
+        return fold(lines, str(self._path(session_id)))
 
     def list(
         self, cwd: str | None = None, cursor: str | None = None, page_size: int = PAGE_SIZE
@@ -187,10 +220,13 @@ class SessionStore:
         when sessions are added meanwhile. An invalid cursor is ``-32602``.
         """
         after = _decode_cursor(cursor) if cursor is not None else None
-        entries = [i for i in self._load_index().values() if cwd is None or i.get("cwd") == cwd]
-        entries.sort(key=_sort_key)
+        index = self._load_index()
+        if after is None:  # a new listing looks at the directory too; its later pages follow the index
+            index = self._reconcile(index)
+        entries = [i for i in index.values() if cwd is None or i.get("cwd") == cwd]
+        entries.sort(key=_sort_key, reverse=True)
         if after is not None:
-            entries = [e for e in entries if _sort_key(e) > after]
+            entries = [e for e in entries if _sort_key(e) < after]
         page = entries[:page_size]
         more = len(entries) > page_size
         return page, (_encode_cursor(_sort_key(page[-1])) if more and page else None)
@@ -208,13 +244,16 @@ class SessionStore:
         self._save_index(index)
 
     def _load_index(self) -> dict[str, dict[str, Any]]:
-        if self._index is not None:
+        path = self.root / "index.json"
+        stat = _stat(path)
+        if self._index is not None and stat is not None and stat == self._index_stat:
             return self._index
         try:
-            data = json.loads((self.root / "index.json").read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(data, dict):
                 raise ValueError("not an object")
             self._index = {k: v for k, v in data.items() if isinstance(v, dict) and "cwd" in v}
+            self._index_stat = stat
         except FileNotFoundError:
             self._index = self._rebuild()
         except (OSError, ValueError) as exc:
@@ -224,30 +263,72 @@ class SessionStore:
 
     def _rebuild(self) -> dict[str, dict[str, Any]]:
         index: dict[str, dict[str, Any]] = {}
-        if not self.root.is_dir():
-            return index
-        for path in self.root.glob("*.jsonl"):
-            try:
-                stored = fold(path.read_text(encoding="utf-8", errors="replace").splitlines(), str(path))
-            except OSError as exc:
-                log.warning("skipping unreadable session file %s: %s", path, exc)
-                continue
-            if stored is not None:
-                index[stored.session_id] = stored.summary()
+        self._unlisted.clear()
+        self._reconcile(index, save=False)
         if index:
+            self._save_index(index)
+        return index
+
+    def _reconcile(self, index: dict[str, dict[str, Any]], *, save: bool = True) -> dict[str, dict[str, Any]]:
+        """Bring ``index`` in step with the record files: another agent, or a crash between writing a record
+        file and the index, can leave files it does not list, and files can be removed by hand."""
+        files: dict[str, os.DirEntry[str]] = {}
+        try:
+            with os.scandir(self.root) as entries:
+                for entry in entries:
+                    if entry.name.endswith(".jsonl") and _ID.match(entry.name[:-6]):
+                        files[entry.name[:-6]] = entry
+        except OSError:
+            return index
+        gone = [session_id for session_id in index if session_id not in files]
+        changed = bool(gone)
+        for session_id in gone:
+            del index[session_id]
+        for session_id, entry in files.items():
+            if session_id in index:
+                continue
+            try:
+                stat = entry.stat()
+                mark = (stat.st_mtime_ns, stat.st_size)
+                if self._unlisted.get(session_id) == mark:
+                    continue
+                lines = read_lines(Path(entry.path))
+            except OSError as exc:
+                log.warning("skipping unreadable session file %s: %s", entry.path, exc)
+                continue
+            stored = fold(lines, entry.path)
+            if stored is None or stored.session_id != session_id:
+                self._unlisted[session_id] = mark
+                continue
+            index[session_id] = stored.summary()
+            changed = True
+        if changed and save:
             self._save_index(index)
         return index
 
     def _save_index(self, index: dict[str, dict[str, Any]]) -> None:
         self._index = index
+        temp: str | None = None
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(dir=self.root, prefix=".index-", suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as file:
                 json.dump(index, file, separators=(",", ":"), ensure_ascii=False)
             os.replace(temp, self.root / "index.json")
+            temp = None
+            self._index_stat = _stat(self.root / "index.json")
         except OSError as exc:
             log.warning("could not save the session index: %s", exc)
+        finally:
+            if temp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+
+
+def read_lines(path: Path) -> list[str]:
+    """A record file's lines. Split at ``\n`` only: records hold text with U+2028 or U+0085 unescaped,
+    where ``str.splitlines`` would cut them. (Bytes decoded at once: ~10x faster than a text-mode read.)"""
+    return path.read_bytes().decode("utf-8", errors="replace").split("\n")
 
 
 def fold(lines: list[str], source: str = "") -> StoredSession | None:
@@ -296,10 +377,17 @@ def fold(lines: list[str], source: str = "") -> StoredSession | None:
     return stored
 
 
+def _stat(path: Path) -> tuple[int, int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
 def _sort_key(info: dict[str, Any]) -> tuple[str, str]:
-    # Newest first: invert the timestamp's characters so that an ascending sort puts it first.
-    stamp = str(info.get("updatedAt") or "")
-    return ("".join(chr(0x10FFFF - ord(c)) for c in stamp), str(info.get("sessionId")))
+    """Listings sort by this, descending: newest first (ISO 8601 UTC stamps sort as text)."""
+    return str(info.get("updatedAt") or ""), str(info.get("sessionId"))
 
 
 def _encode_cursor(key: tuple[str, str]) -> str:

@@ -1,0 +1,576 @@
+"""The session store on disk: record files flushed per event, loads that survive crashes and corruption,
+the index (rebuilt when broken, kept in step with the files), and listing with opaque cursors. Also the
+recorder that writes the visible history and :func:`replay`, which folds it for ``session/load``."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from refagent.acp import updates
+from refagent.acp.errors import InvalidParams
+from refagent.history import Conversation, Recorder, replay
+from refagent.store import PAGE_SIZE, SessionStore, fold
+
+CWD = "/work/project"
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    """The complete records of a file as it is on disk now (a partial last line is left out)."""
+    text = path.read_bytes().decode()
+    return [json.loads(line) for line in text.split("\n")[:-1]]
+
+
+def new_store(root: Path) -> SessionStore:
+    """A fresh store on ``root``: what a new agent process sees."""
+    return SessionStore(root)
+
+
+def make(store: SessionStore, session_id: str, *, cwd: str = CWD, stamp: str | None = None, **meta: Any) -> None:
+    log = store.create(session_id, cwd, [])
+    if meta:
+        log.append({"kind": "meta", **meta})
+    log.close()
+    if stamp is not None or "title" in meta:
+        store.touch(session_id, title=meta.get("title"), updated_at=stamp)
+
+
+def ids(page: list[dict[str, Any]]) -> list[str]:
+    return [info["sessionId"] for info in page]
+
+
+# -- writing ----------------------------------------------------------------------------------------
+
+
+def test_each_record_is_on_disk_as_soon_as_it_is_appended(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    log = store.create("s1", CWD, ["/work/lib"])
+    path = tmp_path / "s1.jsonl"
+    assert [r["kind"] for r in lines(path)] == ["session"]
+    log.append({"kind": "message", "message": {"role": "user", "content": "hi"}})
+    assert lines(path)[-1] == {"kind": "message", "message": {"role": "user", "content": "hi"}}
+    log.append({"kind": "meta", "title": "Greetings"})
+    assert len(lines(path)) == 3  # still open, already readable by another process
+    log.close()
+    stored = store.load("s1")
+    assert stored is not None
+    assert stored.additional_directories == ["/work/lib"]
+    assert stored.messages == [{"role": "user", "content": "hi"}]
+    assert stored.title == "Greetings"
+
+
+def test_the_recorder_writes_tool_calls_at_once_and_a_message_when_it_ends(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    log = store.create("s1", CWD, [])
+    path = tmp_path / "s1.jsonl"
+    sent: list[dict[str, Any]] = []
+
+    async def send(update: dict[str, Any]) -> None:
+        sent.append(update)
+
+    recorder = Recorder(send, log)
+    recorder.record(updates.agent_message_chunk(updates.text("Hel"), "m1"))
+    recorder.record(updates.agent_message_chunk(updates.text("lo"), "m1"))
+    assert len(lines(path)) == 1  # the message is still streaming: one record per message, not per token
+    recorder.record(updates.tool_call("c1", "Read a.txt", "read"))
+    on_disk = [r["update"] for r in lines(path)[1:]]
+    assert on_disk == [
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hello"}, "messageId": "m1"},
+        {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Read a.txt", "kind": "read", "status": "pending"},
+    ]
+    recorder.record(updates.agent_thought_chunk(updates.text("hmm"), "t1"))
+    recorder.record(updates.usage(10, 100))  # not part of the visible history
+    recorder.flush()  # the end of a turn
+    assert [r["update"]["sessionUpdate"] for r in lines(path)[1:]] == [
+        "agent_message_chunk",
+        "tool_call",
+        "agent_thought_chunk",
+    ]
+    assert sent == []  # record() records only
+
+
+@pytest.mark.anyio
+async def test_the_recorder_sends_everything_and_records_the_visible(tmp_path: Path) -> None:
+    log = SessionStore(tmp_path).create("s1", CWD, [])
+    sent: list[dict[str, Any]] = []
+
+    async def send(update: dict[str, Any]) -> None:
+        sent.append(update)
+
+    recorder = Recorder(send, log)
+    shown = [
+        updates.agent_message_chunk(updates.text("a"), "m1"),
+        updates.usage(1, 2),
+        updates.available_commands([]),
+        updates.plan([{"content": "x", "status": "pending", "priority": "low"}]),
+    ]
+    for update in shown:
+        await recorder(update)
+    recorder.flush()
+    assert sent == shown
+    assert [r["update"]["sessionUpdate"] for r in lines(tmp_path / "s1.jsonl")[1:]] == ["agent_message_chunk", "plan"]
+
+
+def test_a_long_message_is_written_in_parts_that_replay_as_one(tmp_path: Path) -> None:
+    log = SessionStore(tmp_path).create("s1", CWD, [])
+
+    async def send(update: dict[str, Any]) -> None:
+        pass
+
+    recorder = Recorder(send, log)
+    chunk = "x" * 1000
+    for _ in range(200):
+        recorder.record(updates.agent_message_chunk(updates.text(chunk), "m1"))
+    records = lines(tmp_path / "s1.jsonl")[1:]
+    assert len(records) >= 2  # the buffer does not grow without bound before the message ends
+    recorder.flush()
+    stored = SessionStore(tmp_path).load("s1")
+    assert stored is not None
+    assert replay(stored.updates) == [
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": chunk * 200}, "messageId": "m1"}
+    ]
+
+
+def test_the_conversation_records_messages_and_replacements(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    log = store.create("s1", CWD, [])
+    history = Conversation([], log)
+    history.append({"role": "user", "content": "one"})
+    history.append({"role": "assistant", "content": "two"})
+    history.replace([{"role": "user", "content": "summary"}])
+    history.append({"role": "user", "content": "three"})
+    stored = store.load("s1")
+    assert stored is not None
+    assert stored.messages == [{"role": "user", "content": "summary"}, {"role": "user", "content": "three"}]
+    assert stored.messages == list(history)
+
+
+def test_after_close_records_still_reach_the_file_but_never_recreate_it(tmp_path: Path) -> None:
+    """A turn cancelled by session/close writes its last records after the close; after session/delete
+    those records must not start a new file without its session record."""
+    store = SessionStore(tmp_path)
+    log = store.create("s1", CWD, [])
+    log.close()
+    log.append({"kind": "meta", "title": "late"})
+    assert lines(tmp_path / "s1.jsonl")[-1] == {"kind": "meta", "title": "late"}
+    store.delete("s1")
+    log.append({"kind": "meta", "title": "too late"})
+    assert not (tmp_path / "s1.jsonl").exists()
+    reopened = store.reopen("s1")  # a session deleted by another agent meanwhile
+    reopened.append({"kind": "meta", "title": "nowhere"})
+    reopened.close()
+    assert not (tmp_path / "s1.jsonl").exists()
+    assert store.list() == ([], None)
+
+
+def test_a_full_disk_does_not_raise(tmp_path: Path) -> None:
+    log = SessionStore(tmp_path).create("s1", CWD, [])
+    log.append({"kind": "meta", "title": object()})  # not JSON: logged, not raised
+    (tmp_path / "s1.jsonl").unlink()
+    (tmp_path / "s1.jsonl").mkdir()
+    log.close()
+    log.append({"kind": "meta", "title": "x"})
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\x1c", "\r", "\r\n", "\x0b"])
+def test_text_with_line_separators_survives(tmp_path: Path, separator: str) -> None:
+    """Records are one per ``\n``; other line breaks inside a text (pasted from a PDF, a web page, a
+    Windows file) are part of it."""
+    store = SessionStore(tmp_path)
+    log = store.create("s1", CWD, [])
+    text = f"first{separator}second"
+    Conversation([], log).append({"role": "user", "content": text})
+    log.append({"kind": "update", "update": updates.agent_message_chunk(updates.text(text), "m1")})
+    log.append({"kind": "meta", "title": text})
+    log.close()
+    stored = new_store(tmp_path).load("s1")
+    assert stored is not None
+    assert stored.messages == [{"role": "user", "content": text}]
+    assert stored.updates[0]["content"]["text"] == text
+    assert stored.title == text
+    (tmp_path / "index.json").unlink()
+    assert new_store(tmp_path).list()[0][0]["title"] == text
+
+
+# -- loading what a crash or a bug left -------------------------------------------------------------
+
+
+def test_a_truncated_last_record_is_skipped(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    log = store.create("s1", CWD, [])
+    log.append({"kind": "message", "message": {"role": "user", "content": "kept"}})
+    log.close()
+    with (tmp_path / "s1.jsonl").open("a", encoding="utf-8") as file:
+        file.write('{"kind":"message","message":{"role":"assistant","cont')  # the crash cut it here
+    stored = new_store(tmp_path).load("s1")
+    assert stored is not None
+    assert stored.messages == [{"role": "user", "content": "kept"}]
+
+
+def test_appending_after_a_truncated_record_keeps_the_new_record(tmp_path: Path) -> None:
+    """The reopened session's first record must not be glued to the partial line a crash left."""
+    store = SessionStore(tmp_path)
+    store.create("s1", CWD, []).close()
+    with (tmp_path / "s1.jsonl").open("a", encoding="utf-8") as file:
+        file.write('{"kind":"message","mess')
+    again = new_store(tmp_path)
+    log = again.reopen("s1")
+    log.append({"kind": "message", "message": {"role": "user", "content": "after the crash"}})
+    log.close()
+    stored = again.load("s1")
+    assert stored is not None
+    assert stored.messages == [{"role": "user", "content": "after the crash"}]
+
+
+def test_corrupt_lines_are_skipped_and_the_rest_is_kept(tmp_path: Path) -> None:
+    good = [
+        {"kind": "session", "sessionId": "s1", "cwd": CWD, "createdAt": "2026-01-01T00:00:00.000Z"},
+        {"kind": "message", "message": {"role": "user", "content": "one"}},
+        {"kind": "message", "message": {"role": "assistant", "content": "two"}},
+        {"kind": "meta", "title": "T"},
+    ]
+    text = "\n".join(
+        [
+            json.dumps(good[0]),
+            "this is not json",
+            json.dumps(good[1]),
+            "[1, 2, 3]",
+            '"a string"',
+            "",
+            json.dumps({"kind": "from-a-newer-agent", "x": 1}),
+            json.dumps({"kind": "message", "message": "not an object"}),
+            json.dumps(good[2]),
+            "\x00\x00\x00",
+            json.dumps(good[3]),
+        ]
+    )
+    (tmp_path / "s1.jsonl").write_text(text + "\n", encoding="utf-8")
+    stored = SessionStore(tmp_path).load("s1")
+    assert stored is not None
+    assert stored.messages == [good[1]["message"], good[2]["message"]]
+    assert stored.title == "T"
+
+
+CORRUPT_FILES: dict[str, bytes] = {
+    "garbage": b"\x89PNG\r\n\x1a\n\xff\xfe not a session at all",
+    "empty": b"",
+    "records-first": b'{"kind":"message","message":{"role":"user","content":"x"}}\n'
+    b'{"kind":"session","sessionId":"records-first","cwd":"/work/project"}\n',
+    "no-cwd": b'{"kind":"session","sessionId":"no-cwd"}\n',
+    "not-objects": b"[1]\n[2]\n",
+}
+
+
+def test_corrupt_session_files_never_hide_the_others(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    make(store, "good-1", title="First")
+    make(store, "good-2", title="Second")
+    for name, data in CORRUPT_FILES.items():
+        (tmp_path / f"{name}.jsonl").write_bytes(data)
+    (tmp_path / "a-directory.jsonl").mkdir()
+    (tmp_path / "index.json").unlink()  # force a rebuild from the files
+    fresh = new_store(tmp_path)
+    page, cursor = fresh.list()
+    assert sorted(ids(page)) == ["good-1", "good-2"]
+    assert cursor is None
+    for name in [*CORRUPT_FILES, "a-directory"]:
+        assert fresh.load(name) is None
+    assert fresh.load("good-1") is not None
+
+
+def test_records_before_the_session_record_make_the_file_unloadable(tmp_path: Path) -> None:
+    lines_ = CORRUPT_FILES["records-first"].decode().splitlines()
+    assert fold(lines_, "x") is None
+
+
+@pytest.mark.parametrize(
+    "index",
+    [b"", b"{not json", b"[]", b'"text"', b'{"s1": "not an object", "s2": {"no": "cwd"}}', b"\xff\xfe\x00"],
+    ids=["empty", "not-json", "array", "string", "bad-entries", "binary"],
+)
+def test_a_corrupt_index_is_rebuilt_from_the_files(tmp_path: Path, index: bytes) -> None:
+    store = SessionStore(tmp_path)
+    make(store, "s1", title="One", stamp="2026-01-01T00:00:01.000Z")
+    make(store, "s2", title="Two", stamp="2026-01-01T00:00:02.000Z")
+    (tmp_path / "index.json").write_bytes(index)
+    page, _ = new_store(tmp_path).list()
+    assert [(i["sessionId"], i.get("title")) for i in page] == [("s2", "Two"), ("s1", "One")]
+    assert json.loads((tmp_path / "index.json").read_text())["s1"]["title"] == "One"  # and saved again
+
+
+def test_a_missing_index_is_rebuilt_with_titles_and_times(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    log = store.create("s1", CWD, ["/work/lib"])
+    log.append({"kind": "meta", "title": "Fix the parser"})
+    log.append({"kind": "meta", "updatedAt": "2030-01-01T00:00:00.000Z"})
+    log.close()
+    (tmp_path / "index.json").unlink()
+    page, _ = new_store(tmp_path).list()
+    assert page == [
+        {
+            "sessionId": "s1",
+            "cwd": CWD,
+            "additionalDirectories": ["/work/lib"],
+            "title": "Fix the parser",
+            "updatedAt": "2030-01-01T00:00:00.000Z",
+        }
+    ]
+    assert (tmp_path / "index.json").exists()
+
+
+def test_an_index_that_is_a_directory_does_not_stop_listing(tmp_path: Path) -> None:
+    make(SessionStore(tmp_path), "s1")
+    (tmp_path / "index.json").unlink()
+    (tmp_path / "index.json").mkdir()
+    store = new_store(tmp_path)
+    assert ids(store.list()[0]) == ["s1"]
+    make(store, "s2")  # writing the index fails: logged, not raised
+    assert sorted(ids(store.list()[0])) == ["s1", "s2"]
+
+
+def test_no_directory_yet_lists_nothing(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "not-created-yet")
+    assert store.list() == ([], None)
+    assert store.load("s1") is None
+    store.delete("s1")
+
+
+def test_two_agents_sharing_the_directory_both_see_their_sessions(tmp_path: Path) -> None:
+    """Two editor windows run two agents on the same data directory: neither may drop the other's sessions
+    from the index."""
+    first, second = SessionStore(tmp_path), SessionStore(tmp_path)
+    assert first.list() == ([], None)
+    assert second.list() == ([], None)
+    make(first, "from-first", title="A")
+    make(second, "from-second", title="B")
+    first.touch("from-first", title="A, renamed")
+    for store in (first, second, new_store(tmp_path)):
+        page, _ = store.list()
+        assert sorted(ids(page)) == ["from-first", "from-second"]
+
+
+def test_the_index_follows_files_it_does_not_know_and_files_that_are_gone(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    make(store, "s1")
+    make(store, "s2")
+    # a crash between writing a record file and the index, or another agent's race: a file not in the index
+    (tmp_path / "s3.jsonl").write_text(json.dumps({"kind": "session", "sessionId": "s3", "cwd": CWD}) + "\n")
+    # and a file removed by hand
+    (tmp_path / "s1.jsonl").unlink()
+    for listing in (store, new_store(tmp_path)):
+        assert sorted(ids(listing.list()[0])) == ["s2", "s3"]
+
+
+# -- listing ----------------------------------------------------------------------------------------
+
+
+def test_list_is_newest_first_and_filters_by_cwd(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    make(store, "old", stamp="2026-01-01T00:00:00.000Z", title="Old")
+    make(store, "elsewhere", cwd="/work/other", stamp="2026-01-02T00:00:00.000Z")
+    make(store, "new", stamp="2026-01-03T00:00:00.000Z", title="New")
+    make(store, "mid", stamp="2026-01-02T12:00:00.000Z")
+    page, cursor = store.list()
+    assert ids(page) == ["new", "mid", "elsewhere", "old"]
+    assert cursor is None
+    assert ids(store.list(cwd=CWD)[0]) == ["new", "mid", "old"]
+    assert ids(store.list(cwd="/work/other")[0]) == ["elsewhere"]
+    assert store.list(cwd="/nowhere") == ([], None)
+    assert page[0] == {"sessionId": "new", "cwd": CWD, "title": "New", "updatedAt": "2026-01-03T00:00:00.000Z"}
+
+
+def test_pages_cover_every_session_once(tmp_path: Path) -> None:
+    for n in range(120):  # written as files, indexed at the first listing (quicker than 120 index updates)
+        records = [
+            {"kind": "session", "sessionId": f"s{n:03}", "cwd": CWD},
+            {"kind": "meta", "updatedAt": f"2026-01-01T00:{n // 60:02}:{n % 60:02}.000Z"},
+        ]
+        (tmp_path / f"s{n:03}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    store = SessionStore(tmp_path)
+    seen: list[str] = []
+    sizes = []
+    cursor: str | None = None
+    while True:
+        page, cursor = store.list(cursor=cursor)
+        sizes.append(len(page))
+        seen += ids(page)
+        if cursor is None:
+            break
+        if len(sizes) == 1:  # a session added between pages goes to the front, not into a later page
+            make(store, "added-meanwhile", stamp="2027-01-01T00:00:00.000Z")
+    assert PAGE_SIZE == 50
+    assert sizes == [50, 50, 20]
+    assert seen == [f"s{n:03}" for n in reversed(range(120))]  # newest first, no gaps, no duplicates
+    assert ids(store.list()[0])[0] == "added-meanwhile"
+
+
+def test_pages_over_sessions_with_the_same_time(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    for n in range(7):
+        make(store, f"s{n}", stamp="2026-01-01T00:00:00.000Z")
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        page, cursor = store.list(cursor=cursor, page_size=3)
+        seen += ids(page)
+        if cursor is None:
+            break
+    assert sorted(seen) == [f"s{n}" for n in range(7)]
+    assert len(seen) == 7
+
+
+def test_a_cursor_keeps_working_in_a_new_agent_and_with_the_filter(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    for n in range(6):
+        make(store, f"s{n}", cwd=CWD if n % 2 else "/work/other", stamp=f"2026-01-01T00:00:0{n}.000Z")
+    page, cursor = store.list(cwd=CWD, page_size=2)
+    assert ids(page) == ["s5", "s3"]
+    assert cursor is not None
+    assert new_store(tmp_path).list(cwd=CWD, cursor=cursor, page_size=2) == (
+        [info for info in store.list(cwd=CWD)[0] if info["sessionId"] == "s1"],
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "",
+        "not a cursor!",
+        "%%%",
+        "é",
+        base64.urlsafe_b64encode(b"null").decode(),
+        base64.urlsafe_b64encode(b'["only one"]').decode(),
+        base64.urlsafe_b64encode(b"[1, 2]").decode(),
+        base64.urlsafe_b64encode(b"\xff\xfe").decode(),
+    ],
+)
+def test_an_invalid_cursor_is_invalid_params(tmp_path: Path, cursor: str) -> None:
+    store = SessionStore(tmp_path)
+    make(store, "s1")
+    with pytest.raises(InvalidParams) as caught:
+        store.list(cursor=cursor)
+    assert caught.value.code == -32602
+
+
+# -- deleting ---------------------------------------------------------------------------------------
+
+
+def test_delete_removes_the_file_and_the_entry(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    make(store, "s1")
+    make(store, "s2")
+    store.delete("s1")
+    assert not (tmp_path / "s1.jsonl").exists()
+    assert ids(store.list()[0]) == ["s2"]
+    assert ids(new_store(tmp_path).list()[0]) == ["s2"]
+    assert store.load("s1") is None
+
+
+@pytest.mark.parametrize("session_id", ["never-existed", "../index", "", "a/b", "x" * 500, "index"])
+def test_deleting_an_unknown_or_malformed_id_is_silent(tmp_path: Path, session_id: str) -> None:
+    store = SessionStore(tmp_path)
+    make(store, "s1")
+    store.delete(session_id)
+    store.delete(session_id)
+    assert ids(store.list()[0]) == ["s1"]
+    assert (tmp_path / "index.json").exists()
+
+
+@pytest.mark.parametrize("session_id", ["../s1", "/etc/passwd", "", "a/b", "x" * 500])
+def test_loading_a_malformed_id_finds_nothing(tmp_path: Path, session_id: str) -> None:
+    assert SessionStore(tmp_path).load(session_id) is None
+
+
+# -- undo records -----------------------------------------------------------------------------------
+
+
+def test_an_undo_record_drops_the_changes_of_its_turn(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    log = store.create("s1", CWD, [])
+    for turn, path in [(1, "/p/a.py"), (2, "/p/b.py"), (2, "/p/c.py"), (3, "/p/d.py")]:
+        log.append({"kind": "turn", "turn": turn})
+        log.append({"kind": "change", "turn": turn, "path": path, "before": "old", "after": "new"})
+    log.append({"kind": "undo", "turn": 3})
+    log.append({"kind": "undo", "turn": 2})
+    log.close()
+    stored = store.load("s1")
+    assert stored is not None
+    assert [c["path"] for c in stored.changes] == ["/p/a.py"]
+    assert stored.turns == 3  # the turn count goes on: a new turn is 4, not a reused 2
+
+
+# -- replay -----------------------------------------------------------------------------------------
+
+
+def test_replay_merges_messages_and_folds_tool_calls() -> None:
+    diff = {"type": "diff", "path": "/p/a.py", "oldText": "a", "newText": "b"}
+    sent = [
+        updates.user_message_chunk(updates.text("fix "), "u1"),
+        updates.user_message_chunk(updates.text("it"), "u1"),
+        updates.agent_thought_chunk(updates.text("Let me "), "t1"),
+        updates.agent_thought_chunk(updates.text("think."), "t1"),
+        updates.agent_message_chunk(updates.text("On "), "m1"),
+        updates.agent_message_chunk(updates.text("it."), "m1"),
+        updates.tool_call("c1", "Edit a.py", "edit", raw_input={"path": "a.py"}),
+        updates.plan([{"content": "edit", "status": "in_progress", "priority": "high"}]),
+        updates.tool_call_update("c1", content=[diff], locations=[{"path": "/p/a.py"}]),
+        updates.tool_call_update("c1", status="in_progress"),
+        updates.tool_call_update("c1", status="completed", content=[diff], raw_output={"output": "ok"}),
+        updates.agent_message_chunk(updates.text("Done"), "m2"),
+        updates.agent_message_chunk(updates.text("Other"), "m3"),
+    ]
+    assert replay(sent) == [
+        updates.user_message_chunk(updates.text("fix it"), "u1"),
+        updates.agent_thought_chunk(updates.text("Let me think."), "t1"),
+        updates.agent_message_chunk(updates.text("On it."), "m1"),
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "c1",
+            "title": "Edit a.py",
+            "kind": "edit",
+            "status": "completed",
+            "rawInput": {"path": "a.py"},
+            "content": [diff],
+            "locations": [{"path": "/p/a.py"}],
+            "rawOutput": {"output": "ok"},
+        },
+        updates.plan([{"content": "edit", "status": "in_progress", "priority": "high"}]),
+        updates.agent_message_chunk(updates.text("Done"), "m2"),
+        updates.agent_message_chunk(updates.text("Other"), "m3"),
+    ]
+    assert sent[4]["content"]["text"] == "On "  # the input is not changed
+
+
+def test_a_tool_call_update_without_its_call_still_shows() -> None:
+    out = replay([updates.tool_call_update("c9", status="failed")])
+    assert out == [{"sessionUpdate": "tool_call", "toolCallId": "c9", "status": "failed", "title": "Tool call"}]
+
+
+def test_replay_of_the_recorded_updates_equals_replay_of_the_sent_ones(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    log = store.create("s1", CWD, [])
+
+    async def send(update: dict[str, Any]) -> None:
+        pass
+
+    recorder = Recorder(send, log)
+    sent = [
+        updates.agent_thought_chunk(updates.text("a"), "t1"),
+        updates.agent_message_chunk(updates.text("b"), "m1"),
+        updates.agent_message_chunk(updates.text("c"), "m1"),
+        updates.tool_call("c1", "Run", "execute"),
+        updates.agent_message_chunk(updates.text("d"), "m1"),  # same id after a tool call: a new record
+        updates.tool_call_update("c1", status="completed"),
+        updates.agent_message_chunk(updates.text("e"), "m2"),
+    ]
+    for update in sent:
+        recorder.record(update)
+    recorder.flush()
+    stored = store.load("s1")
+    assert stored is not None
+    assert replay(stored.updates) == replay(sent)
