@@ -3,7 +3,8 @@
 :class:`Recorder` sits between a session and its client: every update goes to the client at once and,
 if it belongs to the visible history, to the session's record file. Message chunks are merged while a
 message streams (one record per message rather than one per token) and written when the message ends,
-the turn ends, or the buffer grows large; tool calls and plans are written as they happen.
+the turn ends, the buffer grows large, or it has waited :data:`FLUSH_SECONDS`; tool calls and plans are
+written as they happen.
 
 :func:`replay` turns the recorded updates into what a client needs to redraw the thread: each message as
 one chunk with its original ``messageId``, each tool call once in its final state (its updates folded
@@ -12,6 +13,7 @@ in), and the plans in order.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,15 +24,31 @@ VISIBLE = frozenset(
 )
 _CHUNKS = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
 _FLUSH_CHARS = 64 * 1024
+FLUSH_SECONDS = 0.5
+"""The longest a streaming message's text waits in memory before it is written."""
 
 
 class Recorder:
-    """Sends updates to the client and records the visible ones in ``log`` (if any)."""
+    """Sends updates to the client and records the visible ones in ``log`` (if any).
 
-    def __init__(self, send: Callable[[dict[str, Any]], Awaitable[None]], log: SessionLog | None) -> None:
+    ``clock`` (seconds, monotonic) bounds how long streamed text waits in memory: a message still
+    streaming after :data:`FLUSH_SECONDS` is written so far, so a crash loses at most that much of it.
+    """
+
+    def __init__(
+        self,
+        send: Callable[[dict[str, Any]], Awaitable[None]],
+        log: SessionLog | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._send = send
         self.log = log
+        self._clock = clock
         self._pending: dict[str, Any] | None = None
+        """The first chunk of the message being gathered; its text is ``_parts`` joined."""
+        self._parts: list[str] = []
+        self._size = 0
+        self._since = 0.0
 
     async def __call__(self, update: dict[str, Any]) -> None:
         await self._send(update)
@@ -41,31 +59,63 @@ class Recorder:
         if self.log is None or update.get("sessionUpdate") not in VISIBLE:
             return
         if _mergeable(self._pending, update):
-            assert self._pending is not None
-            self._pending["content"]["text"] += update["content"]["text"]
-            if len(self._pending["content"]["text"]) >= _FLUSH_CHARS:
-                self.flush()
+            text: str = update["content"]["text"]
+            self._parts.append(text)
+            self._size += len(text)
+            if self._size >= _FLUSH_CHARS or self._clock() - self._since >= FLUSH_SECONDS:
+                self.flush()  # the rest of the message goes in records of its own; replay joins them
             return
         self.flush()
-        if update["sessionUpdate"] in _CHUNKS and update.get("content", {}).get("type") == "text":
-            self._pending = {**update, "content": dict(update["content"])}
+        if update["sessionUpdate"] in _CHUNKS and _is_text(update):
+            self._pending = update
+            self._parts = [update["content"]["text"]]
+            self._size = len(self._parts[0])
+            self._since = self._clock()
         else:
             self.log.append({"kind": "update", "update": update})
 
     def flush(self) -> None:
         if self._pending is not None and self.log is not None:
-            self.log.append({"kind": "update", "update": self._pending})
+            content = {**self._pending["content"], "text": "".join(self._parts)}
+            self.log.append({"kind": "update", "update": {**self._pending, "content": content}})
         self._pending = None
+        self._parts = []
+        self._size = 0
 
 
 def _mergeable(pending: dict[str, Any] | None, update: dict[str, Any]) -> bool:
+    """Text that continues ``pending``'s message. The blocks of one message share its id, but only text
+    joins text: a link or an image between two texts stays a block of its own."""
     return (
         pending is not None
-        and update.get("sessionUpdate") == pending["sessionUpdate"]
+        and update.get("sessionUpdate") == pending.get("sessionUpdate")
         and update.get("messageId") is not None
         and update.get("messageId") == pending.get("messageId")
-        and update.get("content", {}).get("type") == "text"
+        and _is_text(update)
+        and _is_text(pending)
     )
+
+
+def _is_text(update: dict[str, Any]) -> bool:
+    content = update.get("content")
+    return isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str)
+
+
+def _showable(update: Any) -> bool:
+    """Whether a recorded update can be replayed (records are read from disk: any of them can be odd)."""
+    if not isinstance(update, dict):
+        return False
+    kind = update.get("sessionUpdate")
+    if kind in _CHUNKS:
+        content = update.get("content")
+        return (
+            isinstance(content, dict)
+            and isinstance(content.get("type"), str)
+            and (content["type"] != "text" or isinstance(content.get("text"), str))
+        )
+    if kind in ("tool_call", "tool_call_update"):
+        return isinstance(update.get("toolCallId"), str)
+    return kind == "plan" and isinstance(update.get("entries"), list)
 
 
 def replay(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -73,6 +123,8 @@ def replay(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     calls: dict[str, dict[str, Any]] = {}
     for update in updates:
+        if not _showable(update):
+            continue
         kind = update.get("sessionUpdate")
         if kind in _CHUNKS:
             last = out[-1] if out else None
@@ -86,7 +138,7 @@ def replay(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
             calls[call["toolCallId"]] = call
             out.append(call)
         elif kind == "tool_call_update":
-            target = calls.get(update.get("toolCallId", ""))
+            target = calls.get(update["toolCallId"])
             if target is None:  # an update without its announcement: show what there is
                 call = {**update, "sessionUpdate": "tool_call", "title": update.get("title") or "Tool call"}
                 calls[call["toolCallId"]] = call

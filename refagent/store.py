@@ -87,7 +87,8 @@ class StoredSession:
             info["additionalDirectories"] = self.additional_directories
         if self.title:
             info["title"] = self.title
-        info["updatedAt"] = self.updated_at or self.created_at
+        if self.updated_at or self.created_at:
+            info["updatedAt"] = self.updated_at or self.created_at
         return info
 
 
@@ -131,7 +132,8 @@ class SessionLog:
 
     def _open(self) -> IO[str]:
         flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT if self._create else 0)
-        file = os.fdopen(os.open(self.path, flags, 0o666), "a", encoding="utf-8")
+        # Conversations hold file contents and maybe secrets: readable by their owner only.
+        file = os.fdopen(os.open(self.path, flags, 0o600), "a", encoding="utf-8")
         self._create = False  # once created, a missing file means it was deleted
         if os.fstat(file.fileno()).st_size > 0:
             # A crash can leave a partial last line: start a new one, or the next record is glued to it and lost.
@@ -157,7 +159,7 @@ class SessionStore:
     # -- writing ------------------------------------------------------------------------------
 
     def create(self, session_id: str, cwd: str, additional: list[str]) -> SessionLog:
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         created = now()
         log_ = SessionLog(self._path(session_id), create=True)
         log_.append(
@@ -350,7 +352,9 @@ def fold(lines: list[str], source: str = "") -> StoredSession | None:
                 stored = StoredSession(
                     session_id=record["sessionId"],
                     cwd=record["cwd"],
-                    additional_directories=[d for d in record.get("additionalDirectories") or [] if isinstance(d, str)],
+                    additional_directories=[
+                        d for d in _list(record.get("additionalDirectories")) if isinstance(d, str)
+                    ],
                     created_at=str(record.get("createdAt", "")),
                 )
             continue
@@ -364,17 +368,26 @@ def fold(lines: list[str], source: str = "") -> StoredSession | None:
         elif kind == "history" and isinstance(record.get("messages"), list):
             stored.messages = [m for m in record["messages"] if isinstance(m, dict)]
         elif kind == "meta":
-            stored.title = record.get("title", stored.title)
-            stored.mode_id = record.get("modeId", stored.mode_id)
-            stored.profile_id = record.get("profileId", stored.profile_id)
-            stored.updated_at = record.get("updatedAt", stored.updated_at)
-        elif kind == "change" and isinstance(record.get("path"), str):
+            stored.title = _text(record, "title", stored.title)
+            stored.mode_id = _text(record, "modeId", stored.mode_id)
+            stored.profile_id = _text(record, "profileId", stored.profile_id)
+            stored.updated_at = _text(record, "updatedAt", stored.updated_at)
+        elif kind == "change" and isinstance(record.get("path"), str) and isinstance(record.get("turn"), int):
             stored.changes.append(record)
         elif kind == "undo":
             stored.changes = [c for c in stored.changes if c.get("turn") != record.get("turn")]
         elif kind == "turn" and isinstance(record.get("turn"), int):
             stored.turns = max(stored.turns, record["turn"])
     return stored
+
+
+def _text(record: dict[str, Any], key: str, default: str | None) -> str | None:
+    value = record.get(key, default)
+    return value if isinstance(value, str) else default
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _stat(path: Path) -> tuple[int, int, int] | None:

@@ -1,6 +1,7 @@
 """Sessions across real ``refagent`` processes, over real pipes, against the scripted OpenAI-compatible
 server: a restart replays an identical visible history and the next request carries the earlier
-conversation; a ``kill -9`` in the middle of a turn leaves a session that still lists and loads."""
+conversation; a ``kill -9`` in the middle of a turn leaves a session that still lists and loads, with the
+text that streamed until shortly before."""
 
 from __future__ import annotations
 
@@ -157,7 +158,7 @@ async def test_a_killed_agent_leaves_a_session_that_loads(tmp_path: Path, check:
             sid = await agent.new_session(project)
             await prompt(agent, sid, "first")
             await agent.send_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "long"}]})
-            for _ in range(5):
+            for _ in range(20):  # 50 ms apart: the first ones have waited past FLUSH_SECONDS by the last
                 await agent.wait_for(
                     lambda m: (
                         m.get("method") == "session/update"
@@ -182,6 +183,10 @@ async def test_a_killed_agent_leaves_a_session_that_loads(tmp_path: Path, check:
                     ("agent_message_chunk", "Quick answer."),
                     ("user_message_chunk", "long"),
                 ]
+                # what streamed before the kill, as far as it was written (at most FLUSH_SECONDS lost)
+                assert texts[3][0] == "agent_message_chunk"
+                assert texts[3][1].startswith("word word word word word ")
+                assert set(texts[3][1].split()) == {"word"}
                 result, shown = await prompt(agent, sid, next_prompt)
                 assert result == {"stopReason": "end_turn"}
                 assert "".join(u["content"]["text"] for u in shown if u["sessionUpdate"] == "agent_message_chunk") == (

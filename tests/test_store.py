@@ -13,7 +13,7 @@ import pytest
 
 from refagent.acp import updates
 from refagent.acp.errors import InvalidParams
-from refagent.history import Conversation, Recorder, replay
+from refagent.history import FLUSH_SECONDS, Conversation, Recorder, replay
 from refagent.store import PAGE_SIZE, SessionStore, fold
 
 CWD = "/work/project"
@@ -63,6 +63,13 @@ def test_each_record_is_on_disk_as_soon_as_it_is_appended(tmp_path: Path) -> Non
     assert stored.title == "Greetings"
 
 
+def test_sessions_are_private_to_their_user(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions")
+    store.create("s1", CWD, []).close()
+    for path in (tmp_path / "sessions", tmp_path / "sessions" / "s1.jsonl", tmp_path / "sessions" / "index.json"):
+        assert path.stat().st_mode & 0o077 == 0, path
+
+
 def test_the_recorder_writes_tool_calls_at_once_and_a_message_when_it_ends(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
     log = store.create("s1", CWD, [])
@@ -91,6 +98,28 @@ def test_the_recorder_writes_tool_calls_at_once_and_a_message_when_it_ends(tmp_p
         "agent_thought_chunk",
     ]
     assert sent == []  # record() records only
+
+
+def test_a_message_that_streams_long_is_written_as_it_goes(tmp_path: Path) -> None:
+    """A crash mid-message loses at most FLUSH_SECONDS of its text."""
+    log = SessionStore(tmp_path).create("s1", CWD, [])
+    now = [0.0]
+
+    async def send(update: dict[str, Any]) -> None:
+        pass
+
+    recorder = Recorder(send, log, clock=lambda: now[0])
+    for n in range(10):
+        now[0] = n * FLUSH_SECONDS / 4
+        recorder.record(updates.agent_message_chunk(updates.text(f"{n} "), "m1"))
+    on_disk = [r["update"]["content"]["text"] for r in lines(tmp_path / "s1.jsonl")[1:]]
+    assert on_disk == ["0 1 2 3 4 ", "5 6 7 8 9 "]
+    now[0] += FLUSH_SECONDS / 4
+    recorder.record(updates.agent_message_chunk(updates.text("end"), "m1"))
+    recorder.flush()
+    stored = SessionStore(tmp_path).load("s1")
+    assert stored is not None
+    assert replay(stored.updates) == [updates.agent_message_chunk(updates.text("0 1 2 3 4 5 6 7 8 9 end"), "m1")]
 
 
 @pytest.mark.anyio
@@ -544,6 +573,67 @@ def test_replay_merges_messages_and_folds_tool_calls() -> None:
         updates.agent_message_chunk(updates.text("Other"), "m3"),
     ]
     assert sent[4]["content"]["text"] == "On "  # the input is not changed
+
+
+def test_replay_of_a_prompt_with_a_link_between_texts() -> None:
+    """Blocks of one prompt share a messageId; only text merges with text."""
+    link = {"type": "resource_link", "uri": "file:///p/a.py", "name": "a.py"}
+    image = {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="}
+    sent = [
+        updates.user_message_chunk(updates.text("Look at "), "u1"),
+        updates.user_message_chunk(link, "u1"),
+        updates.user_message_chunk(updates.text(" and "), "u1"),
+        updates.user_message_chunk(image, "u1"),
+        updates.user_message_chunk(updates.text("fix it"), "u1"),
+        updates.agent_message_chunk(link, "m1"),
+        updates.agent_message_chunk(updates.text("done"), "m1"),
+    ]
+    assert replay(sent) == sent
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"sessionUpdate": "tool_call"},
+        {"sessionUpdate": "tool_call", "toolCallId": 7},
+        {"sessionUpdate": "tool_call_update"},
+        {"sessionUpdate": "agent_message_chunk", "content": "not a block", "messageId": "m1"},
+        {"sessionUpdate": "agent_message_chunk", "messageId": "m1"},
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text"}, "messageId": "m1"},
+        {"sessionUpdate": "plan"},
+        {"no": "kind"},
+    ],
+)
+def test_replay_skips_what_it_cannot_show(broken: dict[str, Any]) -> None:
+    """Records that are JSON but not a sound update (another version, a flipped bit) cannot stop a load."""
+    good = [
+        updates.agent_message_chunk(updates.text("a"), "m1"),
+        updates.tool_call("c1", "Run", "execute"),
+        updates.tool_call_update("c1", status="completed"),
+        updates.agent_message_chunk(updates.text("b"), "m1"),
+    ]
+    out = replay([good[0], broken, *good[1:], broken])
+    assert [u for u in out if u in replay(good)] == replay(good)
+    assert all(isinstance(u.get("sessionUpdate"), str) for u in out)
+
+
+def test_folding_ignores_fields_of_the_wrong_type(tmp_path: Path) -> None:
+    records = [
+        {"kind": "session", "sessionId": "s1", "cwd": CWD, "additionalDirectories": "/not/a/list"},
+        {"kind": "meta", "title": 42, "modeId": ["x"], "profileId": None, "updatedAt": {"a": 1}},
+        {"kind": "change", "turn": "one", "path": "/p/a.py", "before": "a", "after": "b"},
+        {"kind": "change", "turn": 1, "path": "/p/b.py", "before": "a", "after": "b"},
+        {"kind": "turn", "turn": "2"},
+    ]
+    (tmp_path / "s1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    store = SessionStore(tmp_path)
+    stored = store.load("s1")
+    assert stored is not None
+    assert stored.additional_directories == []
+    assert (stored.title, stored.mode_id, stored.profile_id, stored.updated_at) == (None, None, None, None)
+    assert [c["path"] for c in stored.changes] == ["/p/b.py"]
+    assert stored.turns == 0
+    assert store.list()[0] == [{"sessionId": "s1", "cwd": CWD}]
 
 
 def test_a_tool_call_update_without_its_call_still_shows() -> None:
