@@ -120,8 +120,8 @@ def demo(project: Path, workdir: Path | None, out: TextIO, transcript: TextIO | 
     screen.line()
     screen.line("━━ Afterwards: the demo runs the project's tests itself ━━", "bold", "cyan")
     tests = run_project_tests(copy)
-    summary = (tests.stderr.strip().splitlines() or ["(no output)"])[-1]
-    screen.info(f"$ python -m unittest   ({summary})")
+    lines = [line for line in tests.stderr.strip().splitlines() if line.startswith(("Ran ", "OK", "FAILED"))]
+    screen.info(f"$ python -m unittest   ({', '.join(lines) or 'no output'})")
     if tests.returncode == 0:
         screen.line("✓ The bug is fixed: the project's tests pass.", "bold", "green")
     else:
@@ -130,8 +130,19 @@ def demo(project: Path, workdir: Path | None, out: TextIO, transcript: TextIO | 
             screen.line(f"    {line}", "dim")
     who = "the scripted demo model" if choice.demo else "a real model"
     screen.info(f"That was {who}. The copy stays in {copy}; try, for example:")
-    screen.info(f'  refagent run --cwd {copy} "explain how the bulk discount works"')
+    screen.info(f'  {refagent_command()} run --cwd {copy} "explain how the bulk discount works"')
     return 0 if outcome.exit_code == 0 and tests.returncode == 0 else 1
+
+
+def refagent_command() -> str:
+    """How to type ``refagent`` here: the name if it is on PATH, else this environment's script."""
+    script = Path(sys.executable).parent / "refagent"
+    if shutil.which("refagent") == str(script):
+        return "refagent"
+    if script.exists():
+        relative = os.path.relpath(script)
+        return relative if not relative.startswith("..") else str(script)
+    return f"{sys.executable} -m refagent"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -242,11 +242,12 @@ class _Session:
         match = _OFF_BY_ONE.match(buggy)
         assert match is not None
         condition = f"{match.group(1).split(maxsplit=1)[1]} > {match.group(2)}"
+        failed = bool(self.runs) and self.runs[0].exit_code not in (None, 0)
+        sources = "the documentation and the failing test say" if failed else "the documentation says"
         return [
             *_say(
-                f"Found it. The code applies the discount only when `{condition}`, but the documentation and "
-                "the failing test say it starts *at* that quantity: an off-by-one. The comparison should be "
-                "`>=`. "
+                f"Found it. The code applies the discount only when `{condition}`, but {sources} it starts "
+                "*at* that quantity: an off-by-one. The comparison should be `>=`. "
             ),
             _plan(2),
             _tool("edit_file", path=path, old_string=buggy, new_string=fixed),
