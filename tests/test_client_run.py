@@ -22,7 +22,9 @@ from typing import Any
 import anyio
 import pytest
 
+from refagent.acp.errors import MethodNotFound
 from refagent.client.demo import COPY_IGNORES
+from refagent.client.handler import TerminalClient
 from refagent.client.render import Renderer
 from refagent.client.run import EXIT_CODES, Outcome, Run, RunOptions, run
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
@@ -218,6 +220,47 @@ async def test_interrupt_cancels_the_turn_then_quits(tmp_path: Path, presses: in
         assert "[stop reason: cancelled]" in out.getvalue()
     else:
         assert "Quit." in out.getvalue()
+
+
+# -- the handler ------------------------------------------------------------------------------------
+
+OPTIONS = [
+    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+]
+ASK = {"sessionId": "s", "toolCall": {"toolCallId": "c", "title": "Run `make`", "kind": "execute"}, "options": OPTIONS}
+
+
+async def test_a_pending_question_answers_cancelled_after_session_cancel() -> None:
+    typing = anyio.Event()
+
+    async def never_answers() -> str | None:
+        typing.set()
+        await anyio.sleep_forever()
+        return None
+
+    out = io.StringIO()
+    client = TerminalClient(Renderer(out), never_answers)
+    answer: dict[str, Any] = {}
+
+    async def ask() -> None:
+        answer.update(await client.permission(ASK))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask)
+        await typing.wait()
+        client.cancel_prompts()
+    assert answer == {"outcome": {"outcome": "cancelled"}}
+    assert "→ cancelled" in out.getvalue()
+    assert await client.permission(ASK) == {"outcome": {"outcome": "cancelled"}}  # and later ones too
+
+
+async def test_the_client_offers_nothing_but_answers() -> None:
+    client = TerminalClient(Renderer(io.StringIO()), answers(), approve="--yes")
+    assert await client.permission(ASK) == {"outcome": {"outcome": "selected", "optionId": "allow"}}
+    for method in ("fs/read_text_file", "fs/write_text_file", "terminal/create"):
+        with pytest.raises(MethodNotFound):
+            await client.handle_request(method, {"sessionId": "s"})
 
 
 # -- failures ---------------------------------------------------------------------------------------

@@ -22,10 +22,9 @@ import json
 import os
 import shlex
 import signal
-import stat
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -34,26 +33,14 @@ from anyio.abc import ByteReceiveStream, Process
 
 from refagent import __version__
 from refagent.acp.connection import Connection
-from refagent.acp.errors import MethodNotFound, RequestError
-from refagent.client.render import Renderer, option_key, use_color
+from refagent.acp.errors import RequestError
+from refagent.client.handler import ReadLine, StdinLines, TerminalClient
+from refagent.client.render import Renderer, use_color
 
 EXIT_CODES = {"end_turn": 0, "max_tokens": 3, "max_turn_requests": 4, "refusal": 5, "cancelled": 130}
 EXIT_FAILED = 1
-EXIT_USAGE = 2
 SHUTDOWN_SECONDS = 5.0
 """How long the agent may take to exit once its stdin is closed, before it is killed."""
-
-ANSWERS = {
-    "y": "allow_once",
-    "yes": "allow_once",
-    "a": "allow_always",
-    "always": "allow_always",
-    "n": "reject_once",
-    "no": "reject_once",
-    "never": "reject_always",
-}
-ReadLine = Callable[[], Awaitable[str | None]]
-"""Reads one line the user typed (without its newline); ``None`` at the end of input."""
 
 
 @dataclass
@@ -80,85 +67,6 @@ class Outcome:
     model: str = ""
 
 
-class TerminalClient:
-    """The client side of the connection (its :class:`~refagent.acp.connection.Handler`)."""
-
-    def __init__(self, renderer: Renderer, options: RunOptions, read_line: ReadLine, interactive: bool) -> None:
-        self.renderer = renderer
-        self.options = options
-        self.read_line = read_line
-        self.interactive = interactive
-        self.asking: set[anyio.CancelScope] = set()
-        self.cancelled = False
-
-    async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
-        if method == "session/request_permission":
-            return await self.permission(params)
-        # Nothing else was advertised (no fs, no terminal): the agent should not ask.
-        raise MethodNotFound(f"Method not found: {method}")
-
-    async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
-        if method == "session/update" and isinstance(params.get("update"), dict):
-            self.renderer.update(params["update"])
-
-    async def permission(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Answer a permission request: automatically with ``--yes``, else from the user's answer."""
-        options: list[dict[str, Any]] = [o for o in params.get("options") or [] if isinstance(o, dict)]
-        self.renderer.permission(params)
-        if self.cancelled:
-            return _cancelled()
-        if self.options.yes:
-            chosen = _pick(options, "allow_once") or _pick(options, "allow_always")
-            if chosen is None:
-                self.renderer.answered("no option allows it: cancelled")
-                return _cancelled()
-            self.renderer.answered(f"{chosen.get('name')} (auto-approved: {self.options.approval_note})")
-            return _selected(chosen)
-        with anyio.CancelScope() as scope:
-            self.asking.add(scope)
-            try:
-                chosen = await self._ask(options)
-            finally:
-                self.asking.discard(scope)
-        if scope.cancelled_caught or chosen is None:
-            self.renderer.answered("cancelled")
-            return _cancelled()
-        self.renderer.answered(str(chosen.get("name")))
-        return _selected(chosen)
-
-    async def _ask(self, options: list[dict[str, Any]]) -> dict[str, Any] | None:
-        keys = " / ".join(dict.fromkeys(option_key(o) for o in options))
-        while True:
-            self.renderer.write(self.renderer.style(f"    Allow? [{keys}] ", "magenta", "bold"))
-            answer = await self.read_line()
-            self.renderer.end_prompt(None if self.interactive and answer is not None else answer or "")
-            if answer is None:
-                self.renderer.answered("no answer (end of input)")
-                return _pick(options, "reject_once") or _pick(options, "reject_always")
-            chosen = _pick(options, ANSWERS.get(answer.strip().lower(), ""))
-            if chosen is not None:
-                return chosen
-            self.renderer.line(f"    Please answer one of: {keys}", "yellow")
-
-    def cancel_prompts(self) -> None:
-        """``session/cancel`` was sent: pending permission requests answer ``cancelled``."""
-        self.cancelled = True
-        for scope in self.asking:
-            scope.cancel()
-
-
-def _pick(options: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
-    return next((o for o in options if o.get("kind") == kind), None)
-
-
-def _selected(option: dict[str, Any]) -> dict[str, Any]:
-    return {"outcome": {"outcome": "selected", "optionId": option.get("optionId")}}
-
-
-def _cancelled() -> dict[str, Any]:
-    return {"outcome": {"outcome": "cancelled"}}
-
-
 # -- one run ----------------------------------------------------------------------------------------
 
 
@@ -168,7 +76,8 @@ class Run:
     def __init__(self, options: RunOptions, renderer: Renderer, read_line: ReadLine, interactive: bool) -> None:
         self.options = options
         self.renderer = renderer
-        self.client = TerminalClient(renderer, options, read_line, interactive)
+        approve = options.approval_note if options.yes else None
+        self.client = TerminalClient(renderer, read_line, interactive=interactive, approve=approve)
         self.connection: Connection | None = None
         self.session_id: str | None = None
         self.prompting = False
@@ -182,6 +91,10 @@ class Run:
             await self.connection.notify("session/cancel", {"sessionId": self.session_id})
             self.client.cancel_prompts()
             return
+        self.quit()
+
+    def quit(self) -> None:
+        """Stop now: the agent is told by EOF, and killed if it does not exit in time."""
         self._quit = True
         self._scope.cancel()
 
@@ -360,46 +273,7 @@ async def _on_signals(the_run: Run) -> None:
             if signum == signal.SIGINT:
                 await the_run.interrupt()
             else:
-                the_run._quit = True
-                the_run._scope.cancel()
-
-
-class StdinLines:
-    """Lines from a file descriptor (stdin), read without blocking the event loop or a thread."""
-
-    def __init__(self, fd: int = 0) -> None:
-        self.fd = fd
-        self.buffer = bytearray()
-        self.eof = False
-
-    async def read_line(self) -> str | None:
-        while b"\n" not in self.buffer and not self.eof:
-            await self._readable()
-            try:
-                chunk = os.read(self.fd, 4096)
-            except BlockingIOError:
-                continue
-            except OSError:
-                chunk = b""
-            self.eof = not chunk
-            self.buffer += chunk
-        if not self.buffer:
-            return None
-        line, _, rest = bytes(self.buffer).partition(b"\n")
-        self.buffer = bytearray(rest)
-        return line.decode("utf-8", "replace").rstrip("\r")
-
-    async def _readable(self) -> None:
-        try:
-            mode = os.fstat(self.fd).st_mode
-        except OSError:
-            return
-        if stat.S_ISREG(mode):
-            return  # regular files are always "readable" and cannot be polled
-        try:
-            await anyio.wait_readable(self.fd)
-        except OSError:  # a device the event loop cannot poll (/dev/null): reading will not block long
-            return
+                the_run.quit()
 
 
 # -- the command ------------------------------------------------------------------------------------
