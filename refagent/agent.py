@@ -191,7 +191,7 @@ class Agent:
                     "audio": False,
                     "embeddedContext": True,
                 },
-                "mcpCapabilities": {"http": False, "sse": False},
+                "mcpCapabilities": {"http": True, "sse": True},
                 "sessionCapabilities": self._session_capabilities(),
             },
             "authMethods": self._auth_methods(),

@@ -20,6 +20,7 @@ from refagent.acp.errors import InvalidParams
 from refagent.acp.types import ClientCapabilities, ConfigOption, SessionMode, SessionModeState
 from refagent.history import Conversation, Recorder
 from refagent.llm.profiles import ModelProfile
+from refagent.mcp import McpHub
 from refagent.permissions import Permissions
 from refagent.store import SessionLog
 from refagent.tools.base import Plan
@@ -79,6 +80,9 @@ class Session:
     workspace: Any = None
     """The session's :class:`refagent.workspace.Workspace` (tools and their backends)."""
     background: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    mcp: McpHub | None = None
+    """The session's MCP servers, if the client gave any."""
+    mcp_scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     """Cancels the session's background tasks (the file watcher) when it closes."""
     _turn_lock: anyio.Lock = field(default_factory=anyio.Lock)
     _turn_scopes: set[anyio.CancelScope] = field(default_factory=set)
@@ -208,6 +212,7 @@ class Session:
         """``session/close``: stop its turns and background tasks, and close its record file."""
         self.cancel()
         self.background.cancel()
+        self.mcp_scope.cancel()
         if self.log is not None:
             self.flush()
             self.log.close()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,9 +32,11 @@ from refagent.content import user_message
 from refagent.history import Conversation, Recorder, replay
 from refagent.ids import new_id
 from refagent.llm.protocol import Usage
+from refagent.mcp import McpHub
 from refagent.prompt import system_prompt
 from refagent.session import MODE_IDS, Session
 from refagent.store import SessionLog, StoredSession, now
+from refagent.tools.base import BaseTool
 from refagent.turn import Turn, run_prompt, user_text
 from refagent.workspace import Watcher
 from refagent.workspace import build as build_workspace
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TITLE_CHARS = 60
+MCP_READY_SECONDS = 10
 
 
 class Sessions:
@@ -113,6 +116,12 @@ class Sessions:
             self.agent.store.delete(session_id)
         return {}
 
+    async def _mcp_problem(self, session: Session, server: str, problem: str) -> None:
+        """An MCP server failed: the user hears it in the thread, the log keeps it."""
+        log.warning("MCP server %s: %s", server, problem)
+        text = f"MCP server {server}: {problem}\n"
+        await session.update(updates.agent_message_chunk(updates.text(text), new_id("msg")))
+
     def _close(self, session: Session) -> None:
         session.close()
         self.sessions.pop(session.id, None)
@@ -147,7 +156,10 @@ class Sessions:
         return {"sessionId": session.id, **state} if with_id else state
 
     async def _announce(self, session: Session) -> None:
-        """What a client learns about a session after its response: the slash commands, and its title."""
+        """What a client learns about a session after its response: the slash commands, and its title.
+        MCP servers start connecting now, so that what they report follows the response too."""
+        if session.mcp is not None and self.agent.background is not None:
+            self.agent.background.start_soon(_run_mcp, session.mcp, session.mcp_scope)
         await session.update(updates.available_commands(available_commands(session)))
         if session.title:
             await session.update(updates.session_info(title=session.title))
@@ -184,6 +196,17 @@ class Sessions:
                 session.mode_id = stored.mode_id
             if stored.profile_id in profile_ids:
                 session.profile_id = stored.profile_id
+        builtin = list(self.agent.settings.tools())
+        tools: Sequence[BaseTool] | Callable[[], Sequence[BaseTool]] = builtin
+        if servers:
+            session.mcp = McpHub(
+                servers,
+                cwd,
+                on_problem=functools.partial(self._mcp_problem, session),
+                reserved_names=[t.name for t in builtin],
+            )
+            hub = session.mcp
+            tools = lambda: [*builtin, *hub.tools()]  # noqa: E731
         sandbox = self.agent.settings.make_sandbox(cwd, extra)
         workspace = build_workspace(
             session_id=session_id,
@@ -192,7 +215,7 @@ class Sessions:
             capabilities=self.agent.client_capabilities,
             peer=self.agent.peer,
             sandbox=sandbox,
-            tools=self.agent.settings.tools(),
+            tools=tools,
             permissions=session.permissions,
             mode=lambda: session.mode_id,
             send_update=session.update,
@@ -244,6 +267,10 @@ class Sessions:
         if command is not None:  # /init: an ordinary turn with a prepared instruction
             blocks = [{"type": "text", "text": init_instruction(session.cwd)}, *blocks[1:]]
         message = await user_message(blocks, images=session.profile.images, read_text=self._reader(session))
+        if session.mcp is not None:
+            # The first prompt may come while servers still start; a slow one is not waited for long.
+            with anyio.move_on_after(MCP_READY_SECONDS):
+                await session.mcp.wait_ready()
         turn = Turn(
             model=self.agent.model(session.profile),
             history=session.history,
@@ -391,6 +418,15 @@ class Sessions:
             return text
 
         return read
+
+
+async def _run_mcp(hub: McpHub, scope: anyio.CancelScope) -> None:
+    """A session's MCP servers, connected until the session closes or the agent exits."""
+    with scope:
+        try:
+            await hub.run()
+        except Exception:
+            log.exception("the MCP servers stopped")
 
 
 async def _watch(watcher: Watcher, scope: anyio.CancelScope) -> None:

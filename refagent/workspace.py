@@ -82,7 +82,7 @@ def build(
     capabilities: ClientCapabilities,
     peer: Peer,
     sandbox: Sandbox,
-    tools: Sequence[BaseTool],
+    tools: Sequence[BaseTool] | Callable[[], Sequence[BaseTool]],
     permissions: Permissions,
     mode: Callable[[], str],
     send_update: Callable[[dict[str, Any]], Awaitable[None]],

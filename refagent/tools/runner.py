@@ -35,7 +35,7 @@ class ToolRunner:
 
     def __init__(
         self,
-        tools: Sequence[BaseTool],
+        tools: Sequence[BaseTool] | Callable[[], Sequence[BaseTool]],
         context: ToolContext,
         permissions: Permissions,
         mode: Callable[[], str],
@@ -44,7 +44,9 @@ class ToolRunner:
         on_changed: Callable[[str], None] | None = None,
         on_applied: Callable[[str, Plan], None] | None = None,
     ) -> None:
-        self.tools = {tool.name: tool for tool in tools}
+        # A callable gives the current tools (MCP servers come and go, and change their lists).
+        self._tools = tools if callable(tools) else (lambda: tools)
+        self.tools = {tool.name: tool for tool in self._tools()}
         self.context = context
         self.permissions = permissions
         self.mode = mode
@@ -54,6 +56,8 @@ class ToolRunner:
         self.on_applied = on_applied
 
     def specs(self) -> list[ToolSpec]:
+        # Once per model request: the calls of its response run against the tools it was offered.
+        self.tools = {tool.name: tool for tool in self._tools()}
         return [ToolSpec(t.name, t.description, t.parameters) for t in self.tools.values()]
 
     async def run(self, call: ToolCallRequest) -> str:
