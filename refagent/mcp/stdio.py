@@ -34,7 +34,7 @@ from mcp.shared.message import SessionMessage
 
 from refagent.mcp.config import StdioServer
 from refagent.mcp.errors import ServerUnavailable
-from refagent.sandbox.process import _end_group  # one way of ending a process group, shared with commands
+from refagent.sandbox.process import end_group  # one way of ending a process group, shared with commands
 
 if TYPE_CHECKING:  # the SDK names the pair of streams only in a private module: for types alone
     from mcp.client._transport import TransportStreams
@@ -217,7 +217,7 @@ class StdioTransport:
                 await process.stdin.aclose()
         await _exited(process, self.close_grace)
         # The group is the server's pid (setsid). Also when the server exited: its helpers may not have.
-        await _end_group(process.pid, self.kill_grace)
+        await end_group(process.pid, self.kill_grace)
         await _exited(process, 1.0)
         self.returncode = process.returncode
         with anyio.move_on_after(1.0):  # a process that left the group may hold a pipe: don't wait for it

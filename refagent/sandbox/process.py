@@ -242,13 +242,13 @@ class LocalTerminals:
                     await process.wait()
                 timed_out = deadline.cancelled_caught
                 # The shell is done, or out of time: nothing of its group may outlive it.
-                await _end_group(process.pid, self.kill_grace)
+                await end_group(process.pid, self.kill_grace)
                 with anyio.move_on_after(self.drain_seconds):
                     await read_all.wait()
                 tasks.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
-                await _end_group(process.pid, self.kill_grace)
+                await end_group(process.pid, self.kill_grace)
                 await process.aclose()
         text, truncated = output.text()
         code = process.returncode
@@ -286,7 +286,7 @@ def _signal_name(number: int) -> str:
 # -- ending a process group ------------------------------------------------------------------------------
 
 
-async def _end_group(pgid: int, grace: float) -> None:
+async def end_group(pgid: int, grace: float) -> None:
     """SIGTERM the group, SIGKILL what is left after ``grace`` seconds; return once it is gone (or after
     one more second: a process stuck in the kernel cannot be hurried)."""
     if not _signal_group(pgid, signal.SIGTERM):
@@ -327,17 +327,18 @@ def _group_alive(pgid: int) -> bool:
         return False
     if not os.path.isdir("/proc/self"):
         return True
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as file:
-                fields = file.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # it ended while we looked
-        # after "pid (comm)": state, ppid, pgrp, ...
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as file:
+                    fields = file.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # it ended while we looked
+            # after "pid (comm)": state, ppid, pgrp, ...
+            if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+                return True
     return False
 
 
