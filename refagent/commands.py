@@ -82,6 +82,19 @@ async def undo(session: Session) -> str:
         before, _ = files.get(change["path"], (change["before"], None))
         files[change["path"]] = (before, change["after"])
     context = session.workspace.context
+    outside = []
+    for path in files:
+        try:  # the roots in force now (a load may have dropped a directory), and no link in the way
+            if context.policy.check_write(path).path != path:
+                outside.append(path)
+        except ToolError:
+            outside.append(path)
+    if outside:
+        listed = "\n".join(f"- {p}" for p in sorted(outside))
+        return (
+            "Undo refused: these files are outside the session's roots now (or a link leads elsewhere), so "
+            f"undo may not write them:\n{listed}\nNothing was restored."
+        )
     conflicts = []
     for path, (_, after) in files.items():
         try:
@@ -99,22 +112,31 @@ async def undo(session: Session) -> str:
             "Undo refused: these files changed after the agent's last turn wrote them, and undoing would "
             f"lose those changes:\n{listed}\nNothing was restored."
         )
+    failed: dict[str, str] = {}
     for path, (before, _) in files.items():
-        if before is None:
-            if await context.disk.kind(path) is not None:
-                await context.disk.delete(path)
-        else:
-            await context.files.write_text(path, before)
+        try:
+            if before is None:
+                if await context.disk.kind(path) is not None:
+                    await context.disk.delete(path)
+            else:
+                await context.files.write_text(path, before)
+        except (ToolError, OSError) as exc:  # the others are restored all the same; say which was not
+            failed[path] = str(exc)
         context.reads.forget(path)
     session.changes = [c for c in session.changes if c["turn"] != turn]
     session.save({"kind": "undo", "turn": turn})
+    files = {path: state for path, state in files.items() if path not in failed}
     restored = "\n".join(f"- {p}" for p in sorted(files))
     note = f"The user ran /undo: the files your turn {turn} changed are back as they were before it:\n{restored}"
     if unsupported:
         note += "\nNot undone (moves and deleted directories cannot be): " + ", ".join(c["path"] for c in unsupported)
+    if failed:
+        note += "\nCould not be restored: " + ", ".join(sorted(failed))
     session.history.append({"role": "user", "content": f"<system-reminder>{note}</system-reminder>"})
     message = f"Restored {len(files)} file(s) to their state before the last turn:\n{restored}" if files else ""
     if unsupported:
         skipped = ", ".join(c["path"] for c in unsupported)
         message += f"\nNot undone (moves and deleted directories cannot be): {skipped}"
+    if failed:
+        message += "\nCould not restore:\n" + "\n".join(f"- {p}: {why}" for p, why in sorted(failed.items()))
     return message.strip() + "\nChanges made by commands the agent ran are not tracked and were not undone."

@@ -4,7 +4,11 @@ Layout under ``root`` (``platformdirs.user_data_dir("refagent")/sessions`` by de
 
     <session id>.jsonl     one JSON record per line, appended and flushed per record
     index.json             {session id: summary}, rewritten atomically; rebuilt from the record files
-                           when it is missing or unreadable
+                           when it is missing or unreadable, and brought in step with them when a
+                           listing starts (several agents share the directory: each editor window
+                           runs its own, and a crash can fall between a record file and the index)
+
+Files are private to the user (0600, the directory 0700): conversations hold file contents.
 
 Record kinds (``kind``; unknown kinds are skipped, so older agents can read newer files):
 
@@ -18,9 +22,13 @@ Record kinds (``kind``; unknown kinds are skipped, so older agents can read newe
 - ``turn``: a prompt turn began (``turn``: its number).
 - ``undo``: the changes of turn ``turn`` were undone.
 
-Robustness: a truncated last line (a crash mid-write) and corrupt lines are skipped with a log line; a
-record file that cannot be read is left out of listings; a broken index is rebuilt. Nothing here can
-keep the agent from starting.
+Robustness: a truncated last line (a crash mid-write) and corrupt lines are skipped with one log line
+per file, and the next record starts on a line of its own; a record file that cannot be read is left
+out of listings; a broken index is rebuilt; an unwritable directory is warned about once and the
+session goes on unsaved. Nothing here can keep the agent from starting.
+
+Longer than most modules (~440 lines) because the record format, its writer, its reader and the index
+over the files are one contract: apart, each would only make sense next to the others.
 """
 
 from __future__ import annotations
@@ -106,6 +114,7 @@ class SessionLog:
         self._create = create
         self._file: IO[str] | None = None
         self._closed = False
+        self._warned = False
 
     def append(self, record: dict[str, Any]) -> None:
         try:
@@ -121,7 +130,9 @@ class SessionLog:
         except FileNotFoundError:
             log.debug("%s is gone (deleted); not saving to it", self.path)
         except (OSError, ValueError, TypeError) as exc:  # a full disk must not end the session
-            log.warning("could not save to %s: %s", self.path, exc)
+            # Once as a warning: a line per record would fill a stderr pipe nobody reads (design.md).
+            log.log(logging.DEBUG if self._warned else logging.WARNING, "could not save to %s: %s", self.path, exc)
+            self._warned = True
 
     def close(self) -> None:
         self._closed = True
@@ -152,6 +163,7 @@ class SessionStore:
         self._index: dict[str, dict[str, Any]] | None = None
         self._index_stat: tuple[int, int, int] | None = None
         """The index file as it was when ``_index`` was read or written: other agents write it too."""
+        self._warned = False
         self._unlisted: dict[str, tuple[int, int]] = {}
         """Record files that could not be folded (by name), with their ``(mtime, size)``: not read again
         until they change."""
@@ -159,7 +171,10 @@ class SessionStore:
     # -- writing ------------------------------------------------------------------------------
 
     def create(self, session_id: str, cwd: str, additional: list[str]) -> SessionLog:
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:  # the session goes on unsaved
+            self._warn("cannot create the sessions directory %s: %s", self.root, exc)
         created = now()
         log_ = SessionLog(self._path(session_id), create=True)
         log_.append(
@@ -235,6 +250,12 @@ class SessionStore:
 
     # -- the index ----------------------------------------------------------------------------
 
+    def _warn(self, message: str, *args: object) -> None:
+        """A warning the first time, then debug: a broken data directory fails at every write, and a line
+        each time would fill a stderr pipe that nobody reads (design.md)."""
+        log.log(logging.DEBUG if self._warned else logging.WARNING, message, *args)
+        self._warned = True
+
     def _path(self, session_id: str) -> Path:
         if not _ID.match(session_id):
             raise InvalidParams(f"Invalid params: malformed session id {session_id!r}")
@@ -259,7 +280,7 @@ class SessionStore:
         except FileNotFoundError:
             self._index = self._rebuild()
         except (OSError, ValueError) as exc:
-            log.warning("the session index is unreadable (%s); rebuilding it", exc)
+            self._warn("the session index is unreadable (%s); rebuilding it", exc)
             self._index = self._rebuild()
         return self._index
 
@@ -320,7 +341,7 @@ class SessionStore:
             temp = None
             self._index_stat = _stat(self.root / "index.json")
         except OSError as exc:
-            log.warning("could not save the session index: %s", exc)
+            self._warn("could not save the session index: %s", exc)
         finally:
             if temp is not None:
                 with contextlib.suppress(OSError):
@@ -335,6 +356,15 @@ def read_lines(path: Path) -> list[str]:
 
 def fold(lines: list[str], source: str = "") -> StoredSession | None:
     """Fold record lines into a :class:`StoredSession`. Bad lines are skipped (a crash can cut the last)."""
+    corrupt: list[int] = []
+    try:
+        return _fold(lines, source, corrupt)
+    finally:
+        if corrupt:  # one line per file, however many records are bad
+            log.warning("%s: skipped %d corrupt record(s), the first at line %d", source, len(corrupt), corrupt[0])
+
+
+def _fold(lines: list[str], source: str, corrupt: list[int]) -> StoredSession | None:
     stored: StoredSession | None = None
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -342,7 +372,7 @@ def fold(lines: list[str], source: str = "") -> StoredSession | None:
         try:
             record = json.loads(line)
         except ValueError:
-            log.warning("%s:%d: skipping a corrupt record", source, number)
+            corrupt.append(number)
             continue
         if not isinstance(record, dict):
             continue

@@ -7,6 +7,7 @@ A second ``connect`` with the same store is an agent restart: nothing is shared 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -639,6 +640,23 @@ async def test_commands_are_announced_after_new_load_and_resume(project: Path, s
             assert before == []  # nothing to replay: no prompt yet
             assert [u["sessionUpdate"] for u in after] == ["available_commands_update"]
             assert {c["name"] for c in after[0]["availableCommands"]} == set(commands)
+
+
+async def test_an_unwritable_data_dir_does_not_stop_sessions(
+    tmp_path: Path, project: Path, check: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A read-only or broken data directory costs the saving, not the session; and it is said once, not
+    for every record (a stderr pipe nobody reads fills up)."""
+    (tmp_path / "not-a-dir").write_text("a file where the data directory should be")
+    model = ScriptedModel(fallback=lambda request: text("still works"))
+    with caplog.at_level(logging.WARNING, logger="refagent.store"):
+        async with agent(tmp_path / "not-a-dir" / "sessions", model, check) as editor:
+            sid = await editor.new_session(str(project))
+            for _ in range(3):
+                assert await editor.prompt(sid, "hello") == {"stopReason": "end_turn"}
+            assert editor.text(sid) == "still works" * 3
+            assert await editor.request("session/list", {}) == {"sessions": []}
+    assert 1 <= len([r for r in caplog.records if r.levelno >= logging.WARNING]) <= 3
 
 
 async def test_sessions_are_saved_under_the_user_data_dir_by_default(

@@ -179,6 +179,52 @@ async def test_undo_after_a_restart(project: Path, sessions_dir: Path, check: An
     assert any("/undo" in t for t in user_texts(later.requests[-1].messages))
 
 
+async def test_undo_stays_inside_the_roots_in_force(
+    tmp_path: Path, project: Path, sessions_dir: Path, check: Any
+) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "util.py").write_text("VALUE = 1\n")
+    model = ScriptedModel(
+        [
+            [call(1, "read_file", path=str(lib / "util.py"))],
+            [call(2, "write_file", path=str(lib / "util.py"), content="VALUE = 2\n")],
+            text("ok"),
+        ]
+    )
+    async with agent(sessions_dir, model, check) as editor:
+        sid = await editor.new_session(str(project), additionalDirectories=[str(lib)])
+        await said(editor, sid, "change lib")
+    assert (lib / "util.py").read_text() == "VALUE = 2\n"
+    for directories, expected in (([], "VALUE = 2\n"), ([str(lib)], "VALUE = 1\n")):
+        async with agent(sessions_dir, model, check) as editor:
+            params = {"sessionId": sid, "cwd": str(project), "additionalDirectories": directories}
+            await editor.request("session/resume", params)
+            answer = await said(editor, sid, "/undo")
+        assert (lib / "util.py").read_text() == expected
+        assert str(lib / "util.py") in answer
+        assert ("outside" in answer) == (not directories)
+
+
+async def test_undo_does_not_follow_a_link_put_in_the_way(
+    tmp_path: Path, project: Path, sessions_dir: Path, check: Any
+) -> None:
+    (project / "build").mkdir()
+    (project / "build" / "old.txt").write_text("generated\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    model = ScriptedModel([[call(1, "delete_path", path="build/old.txt")], text("deleted")])
+    async with agent(sessions_dir, model, check) as editor:
+        sid = await editor.new_session(str(project))
+        await said(editor, sid, "clean up")
+        assert not (project / "build" / "old.txt").exists()
+        (project / "build").rmdir()
+        (project / "build").symlink_to(elsewhere)  # e.g. by a command the agent ran
+        answer = await said(editor, sid, "/undo")
+    assert "refused" in answer.lower()
+    assert not (elsewhere / "old.txt").exists()
+
+
 async def test_undo_restores_a_deleted_file(project: Path, sessions_dir: Path, check: Any) -> None:
     model = ScriptedModel([[call(1, "delete_path", path="calc.py")], text("deleted")])
     async with agent(sessions_dir, model, check) as editor:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -282,6 +283,17 @@ def test_corrupt_lines_are_skipped_and_the_rest_is_kept(tmp_path: Path) -> None:
     assert stored is not None
     assert stored.messages == [good[1]["message"], good[2]["message"]]
     assert stored.title == "T"
+
+
+def test_a_file_of_garbage_is_one_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Warnings go to stderr, which some editors read only after a failure: thousands of lines would fill
+    the pipe and block the agent."""
+    good = json.dumps({"kind": "session", "sessionId": "s1", "cwd": CWD})
+    (tmp_path / "s1.jsonl").write_text(good + "\n" + "garbage\n" * 5000)
+    with caplog.at_level(logging.WARNING, logger="refagent.store"):
+        assert SessionStore(tmp_path).load("s1") is not None
+    assert len(caplog.records) == 1
+    assert "5000" in caplog.records[0].getMessage()
 
 
 CORRUPT_FILES: dict[str, bytes] = {
