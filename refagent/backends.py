@@ -53,7 +53,7 @@ class EditorFiles:
             # Editors differ in how they say "no such file"; when the disk agrees, say it plainly.
             if await self.disk.kind(path) is None:
                 raise FileNotFoundError(path) from None
-            raise ToolError(f"The editor could not read {path}: {exc.message}") from None
+            raise ToolError(f"The editor could not read {path}: {_reason(exc)}") from None
         content = result.get("content") if isinstance(result, dict) else None
         if not isinstance(content, str):
             raise ToolError(f"The editor returned no content for {path}.")
@@ -69,7 +69,16 @@ class EditorFiles:
                 "fs/write_text_file", {"sessionId": self.session_id, "path": path, "content": content}
             )
         except RequestError as exc:
-            raise ToolError(f"The editor refused to write {path}: {exc.message}") from None
+            raise ToolError(f"The editor refused to write {path}: {_reason(exc)}") from None
+
+
+def _reason(error: RequestError) -> str:
+    """The error's message, with the details some clients put in ``data`` (acpx: ``data.details``)."""
+    data = error.data
+    details = data.get("details") or data.get("message") if isinstance(data, dict) else data
+    if isinstance(details, str) and details and details not in error.message:
+        return f"{error.message} ({details[:500]})"
+    return error.message
 
 
 def choose_files(caps: ClientCapabilities, peer: Peer, session_id: str, disk: Disk) -> TextFiles:
