@@ -11,7 +11,8 @@ Measured three ways, each a fresh agent (a restart) or a fresh store:
   response, the replayed notifications counted; includes the editor's side (decoding every line);
 - ``session/load`` through :meth:`Agent.handle_request` with a peer that only encodes each notification
   to JSON (what writing it to stdout costs the agent);
-- ``SessionStore.load`` alone (read and fold), and :func:`~refagent.history.replay` on its result;
+- ``SessionStore.load`` alone (read and fold), ``json.loads`` of each line alone (what any fold of the
+  file costs at least), and :func:`~refagent.history.replay` on its result;
 
 next to reading the session file's bytes. Target: load within 5x of the raw read.
 
@@ -247,6 +248,7 @@ async def bench_load(temp: Path, repeats: int) -> None:
         "editor": "session/load over the in-memory editor",
         "handler": "session/load via Agent.handle_request (JSON out)",
         "store": "SessionStore.load alone (read + fold)",
+        "parse": "json.loads of each line (the floor of any fold)",
         "replay": "replay() of the folded updates",
     }
     times: dict[str, list[float]] = {key: [] for key in ["raw", *names]}
@@ -260,6 +262,7 @@ async def bench_load(temp: Path, repeats: int) -> None:
         assert count == LOAD_UPDATES, count
         times["handler"].append(elapsed)
         times["store"].append(timed(lambda: SessionStore(root).load("sess_big")))
+        times["parse"].append(timed(lambda: [json.loads(line) for line in path.read_bytes().split(b"\n") if line]))
         times["replay"].append(timed(lambda: replay(stored.updates)))
     report(
         names["editor"],
