@@ -145,7 +145,7 @@ class Session:
             raise InvalidParams(f"Invalid params: option {config_id!r} takes a string value")
         if config_id == "mode":
             if value not in MODE_IDS:
-                raise InvalidParams(f"Invalid params: unknown mode {value!r}")
+                raise InvalidParams(f"Invalid params: unknown mode {value!r}; available: {', '.join(sorted(MODE_IDS))}")
             if value != self.mode_id:
                 self.mode_id = value
                 self.save({"kind": "meta", "modeId": value})

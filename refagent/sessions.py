@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 TITLE_CHARS = 60
 MCP_READY_SECONDS = 10
+CLOSE_WAIT_SECONDS = 5
 
 
 class Sessions:
@@ -75,14 +76,14 @@ class Sessions:
 
     async def load_session(self, params: dict[str, Any]) -> Reply:
         """``session/load``: replay the visible history, then answer; the conversation goes on."""
-        session = self._restore(params, require_servers=True)
-        for update in replay(self._stored_updates(session.id)):
+        session, stored = await self._restore(params, require_servers=True)
+        for update in replay(stored.updates):
             await self._send_update(session.id, update)
         return Reply(self._state(session), after=functools.partial(self._announce, session))
 
     async def resume_session(self, params: dict[str, Any]) -> Reply:
         """``session/resume``: like load, without the replay."""
-        session = self._restore(params, require_servers=False)
+        session, _ = await self._restore(params, require_servers=False)
         return Reply(self._state(session), after=functools.partial(self._announce, session))
 
     async def list_sessions(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -103,7 +104,7 @@ class Sessions:
     async def close_session(self, params: dict[str, Any]) -> dict[str, Any]:
         """``session/close``: cancel its turn (as ``session/cancel`` would), then free what it holds."""
         session = self._session(params)
-        self._close(session)
+        await self._close_and_wait(session)
         return {}
 
     async def delete_session(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -126,7 +127,7 @@ class Sessions:
         session.close()
         self.sessions.pop(session.id, None)
 
-    def _restore(self, params: dict[str, Any], *, require_servers: bool) -> Session:
+    async def _restore(self, params: dict[str, Any], *, require_servers: bool) -> tuple[Session, StoredSession]:
         """The session named in ``params``, opened from disk with the client's cwd and roots."""
         session_id = p.required(params, "sessionId", str)
         cwd = p.absolute_path(params, "cwd")
@@ -137,19 +138,23 @@ class Sessions:
         extra = p.absolute_paths(params, "additionalDirectories")  # the client's list is the one in force
         self.agent.require_key(self.agent.default_profile())
         live = self.sessions.get(session_id)
-        if live is not None:
-            self._close(live)  # reopened: the saved state is the truth, and nothing runs twice
-        stored = self.agent.store.load(session_id) if self.agent.store is not None else None
+        if live is not None:  # reopened: the saved state is the truth, and nothing runs twice
+            await self._close_and_wait(live)
+        store = self.agent.store
+        assert store is not None  # the methods that restore are offered only with a store
+        stored = await anyio.to_thread.run_sync(store.load, session_id)
         if stored is None:
             raise ResourceNotFound(f"Session not found: {session_id[:100]}")
-        assert self.agent.store is not None
-        session = self._open(session_id, cwd, extra, servers, self.agent.store.reopen(session_id), stored)
+        session = self._open(session_id, cwd, extra, servers, store.reopen(session_id), stored)
         log.info("session %s reopened in %s", session_id, cwd)
-        return session
+        return session, stored
 
-    def _stored_updates(self, session_id: str) -> list[dict[str, Any]]:
-        stored = self.agent.store.load(session_id) if self.agent.store is not None else None
-        return stored.updates if stored is not None else []
+    async def _close_and_wait(self, session: Session) -> None:
+        """Close ``session`` and wait until its turn has ended and written its last records."""
+        self._close(session)
+        with anyio.move_on_after(CLOSE_WAIT_SECONDS):
+            async with session.turn_lock:
+                pass
 
     def _state(self, session: Session, *, with_id: bool = False) -> dict[str, Any]:
         state: dict[str, Any] = {"modes": session.modes(), "configOptions": session.config_options()}
@@ -263,9 +268,13 @@ class Sessions:
         blocks = p.required(params, "prompt", list)
         command = parse_command(blocks)
         if command is not None and command.name != "init":
-            return {"stopReason": await self._run_command(session, command)}
-        if command is not None:  # /init: an ordinary turn with a prepared instruction
-            blocks = [{"type": "text", "text": init_instruction(session.cwd)}, *blocks[1:]]
+            return {"stopReason": await self._run_command(session, command, blocks)}
+        typed = blocks  # what the user wrote: recorded, and the source of the title
+        if command is not None:  # /init: an ordinary turn with a prepared instruction, plus the user's words
+            instruction = init_instruction(session.cwd)
+            if command.argument:
+                instruction += f"\n\nThe user adds: {command.argument}"
+            blocks = [{"type": "text", "text": instruction}, *blocks[1:]]
         message = await user_message(blocks, images=session.profile.images, read_text=self._reader(session))
         if session.mcp is not None:
             # The first prompt may come while servers still start; a slow one is not waited for long.
@@ -289,12 +298,12 @@ class Sessions:
                 async with session.turn_lock:  # a prompt sent during a turn waits for it
                     session.turns += 1
                     session.save({"kind": "turn", "turn": session.turns})
-                    self._record_prompt(session, blocks)
+                    self._record_prompt(session, typed)
                     stop = await run_prompt(turn, message)
         finally:
             session.close_turn(scope)
             session.flush()
-        await self._after_turn(session, blocks)
+        await self._after_turn(session, typed)
         return {"stopReason": stop}
 
     def _record_prompt(self, session: Session, blocks: list[Any]) -> None:
@@ -307,11 +316,11 @@ class Sessions:
                 session.recorder.record(updates.user_message_chunk(block, message_id))
         session.recorder.flush()
 
-    async def _after_turn(self, session: Session, blocks: list[Any]) -> None:
+    async def _after_turn(self, session: Session, blocks: list[Any], *, name_it: bool = True) -> None:
         """Keep the saved session current; give it a title after its first exchange."""
         stamp = now()
         session.save({"kind": "meta", "updatedAt": stamp})
-        if session.title is None:
+        if session.title is None and name_it:
             text = " ".join(user_text(blocks).split())
             if text:
                 session.title = text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1].rstrip() + "…"
@@ -321,7 +330,7 @@ class Sessions:
         if self.agent.store is not None:
             self.agent.store.touch(session.id, title=session.title, updated_at=stamp)
 
-    async def _run_command(self, session: Session, command: Command) -> StopReason:
+    async def _run_command(self, session: Session, command: Command, blocks: list[Any]) -> StopReason:
         """Run a slash command other than /init; its answer is an agent message."""
         message_id = new_id("msg")
 
@@ -332,6 +341,7 @@ class Sessions:
         try:
             with scope:
                 async with session.turn_lock:
+                    self._record_prompt(session, blocks)
                     if command.name == "undo":
                         await say(await undo(session))
                     elif command.name == "compact":
@@ -343,6 +353,8 @@ class Sessions:
         finally:
             session.close_turn(scope)
             session.flush()
+            with anyio.CancelScope(shield=True):
+                await self._after_turn(session, blocks, name_it=False)  # "/undo" is no title
 
     async def _switch(self, session: Session, command: Command, say: Callable[[str], Awaitable[None]]) -> None:
         config_id = command.name

@@ -403,11 +403,6 @@ def answered(messages: list[dict[str, Any]]) -> bool:
     return sorted(asked) == sorted(results)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sessions.py _restore folds the file before the cancelled turn of the live session has written "
-    "its last records (the result of the call it did not run): it should wait for that turn to end",
-)
 @pytest.mark.parametrize("method", ["session/load", "session/resume"])
 async def test_reopening_a_session_during_its_turn_keeps_the_history_valid(
     project: Path, sessions_dir: Path, check: Any, method: str

@@ -244,10 +244,6 @@ async def test_undo_with_nothing_to_undo(project: Path, sessions_dir: Path, chec
         assert "nothing to undo" in (await said(editor, sid, "/undo")).lower()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="agent _run_command does not record the command prompt: after a load the answer shows without it",
-)
 async def test_a_command_shows_in_the_replayed_history(project: Path, sessions_dir: Path, check: Any) -> None:
     async with agent(sessions_dir, ScriptedModel(), check) as editor:
         sid = await editor.new_session(str(project))
@@ -400,10 +396,6 @@ async def test_an_unknown_model_lists_the_valid_ones(project: Path, sessions_dir
         assert all(u["sessionUpdate"] == "agent_message_chunk" for u in editor.updates(sid)[mark:])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="session.py set_config_option's unknown-mode message does not list the modes (set_mode's does)",
-)
 async def test_an_unknown_mode_lists_the_valid_ones(project: Path, sessions_dir: Path, check: Any) -> None:
     async with agent(sessions_dir, ScriptedModel(), check) as editor:
         sid = await editor.new_session(str(project))
@@ -431,7 +423,6 @@ async def test_init_runs_a_turn_that_writes_agents_md(project: Path, sessions_di
     assert (project / "AGENTS.md").read_text() == "# Agents\n"
 
 
-@pytest.mark.xfail(strict=True, reason="agent prompt: the text after /init is dropped")
 async def test_init_keeps_what_the_user_added(project: Path, sessions_dir: Path, check: Any) -> None:
     model = ScriptedModel([text("ok")])
     async with agent(sessions_dir, model, check) as editor:
