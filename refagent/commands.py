@@ -75,12 +75,16 @@ async def undo(session: Session) -> str:
     turn = max(turns)
     changes = [c for c in session.changes if c["turn"] == turn]
     unsupported = [c for c in changes if "unsupported" in c]
+    # Changes are recorded before they are made (so a crash cannot lose the way back): each path's
+    # first "before" is its state before the turn, and any recorded "after" is a state the agent left.
     files: dict[str, tuple[str | None, str | None]] = {}
+    left: dict[str, list[str | None]] = {}
     for change in changes:
         if "unsupported" in change:
             continue
         before, _ = files.get(change["path"], (change["before"], None))
         files[change["path"]] = (before, change["after"])
+        left.setdefault(change["path"], []).append(change["after"])
     context = session.workspace.context
     outside = []
     for path in files:
@@ -96,7 +100,8 @@ async def undo(session: Session) -> str:
             f"undo may not write them:\n{listed}\nNothing was restored."
         )
     conflicts = []
-    for path, (_, after) in files.items():
+    unchanged = []
+    for path, (before, _) in files.items():
         try:
             current: str | None = await context.files.read_text(path)
         except FileNotFoundError:
@@ -104,7 +109,9 @@ async def undo(session: Session) -> str:
         except (ToolError, OSError):  # now a directory, unreadable, too big: not what the agent left there
             conflicts.append(path)
             continue
-        if current != after:
+        if current == before:
+            unchanged.append(path)  # the write never happened (it failed), or was undone by hand
+        elif current not in left[path]:
             conflicts.append(path)
     if conflicts:
         listed = "\n".join(f"- {p}" for p in sorted(conflicts))
@@ -112,6 +119,12 @@ async def undo(session: Session) -> str:
             "Undo refused: these files changed after the agent's last turn wrote them, and undoing would "
             f"lose those changes:\n{listed}\nNothing was restored."
         )
+    for path in unchanged:
+        del files[path]
+    if not files and not unsupported:
+        session.changes = [c for c in session.changes if c["turn"] != turn]
+        session.save({"kind": "undo", "turn": turn})
+        return "There is nothing to undo: the files the last turn meant to change are as they were before it."
     failed: dict[str, str] = {}
     for path, (before, _) in files.items():
         try:

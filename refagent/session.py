@@ -185,7 +185,8 @@ class Session:
             scope.cancel()
 
     def record_change(self, kind: str, plan: Plan) -> None:
-        """After a change by a tool: what each file was before and after, for ``/undo``."""
+        """Before a change by a tool: what each file is and will be, for ``/undo`` (recorded first, so a
+        crash during the write cannot lose the way back)."""
         for content in plan.preview:
             if content["type"] != "diff":
                 continue

@@ -456,3 +456,19 @@ async def test_commands_are_offered_with_input_hints(project: Path, sessions_dir
     assert "read-only" in commands["mode"]["input"]["hint"]
     assert "smart" in commands["model"]["input"]["hint"]
     assert "input" not in commands["undo"]
+
+
+async def test_undo_skips_a_change_that_never_happened(project: Path, sessions_dir: Path, check: Any) -> None:
+    """Changes are recorded before they are made; one whose write failed is not "changed since"."""
+    from refagent.acp.errors import RequestError
+
+    model = ScriptedModel(
+        [[call(1, "edit_file", path="calc.py", old_string="a - b", new_string="a + b")], text("tried")]
+    )
+    client = FakeClient(fs_error=RequestError("writes are disabled"))
+    async with agent(sessions_dir, model, check, client=client) as editor:
+        await editor.initialize({"fs": {"readTextFile": False, "writeTextFile": True}})
+        sid = await editor.new_session(str(project))
+        await said(editor, sid, "fix it")
+        assert "nothing to undo" in await said(editor, sid, "/undo")
+    assert (project / "calc.py").read_text() == ORIGINAL

@@ -42,8 +42,10 @@ class ToolRunner:
         request_permission: Request,
         cancel_turn: Callable[[], None],
         on_changed: Callable[[str], None] | None = None,
-        on_applied: Callable[[str, Plan], None] | None = None,
+        before_change: Callable[[str, Plan], None] | None = None,
     ) -> None:
+        """``on_changed(path)`` after a change (the watcher); ``before_change(kind, plan)`` just before a
+        mutating plan runs (the session records what it will change, for ``/undo``)."""
         # A callable gives the current tools (MCP servers come and go, and change their lists).
         self._tools = tools if callable(tools) else (lambda: tools)
         self.tools = {tool.name: tool for tool in self._tools()}
@@ -53,7 +55,7 @@ class ToolRunner:
         self.request_permission = request_permission
         self.cancel_turn = cancel_turn
         self.on_changed = on_changed
-        self.on_applied = on_applied
+        self.before_change = before_change
 
     def specs(self) -> list[ToolSpec]:
         # Once per model request: the calls of its response run against the tools it was offered.
@@ -93,13 +95,13 @@ class ToolRunner:
                 return f"Not run: {refusal}"
             if announced:
                 await send(updates.tool_call_update(call_id, status="in_progress"))
+            if plan.mutating and self.before_change is not None:
+                self.before_change(plan.kind or tool.kind, plan)  # before the change: the way back survives a crash
             try:
                 result = await plan.execute()
             finally:
                 if plan.mutating:
                     self._changed(plan)
-            if plan.mutating and self.on_applied is not None and not result.failed:
-                self.on_applied(plan.kind or tool.kind, plan)
         except ToolError as exc:
             await self._finish(announced, call_id, ToolResult(f"Error: {exc}", failed=True))
             return f"Error: {exc}"
