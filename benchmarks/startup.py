@@ -3,6 +3,8 @@
 Measured in one run, interleaved so that both see the same machine load:
 
 - ``python -c pass``: spawn to exit, the floor for any Python agent;
+- an empty ``anyio.run`` (spawn to exit): the floor for an agent on our stack, which imports anyio and
+  asyncio and starts an event loop before it can answer anything;
 - ``refagent``: spawn to the ``initialize`` response, and spawn to the ``session/new`` response (the
   requests are written to stdin right after the spawn, as an editor does);
 - ``python -c "import openai"`` (a few runs): what the agent must not pay before ``initialize``.
@@ -92,6 +94,9 @@ def rss_kib(pid: int) -> int:
         if entry.startswith("VmRSS:"):
             return int(entry.split()[1])
     raise RuntimeError("no VmRSS")
+
+
+EMPTY_LOOP = "import anyio\nasync def main(): pass\nanyio.run(main)"
 
 
 def time_python_c(code: str, env: dict[str, str]) -> float:
@@ -205,11 +210,13 @@ def main() -> int:
         time_agent(env, project)
 
         bare: list[float] = []
+        loop: list[float] = []
         initialize: list[float] = []
         session: list[float] = []
         rss: list[int] = []
         for _ in range(args.runs):
             bare.append(time_python_c("pass", env))
+            loop.append(time_python_c(EMPTY_LOOP, env))
             init_ms, new_ms, rss_now = time_agent(env, project)
             initialize.append(init_ms)
             session.append(new_ms)
@@ -220,6 +227,7 @@ def main() -> int:
     base = statistics.median(bare)
     rows = [
         (f"python -c pass (spawn -> exit), {args.runs} runs", bare),
+        (f"empty anyio.run (spawn -> exit), {args.runs} runs", loop),
         (f"refagent spawn -> initialize response, {args.runs} runs", initialize),
         (f"refagent spawn -> session/new response, {args.runs} runs", session),
         (f'python -c "import openai" (spawn -> exit), {args.openai_runs} runs', openai_ms),
@@ -236,6 +244,8 @@ def main() -> int:
     verdict = "PASS" if init_median < TARGET_MS else "FAIL"
     print(f"{'target: initialize answered in < ' + f'{TARGET_MS:.0f} ms':<58} {init_median:>10.1f}   {verdict}")
     print(f"{'refagent over bare python, to initialize':<58} {init_median - base:>+10.1f} ms")
+    loop_median = statistics.median(loop)
+    print(f"{'refagent over an empty anyio.run, to initialize':<58} {init_median - loop_median:>+10.1f} ms")
     print(f"{'idle RSS after session/new (VmRSS, median)':<58} {statistics.median(rss) / 1024:>10.1f} MB")
     print(f"{'modules loaded when the initialize response was written':<58} {modules:>10d}")
     print(f"{'openai imported before the initialize response':<58} {'yes' if openai_before else 'no':>10}")
