@@ -3,7 +3,6 @@ fake editor that runs real processes) and local processes; the editor's files an
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from refagent.sandbox.process import LocalTerminals
 from refagent.testing.memory import FakeClient
 from refagent.testing.terminals import FakeTerminalHost
 from refagent.tools.base import Terminals, TextFiles
+from tests.procs import alive
 
 pytestmark = pytest.mark.anyio
 
@@ -84,23 +84,10 @@ async def test_cancel_kills_and_releases(terminals: Any, tmp_path: Path) -> None
             await anyio.sleep(0.01)
     pid = int(pid_file.read_text())
     with anyio.fail_after(5):
-        while _alive(pid):  # noqa: ASYNC110
+        while alive(pid):  # noqa: ASYNC110
             await anyio.sleep(0.01)
     if host is not None:
         assert host.live == []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead for our purposes
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 async def test_editor_terminal_is_embedded_before_it_runs(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ show as tool calls, non-read-only ones ask permission, a broken server is report
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from refagent.store import SessionStore
 from refagent.testing.memory import FakeClient, connect, select
 from refagent.testing.scripted_model import ScriptedModel, text
 from tests.mcp_servers.harness import stdio_entry
+from tests.procs import alive
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -56,7 +56,7 @@ async def test_mcp_tools_in_a_session(tmp_path: Path, check: Any) -> None:
         assert pids
         await editor.request("session/close", {"sessionId": sid})
         with anyio.fail_after(10):
-            while any(_alive(pid) for pid in pids):  # noqa: ASYNC110 - another process: nothing to wait on
+            while any(alive(pid) for pid in pids):  # noqa: ASYNC110 - another process: nothing to wait on
                 await anyio.sleep(0.02)
 
 
@@ -73,15 +73,3 @@ async def test_a_broken_server_is_reported_and_the_session_works(tmp_path: Path,
             await editor.transcript.wait_for(
                 lambda s, m: "MCP server ghost" in json.dumps(m.get("params", {}).get("update", {}))
             )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False

@@ -17,7 +17,8 @@ import pytest
 
 from refagent.errors import ToolError
 from refagent.mcp import McpHub
-from tests.mcp_servers.harness import Problems, alive, run, running_hub, stdio_entry, tool
+from tests.mcp_servers.harness import Problems, run, running_hub, stdio_entry, tool
+from tests.procs import alive
 from tests.tool_fakes import make_ctx
 
 pytestmark = pytest.mark.anyio

@@ -14,6 +14,7 @@ import pytest
 
 from refagent.errors import ToolError
 from refagent.sandbox.process import LocalTerminals, ResourceLimits, is_secret_name, scrub_env
+from tests.procs import alive
 
 pytestmark = pytest.mark.anyio
 
@@ -24,16 +25,6 @@ def terminals(**options: Any) -> LocalTerminals:
     options.setdefault("env", BASE_ENV)
     options.setdefault("kill_grace", 0.5)
     return LocalTerminals(**options)
-
-
-def alive(pid: int) -> bool:
-    """Running, and not a zombie (here PID 1 may not reap orphans, so dead ones can linger as zombies)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            state = file.read().rsplit(b")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in (b"Z", b"X")
 
 
 @pytest.fixture

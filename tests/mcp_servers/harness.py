@@ -72,13 +72,3 @@ def tool(hub: McpHub, name: str) -> BaseTool:
 async def run(hub: McpHub, name: str, cwd: str = "/tmp", **args: Any) -> ToolResult:
     """Prepare and execute a call of the tool ``name``, checking its plan and result on the wire."""
     return await call(tool(hub, name), make_ctx(cwd), **args)
-
-
-def alive(pid: int) -> bool:
-    """Whether a process runs (a zombie does not: its parent may be gone and nobody reap it)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            state = file.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
