@@ -95,6 +95,9 @@ async def test_fix_a_bug_end_to_end(project: Path, backend: str, check: Any) -> 
     assert locations[0]["path"] == str(project / "calc.py")
     # only the edit and the command asked
     assert [r["toolCall"]["kind"] for r in client.permission_requests] == ["edit", "execute"]
+    shown = client.permission_requests[1]["toolCall"]["content"][0]["content"]["text"]
+    assert "test_calc.py" in shown
+    assert f"Working directory: {project}" in shown
     # the fix landed where the backend keeps files, and the tests passed
     fixed = client.files[str(project / "calc.py")] if backend == "editor" else (project / "calc.py").read_text()
     assert fixed == BUGGY.replace("a - b", "a + b")

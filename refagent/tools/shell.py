@@ -156,9 +156,8 @@ class RunCommand(BaseTool):
         key, label = permission_scope(command)
         where = f" in {resolved.display}" if resolved.display not in ("", ".") else ""
         title = f"Run `{shown(command, 80)}`{where}"
-        preview: list[ToolCallContent] = []
-        if shown(command, 80) != command:  # the title cut or flattened it: show the whole command
-            preview.append(text_content(_fenced(command, "sh")))
+        # The permission request shows exactly what will run, and where.
+        preview: list[ToolCallContent] = [text_content(f"{_fenced(command, 'sh')}\nWorking directory: {resolved.path}")]
 
         async def execute() -> ToolResult:
             return await _run(ctx, command, resolved.path, timeout)
