@@ -4,11 +4,14 @@
 if it belongs to the visible history, to the session's record file. Message chunks are merged while a
 message streams (one record per message rather than one per token) and written when the message ends,
 the turn ends, the buffer grows large, or it has waited :data:`FLUSH_SECONDS`; tool calls and plans are
-written as they happen.
+written as they happen, except that the update that ends a tool call is written as the call's whole
+state (its updates folded into its announcement), so that a replay need not fold them.
 
 :func:`replay` turns the recorded updates into what a client needs to redraw the thread: each message as
 one chunk with its original ``messageId``, each tool call once in its final state (its updates folded
-in), and the plans in order.
+in), and the plans in order. :func:`replay_records` does the same on the records of a file as
+:mod:`refagent.store` reads them, parsing only what it must: what it returns is mostly the updates'
+JSON as written, to be sent as it is.
 """
 
 from __future__ import annotations
@@ -17,13 +20,18 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from refagent.store import SessionLog
+from refagent.store import SessionLog, UpdateRecord
 
 VISIBLE = frozenset(
     {"user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"}
 )
 _CHUNKS = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
 _FLUSH_CHARS = 64 * 1024
+_ENDED = frozenset({"completed", "failed"})
+_OPEN_CALLS = 1024
+"""Tool calls whose state the recorder keeps at most (calls never ended, by a cancelled turn, pile up)."""
+_WHOLE_HEAD = b'{"sessionUpdate":"tool_call_update",'
+_CALL_HEAD = b'{"sessionUpdate":"tool_call",'
 FLUSH_SECONDS = 0.5
 """The longest a streaming message's text waits in memory before it is written."""
 
@@ -49,6 +57,8 @@ class Recorder:
         self._parts: list[str] = []
         self._size = 0
         self._since = 0.0
+        self._calls: dict[str, dict[str, Any]] = {}
+        """The tool calls announced and not ended yet, their updates folded in."""
 
     async def __call__(self, update: dict[str, Any]) -> None:
         await self._send(update)
@@ -71,16 +81,41 @@ class Recorder:
             self._parts = [update["content"]["text"]]
             self._size = len(self._parts[0])
             self._since = self._clock()
+        elif update["sessionUpdate"] == "tool_call_update" and _call_id(update) in self._calls:
+            call = self._calls[update["toolCallId"]]
+            _fold_into(call, update)
+            if update.get("status") in _ENDED:  # its whole state, which is what a replay shows
+                del self._calls[update["toolCallId"]]
+                whole = {"sessionUpdate": "tool_call_update"}
+                whole.update((key, value) for key, value in call.items() if key != "sessionUpdate")
+                self._write(whole, whole=True)
+            else:
+                self._write(update)
         else:
-            self.log.append({"kind": "update", "update": update})
+            if update["sessionUpdate"] == "tool_call" and _call_id(update) is not None:
+                self._calls.pop(update["toolCallId"], None)
+                self._calls[update["toolCallId"]] = dict(update)
+                if len(self._calls) > _OPEN_CALLS:  # the oldest: its later updates are replayed by folding
+                    del self._calls[next(iter(self._calls))]
+            self._write(update)
 
     def flush(self) -> None:
         if self._pending is not None and self.log is not None:
             content = {**self._pending["content"], "text": "".join(self._parts)}
-            self.log.append({"kind": "update", "update": {**self._pending, "content": content}})
+            self._write({**self._pending, "content": content})
         self._pending = None
         self._parts = []
         self._size = 0
+
+    def _write(self, update: dict[str, Any], whole: bool = False) -> None:
+        if self.log is None:
+            return
+        kind = update.get("sessionUpdate")
+        ident = update.get("toolCallId") if kind in ("tool_call", "tool_call_update") else update.get("messageId")
+        if _showable(update) and (ident is None or isinstance(ident, str)):
+            self.log.append_update(update, key=ident, whole=whole)
+        else:  # kept as it was, in the older form (replay skips what it cannot show)
+            self.log.append({"kind": "update", "update": update})
 
 
 def _mergeable(pending: dict[str, Any] | None, update: dict[str, Any]) -> bool:
@@ -144,12 +179,107 @@ def replay(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 calls[call["toolCallId"]] = call
                 out.append(call)
                 continue
-            for key, value in update.items():
-                if key not in ("sessionUpdate", "toolCallId") and value is not None:
-                    target[key] = value
+            _fold_into(target, update)
         elif kind == "plan":
             out.append(dict(update))
     return out
+
+
+def _call_id(update: dict[str, Any]) -> str | None:
+    ident = update.get("toolCallId")
+    return ident if isinstance(ident, str) else None
+
+
+def _fold_into(call: dict[str, Any], update: dict[str, Any]) -> None:
+    for key, value in update.items():
+        if key not in ("sessionUpdate", "toolCallId") and value is not None:
+            call[key] = value
+
+
+def replay_records(records: list[UpdateRecord]) -> list[bytes | memoryview | dict[str, Any]]:
+    """:func:`replay` on the records of a file: the same updates, in the same order, each either its
+    JSON as recorded (bytes or a view of them: ASCII, one line, a valid update, to be sent as it is) or
+    a dict.
+
+    Only what needs it is parsed: the parts of a message written in several records (joined), and tool
+    calls whose whole state was not recorded last (a file from an older agent, a turn cut short).
+    """
+    out: list[UpdateRecord | dict[str, Any] | list[UpdateRecord]] = []
+    calls: dict[bytes | None, list[UpdateRecord]] = {}
+    for record in records:
+        kind = record.kind
+        if record.raw is None and not _showable(record.parsed):
+            continue
+        if kind in _CHUNKS:
+            last = out[-1] if out else None
+            if last is None or isinstance(last, list) or _kind_of(last) != kind or not _maybe_joined(last, record):
+                out.append(record)
+                continue
+            previous = last if isinstance(last, dict) else last.update()
+            update = record.update()
+            if previous is None or update is None:  # corrupt on disk (a parse failed)
+                out[-1:] = [dict(r) for r in (previous, update) if r is not None]
+            elif _mergeable(previous, update):
+                previous = previous if isinstance(last, dict) else dict(previous)
+                previous["content"] = {
+                    **previous["content"],
+                    "text": previous["content"]["text"] + update["content"]["text"],
+                }
+                out[-1] = previous
+            else:
+                out[-1:] = [dict(previous), dict(update)]
+        elif kind == "tool_call" or (kind == "tool_call_update" and record.key not in calls):
+            calls[record.key] = slot = [record]
+            out.append(slot)
+        elif kind == "tool_call_update":
+            calls[record.key].append(record)
+        elif kind == "plan":
+            out.append(record)
+    shown: list[bytes | memoryview | dict[str, Any]] = []
+    for item in out:
+        if isinstance(item, list):
+            call = _call(item)
+            if call is not None:
+                shown.append(call)
+        elif isinstance(item, dict):
+            shown.append(item)
+        elif item.raw is not None:
+            shown.append(item.raw)
+        elif item.parsed is not None:
+            shown.append(dict(item.parsed))
+    return shown
+
+
+def _kind_of(item: UpdateRecord | dict[str, Any]) -> Any:
+    return item.get("sessionUpdate") if isinstance(item, dict) else item.kind
+
+
+def _maybe_joined(last: UpdateRecord | dict[str, Any], record: UpdateRecord) -> bool:
+    """Whether two chunks of one kind may be parts of one message (then they are parsed to see)."""
+    if isinstance(last, dict) or last.raw is None or record.raw is None:
+        return True
+    return last.key is not None and last.key == record.key
+
+
+def _call(slot: list[UpdateRecord]) -> bytes | dict[str, Any] | None:
+    """A tool call's final state: its last record when that is its whole state, else its records folded."""
+    last = slot[-1]
+    whole = len(slot) > 1 and slot[0].kind == "tool_call" and last.whole and last.raw is not None
+    if whole and last.raw is not None and last.raw[: len(_WHOLE_HEAD)] == _WHOLE_HEAD:
+        return _CALL_HEAD + last.raw[len(_WHOLE_HEAD) :]
+    call: dict[str, Any] | None = None
+    for record in slot:
+        update = record.update()
+        if update is None or not _showable(update):
+            continue
+        if call is None:
+            if update.get("sessionUpdate") == "tool_call":
+                call = dict(update)
+            else:  # an update without its announcement: show what there is
+                call = {**update, "sessionUpdate": "tool_call", "title": update.get("title") or "Tool call"}
+        else:
+            _fold_into(call, update)
+    return call
 
 
 class Conversation(list[dict[str, Any]]):
@@ -164,6 +294,10 @@ class Conversation(list[dict[str, Any]]):
         super().append(message)
         if self.log is not None:
             self.log.append({"kind": "message", "message": message})
+
+    def restore(self, messages: list[dict[str, Any]]) -> None:
+        """Become ``messages``, read from the record file (so not recorded again)."""
+        super().__setitem__(slice(None), messages)
 
     def replace(self, messages: list[dict[str, Any]]) -> None:
         self[:] = messages

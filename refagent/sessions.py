@@ -13,23 +13,25 @@ session: a prompt sent during a turn waits for it, and ``session/cancel`` ends b
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.abc
 
 from refagent.acp import params as p
 from refagent.acp import updates
-from refagent.acp.connection import Reply
+from refagent.acp.connection import Connection, Reply
 from refagent.acp.errors import InvalidParams, RequestError, ResourceNotFound
 from refagent.acp.types import StopReason
 from refagent.commands import Command, available_commands, init_instruction, undo
 from refagent.commands import parse as parse_command
 from refagent.compaction import AUTO_COMPACT_AT, compacted, estimate_tokens, split_point, summarise
 from refagent.content import user_message
-from refagent.history import Conversation, Recorder, replay
+from refagent.history import Conversation, Recorder, replay_records
 from refagent.ids import new_id
 from refagent.llm.protocol import Usage
 from refagent.mcp import McpHub
@@ -76,14 +78,24 @@ class Sessions:
 
     async def load_session(self, params: dict[str, Any]) -> Reply:
         """``session/load``: replay the visible history, then answer; the conversation goes on."""
-        session, stored = await self._restore(params, require_servers=True)
-        for update in replay(stored.updates):
-            await self._send_update(session.id, update)
+        session, stored, parse = await self._restore(params, require_servers=True)
+        try:
+            shown = replay_records(stored.update_records)
+            peer = self.agent.peer
+            if isinstance(peer, Connection):  # the recorded updates go out as written, unparsed
+                await peer.notify_many("session/update", {"sessionId": session.id}, "update", shown)
+            else:
+                for update in shown:
+                    update = json.loads(bytes(update)) if isinstance(update, (bytes, memoryview)) else update
+                    await self._send_update(session.id, update)
+        finally:
+            parse.set()  # the conversation is read now, while the response goes out
         return Reply(self._state(session), after=functools.partial(self._announce, session))
 
     async def resume_session(self, params: dict[str, Any]) -> Reply:
         """``session/resume``: like load, without the replay."""
-        session, _ = await self._restore(params, require_servers=False)
+        session, _, parse = await self._restore(params, require_servers=False)
+        parse.set()
         return Reply(self._state(session), after=functools.partial(self._announce, session))
 
     async def list_sessions(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -127,8 +139,11 @@ class Sessions:
         session.close()
         self.sessions.pop(session.id, None)
 
-    async def _restore(self, params: dict[str, Any], *, require_servers: bool) -> tuple[Session, StoredSession]:
-        """The session named in ``params``, opened from disk with the client's cwd and roots."""
+    async def _restore(
+        self, params: dict[str, Any], *, require_servers: bool
+    ) -> tuple[Session, StoredSession, anyio.Event]:
+        """The session named in ``params``, opened from disk with the client's cwd and roots; its
+        conversation is read once the event is set (:meth:`_restore_model_state`)."""
         session_id = p.required(params, "sessionId", str)
         cwd = p.absolute_path(params, "cwd")
         if require_servers:
@@ -146,8 +161,36 @@ class Sessions:
         if stored is None:
             raise ResourceNotFound(f"Session not found: {session_id[:100]}")
         session = self._open(session_id, cwd, extra, servers, store.reopen(session_id), stored)
+        parse = await self._restore_model_state(session, stored)
         log.info("session %s reopened in %s", session_id, cwd)
-        return session, stored
+        return session, stored, parse
+
+    async def _restore_model_state(self, session: Session, stored: StoredSession) -> anyio.Event:
+        """Give ``session`` its model-facing conversation and ``/undo`` records: parsed (the bulk of a long
+        session's file) in a worker thread once the returned event is set (after the replay), while the
+        session's turn lock is held, taken before this returns: the response need not wait for them,
+        and the next prompt or slash command does (it takes the lock first)."""
+        parse = anyio.Event()
+
+        async def fill(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            async with session.turn_lock:
+                task_status.started()
+                await parse.wait()
+                try:
+                    messages, changes = await anyio.to_thread.run_sync(stored.model_state)
+                except Exception:  # not expected (bad records are skipped); the session starts afresh
+                    log.exception("could not read the conversation of session %s", session.id)
+                    return
+                session.history.restore(messages)
+                session.changes = list(changes)
+
+        background = self.agent.background
+        if background is None:  # outside the agent's context (no task group): read it now
+            parse.set()
+            await fill()
+        else:
+            await background.start(fill)
+        return parse
 
     async def _close_and_wait(self, session: Session) -> None:
         """Close ``session`` and wait until its turn has ended and written its last records."""
@@ -189,14 +232,13 @@ class Sessions:
             profiles=self.agent.settings.profiles,
             profile_id=self.agent.default_profile().id,
             send=recorder,
-            history=Conversation(stored.messages if stored else [], store_log),
+            history=Conversation([], store_log),  # a stored one is filled by _restore_model_state
             log=store_log,
         )
         session.recorder = recorder
         if stored is not None:
             session.title = stored.title
             session.turns = stored.turns
-            session.changes = stored.changes
             if stored.mode_id in MODE_IDS:
                 session.mode_id = stored.mode_id
             if stored.profile_id in profile_ids:

@@ -13,7 +13,10 @@ Files are private to the user (0600, the directory 0700): conversations hold fil
 Record kinds (``kind``; unknown kinds are skipped, so older agents can read newer files):
 
 - ``session``: the first record: ``sessionId``, ``cwd``, ``additionalDirectories``, ``createdAt``.
-- ``update``: a ``session/update`` the client saw, replayed by ``session/load``.
+- ``update``: a ``session/update`` the client saw, replayed by ``session/load``. Written by
+  :class:`~refagent.history.Recorder` as a line that can be replayed without parsing it (see below);
+  older files hold ``{"kind":"update","update":...}`` and each tool call's updates as separate
+  ``tool_call_update`` records, and still load.
 - ``message``: one model-facing message (Chat Completions format), appended as the conversation grows.
 - ``history``: the model-facing conversation replaced whole (after compaction or undo).
 - ``meta``: ``title``, ``modeId``, ``profileId``, ``updatedAt`` changes; the last value wins.
@@ -21,6 +24,22 @@ Record kinds (``kind``; unknown kinds are skipped, so older agents can read newe
   ``after`` (None: deleted). The first of a turn for a path holds its state before the turn (``/undo``).
 - ``turn``: a prompt turn began (``turn``: its number).
 - ``undo``: the changes of turn ``turn`` were undone.
+
+Update records (:func:`update_line`) have a fixed prefix, then the update's JSON, then ``}``::
+
+    {"kind":"update","sessionUpdate":"<kind>","id":<messageId or toolCallId, or null>,"whole":<bool>,
+     "size":<characters of the update's JSON>,"update":<the update's JSON, ASCII only>}
+
+so that ``session/load`` finds what it needs with a regular expression on the prefix and sends the
+update's bytes as they are (:meth:`refagent.acp.connection.Connection.notify_many`): ``size`` tells a
+complete line from one a crash cut short, and the update is written with ``ensure_ascii``, so it holds
+no line break of any kind and goes to the client 7-bit clean. A tool call is recorded as it is announced,
+then its updates as they come, and when it ends (``completed``, ``failed``) its whole state at once: a
+``tool_call_update`` with every field of the folded call (``"whole":true``), which is what a replay shows
+(an older agent folds it into the announcement and gets the same). A line that does not match the prefix
+is parsed, as every record was before. Records other than updates are plain JSON objects whose first
+key is ``kind``; the ``message``, ``history``, ``change`` and ``undo`` records (the bulk of a file, and
+not needed to answer ``session/load``) are parsed only when asked for (:meth:`StoredSession.model_state`).
 
 Robustness: a truncated last line (a crash mid-write) and corrupt lines are skipped with one log line
 per file, and the next record starts on a line of its own; a record file that cannot be read is left
@@ -42,6 +61,7 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -71,9 +91,77 @@ def default_root() -> Path | None:
     return path if path.is_absolute() else None
 
 
+_FAST_UPDATE = re.compile(
+    rb'\{"kind":"update","sessionUpdate":"([a-z_]{1,40})","id":(null|"[^"\\]{0,1024}"),'
+    rb'"whole":(true|false),"size":([0-9]{1,12}),"update":'
+)
+_UPDATE_KINDS = {
+    kind.encode(): kind
+    for kind in (
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+    )
+}
+_FAST_PREFIX = b'{"kind":"update","sessionUpdate":"'
+_MODEL_PREFIXES = tuple(b'{"kind":"%s",' % kind for kind in (b"message", b"history", b"change", b"undo"))
+
+
+def id_key(value: object) -> bytes | None:
+    """How an update's ``messageId`` or ``toolCallId`` is compared in replay: its JSON (None: none)."""
+    return None if value is None else json.dumps(value, ensure_ascii=True).encode("ascii")
+
+
+def update_line(update: dict[str, Any], *, key: str | None, whole: bool = False) -> str:
+    """The record of one update, in the form replayed without parsing (the module's docstring)."""
+    body = json.dumps(update, separators=(",", ":"), ensure_ascii=True)
+    kind = update["sessionUpdate"]
+    if not re.fullmatch("[a-z_]{1,40}", kind):
+        raise ValueError(f"not an update kind: {kind!r}")
+    head = json.dumps(key, ensure_ascii=True)
+    return (
+        f'{{"kind":"update","sessionUpdate":"{kind}","id":{head},"whole":{"true" if whole else "false"},'
+        f'"size":{len(body)},"update":{body}}}'
+    )
+
+
+@dataclass(slots=True)
+class UpdateRecord:
+    """One recorded update, as replay needs it: its kind, the id it is merged or folded by (:func:`id_key`),
+    whether it is a tool call's whole state, and either ``raw``, its JSON as written (ASCII, one line,
+    not parsed: a view of the file's bytes), or ``parsed`` (a record in the older form, or one that had to be read)."""
+
+    kind: str
+    key: bytes | None
+    whole: bool = False
+    raw: memoryview | bytes | None = None
+    parsed: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, update: dict[str, Any]) -> UpdateRecord:
+        kind = update.get("sessionUpdate")
+        ident = update.get("toolCallId") if kind in ("tool_call", "tool_call_update") else update.get("messageId")
+        return cls(kind if isinstance(kind, str) else "", id_key(ident), parsed=update)
+
+    def update(self) -> dict[str, Any] | None:
+        """The update as a dict (a new one each time for a raw record); None if it is not JSON (a line
+        corrupted on disk without changing its length)."""
+        if self.raw is None:
+            return self.parsed
+        try:
+            value = json.loads(bytes(self.raw))
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+
 @dataclass
 class StoredSession:
-    """What a record file says, folded."""
+    """What a record file says, folded. The model-facing conversation and the ``/undo`` records are
+    parsed on first use (:meth:`model_state`): ``session/load`` answers without them."""
 
     session_id: str
     cwd: str
@@ -83,10 +171,32 @@ class StoredSession:
     updated_at: str | None = None
     mode_id: str | None = None
     profile_id: str | None = None
-    updates: list[dict[str, Any]] = field(default_factory=list)
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    changes: list[dict[str, Any]] = field(default_factory=list)
+    update_records: list[UpdateRecord] = field(default_factory=list)
+    model_records: list[memoryview | dict[str, Any]] = field(default_factory=list)
+    """The ``message``, ``history``, ``change`` and ``undo`` records in order: lines, or parsed records."""
     turns: int = 0
+    source: str = ""
+    _model: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = field(default=None, repr=False)
+
+    @property
+    def updates(self) -> list[dict[str, Any]]:
+        """The recorded updates as dicts, in order (what :func:`refagent.history.replay` takes)."""
+        return [u for u in (r.update() for r in self.update_records) if u is not None]
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.model_state()[0]
+
+    @property
+    def changes(self) -> list[dict[str, Any]]:
+        return self.model_state()[1]
+
+    def model_state(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The model-facing conversation and the changes ``/undo`` can restore, parsed once (quick, but
+        the bulk of a long session's file: call it off the event loop)."""
+        if self._model is None:
+            self._model = _fold_model(self.model_records, self.source)
+        return self._model
 
     def summary(self) -> dict[str, Any]:
         """The ``SessionInfo`` of ``session/list``."""
@@ -118,7 +228,20 @@ class SessionLog:
 
     def append(self, record: dict[str, Any]) -> None:
         try:
-            line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
+            self._write(json.dumps(record, separators=(",", ":"), ensure_ascii=False))
+        except (ValueError, TypeError) as exc:
+            self._failed(exc)
+
+    def append_update(self, update: dict[str, Any], *, key: str | None, whole: bool = False) -> None:
+        """An ``update`` record in the form replayed without parsing (:func:`update_line`)."""
+        try:
+            self._write(update_line(update, key=key, whole=whole))
+        except (ValueError, TypeError) as exc:
+            self._failed(exc)
+
+    def _write(self, record: str) -> None:
+        try:
+            line = record + "\n"
             if self._closed:
                 with self._open() as file:
                     file.write(line)
@@ -129,10 +252,13 @@ class SessionLog:
             self._file.flush()
         except FileNotFoundError:
             log.debug("%s is gone (deleted); not saving to it", self.path)
-        except (OSError, ValueError, TypeError) as exc:  # a full disk must not end the session
-            # Once as a warning: a line per record would fill a stderr pipe nobody reads (design.md).
-            log.log(logging.DEBUG if self._warned else logging.WARNING, "could not save to %s: %s", self.path, exc)
-            self._warned = True
+        except (OSError, ValueError) as exc:  # a full disk must not end the session
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        # Once as a warning: a line per record would fill a stderr pipe nobody reads (design.md).
+        log.log(logging.DEBUG if self._warned else logging.WARNING, "could not save to %s: %s", self.path, exc)
+        self._warned = True
 
     def close(self) -> None:
         self._closed = True
@@ -223,10 +349,10 @@ class SessionStore:
         if not _ID.match(session_id):
             return None
         try:
-            lines = read_lines(self._path(session_id))
+            data = self._path(session_id).read_bytes()
         except OSError:
             return None
-        return fold(lines, str(self._path(session_id)))
+        return fold_bytes(data, str(self._path(session_id)))
 
     def list(
         self, cwd: str | None = None, cursor: str | None = None, page_size: int = PAGE_SIZE
@@ -315,11 +441,11 @@ class SessionStore:
                 mark = (stat.st_mtime_ns, stat.st_size)
                 if self._unlisted.get(session_id) == mark:
                     continue
-                lines = read_lines(Path(entry.path))
+                data = Path(entry.path).read_bytes()
             except OSError as exc:
                 log.warning("skipping unreadable session file %s: %s", entry.path, exc)
                 continue
-            stored = fold(lines, entry.path)
+            stored = fold_bytes(data, entry.path)
             if stored is None or stored.session_id != session_id:
                 self._unlisted[session_id] = mark
                 continue
@@ -348,29 +474,67 @@ class SessionStore:
                     os.unlink(temp)
 
 
-def read_lines(path: Path) -> list[str]:
-    """A record file's lines. Split at ``\n`` only: records hold text with U+2028 or U+0085 unescaped,
-    where ``str.splitlines`` would cut them. (Bytes decoded at once: ~10x faster than a text-mode read.)"""
-    return path.read_bytes().decode("utf-8", errors="replace").split("\n")
+def fold(lines: Sequence[bytes | str], source: str = "") -> StoredSession | None:
+    """Fold record lines into a :class:`StoredSession` (:func:`fold_bytes` on them joined)."""
+    return fold_bytes(
+        b"\n".join(s.encode("utf-8", errors="surrogatepass") if isinstance(s, str) else s for s in lines), source
+    )
 
 
-def fold(lines: list[str], source: str = "") -> StoredSession | None:
-    """Fold record lines into a :class:`StoredSession`. Bad lines are skipped (a crash can cut the last)."""
+def fold_bytes(data: bytes, source: str = "") -> StoredSession | None:
+    """Fold a record file's bytes into a :class:`StoredSession`. Bad lines are skipped (a crash can cut
+    the last). Lines end at ``\n`` only: records hold text with U+2028 or U+0085 unescaped, where
+    ``str.splitlines`` would cut them. Nothing is copied or decoded but what is parsed: update and
+    conversation records are kept as views of ``data``."""
     corrupt: list[int] = []
     try:
-        return _fold(lines, source, corrupt)
+        return _fold(data, source, corrupt)
     finally:
         if corrupt:  # one line per file, however many records are bad
             log.warning("%s: skipped %d corrupt record(s), the first at line %d", source, len(corrupt), corrupt[0])
 
 
-def _fold(lines: list[str], source: str, corrupt: list[int]) -> StoredSession | None:
+def _parse(line: bytes | memoryview) -> Any:
+    """One record line as JSON; raises ValueError. Invalid UTF-8 is replaced, as a text read would."""
+    return json.loads(str(line, "utf-8", "replace"))
+
+
+def _fold(data: bytes, source: str, corrupt: list[int]) -> StoredSession | None:
+    view = memoryview(data)
+    ascii_only = data.isascii()  # then no update record needs a look of its own (a quick pass)
+    fast_update, find, starts = _FAST_UPDATE.match, data.find, data.startswith
+    kinds = _UPDATE_KINDS
+    updates: list[UpdateRecord] | None = None  # the session's, once its record has been read
+    model: list[memoryview | dict[str, Any]] = []
     stored: StoredSession | None = None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
+    number, pos, size = 0, 0, len(data)
+    while pos < size:
+        end = find(b"\n", pos)
+        if end < 0:
+            end = size
+        number += 1
+        start, pos = pos, end + 1
+        if updates is not None:  # the quick paths, once the session record has been read
+            if starts(_FAST_PREFIX, start, end):
+                match = fast_update(data, start, end)
+                if match is not None:
+                    head = match.end()
+                    # whole (size, then "}"), not cut short by a crash (and maybe continued by another record)
+                    complete = end - head == int(match[4]) + 1 and data[end - 1] == 0x7D and data[head] == 0x7B
+                    if complete and (ascii_only or data[head : end - 1].isascii()):
+                        key = None if match[2] == b"null" else match[2]
+                        kind = kinds.get(match[1]) or match[1].decode("ascii")
+                        updates.append(UpdateRecord(kind, key, match[3] == b"true", view[head : end - 1]))
+                        continue
+                # else parsed below (and skipped if it was cut short)
+            elif starts(_MODEL_PREFIXES, start, end):
+                model.append(view[start:end])  # parsed by model_state(), if ever
+                continue
+        line = view[start:end]
+        if not line or data[start:end].isspace():
             continue
         try:
-            record = json.loads(line)
+            record = _parse(line)
         except ValueError:
             corrupt.append(number)
             continue
@@ -386,29 +550,57 @@ def _fold(lines: list[str], source: str, corrupt: list[int]) -> StoredSession | 
                         d for d in _list(record.get("additionalDirectories")) if isinstance(d, str)
                     ],
                     created_at=str(record.get("createdAt", "")),
+                    source=source,
                 )
+                updates, model = stored.update_records, stored.model_records
             continue
         if stored is None:
             log.warning("%s: records before the session record; skipping the file", source)
             return None
         if kind == "update" and isinstance(record.get("update"), dict):
-            stored.updates.append(record["update"])
-        elif kind == "message" and isinstance(record.get("message"), dict):
-            stored.messages.append(record["message"])
-        elif kind == "history" and isinstance(record.get("messages"), list):
-            stored.messages = [m for m in record["messages"] if isinstance(m, dict)]
+            stored.update_records.append(UpdateRecord.of(record["update"]))
+        elif kind in ("message", "history", "change", "undo"):
+            stored.model_records.append(record)
         elif kind == "meta":
             stored.title = _text(record, "title", stored.title)
             stored.mode_id = _text(record, "modeId", stored.mode_id)
             stored.profile_id = _text(record, "profileId", stored.profile_id)
             stored.updated_at = _text(record, "updatedAt", stored.updated_at)
-        elif kind == "change" and isinstance(record.get("path"), str) and isinstance(record.get("turn"), int):
-            stored.changes.append(record)
-        elif kind == "undo":
-            stored.changes = [c for c in stored.changes if c.get("turn") != record.get("turn")]
         elif kind == "turn" and isinstance(record.get("turn"), int):
             stored.turns = max(stored.turns, record["turn"])
     return stored
+
+
+def _fold_model(
+    records: list[memoryview | dict[str, Any]], source: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The conversation and the changes from the ``message``, ``history``, ``change``, ``undo`` records."""
+    messages: list[dict[str, Any]] = []
+    changes: list[dict[str, Any]] = []
+    corrupt = 0
+    for item in records:
+        if isinstance(item, memoryview):
+            try:
+                record = _parse(item)
+            except ValueError:
+                corrupt += 1
+                continue
+            if not isinstance(record, dict):
+                continue
+        else:
+            record = item
+        kind = record.get("kind")
+        if kind == "message" and isinstance(record.get("message"), dict):
+            messages.append(record["message"])
+        elif kind == "history" and isinstance(record.get("messages"), list):
+            messages = [m for m in record["messages"] if isinstance(m, dict)]
+        elif kind == "change" and isinstance(record.get("path"), str) and isinstance(record.get("turn"), int):
+            changes.append(record)
+        elif kind == "undo":
+            changes = [c for c in changes if c.get("turn") != record.get("turn")]
+    if corrupt:  # one line per file (a cut line is the usual one)
+        log.warning("%s: skipped %d corrupt conversation record(s)", source, corrupt)
+    return messages, changes
 
 
 def _text(record: dict[str, Any], key: str, default: str | None) -> str | None:

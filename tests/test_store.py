@@ -14,7 +14,7 @@ import pytest
 
 from refagent.acp import updates
 from refagent.acp.errors import InvalidParams
-from refagent.history import FLUSH_SECONDS, Conversation, Recorder, replay
+from refagent.history import FLUSH_SECONDS, Conversation, Recorder, replay, replay_records
 from refagent.store import PAGE_SIZE, SessionStore, fold
 
 CWD = "/work/project"
@@ -676,3 +676,132 @@ def test_replay_of_the_recorded_updates_equals_replay_of_the_sent_ones(tmp_path:
     stored = store.load("s1")
     assert stored is not None
     assert replay(stored.updates) == replay(sent)
+
+
+# -- replay without parsing -------------------------------------------------------------------------
+
+
+def shown(stored: Any) -> list[dict[str, Any]]:
+    """What ``session/load`` sends, decoded."""
+    return [u if isinstance(u, dict) else json.loads(bytes(u)) for u in replay_records(stored.update_records)]
+
+
+def record_all(tmp_path: Path, sent: list[dict[str, Any]]) -> Any:
+    log = SessionStore(tmp_path).create("s1", CWD, [])
+
+    async def send(update: dict[str, Any]) -> None:
+        pass
+
+    recorder = Recorder(send, log)
+    for update in sent:
+        recorder.record(update)
+    recorder.flush()
+    log.close()
+    stored = new_store(tmp_path).load("s1")
+    assert stored is not None
+    return stored
+
+
+def tool_call_turn(text: str = "done") -> list[dict[str, Any]]:
+    diff = {"type": "diff", "path": "/p/a.py", "oldText": "a\n", "newText": "b\n"}
+    return [
+        updates.user_message_chunk(updates.text("fix it"), "u1"),
+        updates.agent_message_chunk(updates.text("Let me "), "m1"),
+        updates.agent_message_chunk(updates.text("look."), "m1"),
+        updates.tool_call("c1", "Edit a.py", "edit", raw_input={"path": "/p/a.py"}),
+        updates.tool_call_update("c1", content=[diff], locations=[{"path": "/p/a.py"}]),
+        updates.tool_call_update("c1", status="in_progress"),
+        updates.plan([{"content": "Edit", "status": "completed", "priority": "high"}]),
+        updates.tool_call_update("c1", status="completed", content=[diff], raw_output={"replacements": 1}),
+        updates.agent_message_chunk(updates.text(text), "m2"),
+    ]
+
+
+def test_a_finished_tool_call_is_recorded_whole_and_replayed_unparsed(tmp_path: Path) -> None:
+    sent = tool_call_turn()
+    stored = record_all(tmp_path, sent)
+    records = lines(tmp_path / "s1.jsonl")[1:]
+    last_of_call = [r for r in records if r.get("id") == "c1"][-1]
+    assert last_of_call["whole"] is True
+    assert last_of_call["update"] == {**replay(sent)[2], "sessionUpdate": "tool_call_update"}  # whole, as an update
+    assert replay(stored.updates) == replay(sent)  # an older agent's fold of the same file
+    out = replay_records(stored.update_records)
+    assert all(not isinstance(u, dict) for u in out)  # nothing was parsed: each update goes out as written
+    assert shown(stored) == replay(sent)
+
+
+def test_a_file_of_the_older_form_still_replays(tmp_path: Path) -> None:
+    """Files written before updates could be replayed unparsed: each update and tool call update a record."""
+    sent = tool_call_turn()
+    path = tmp_path / "s1.jsonl"
+    records = [{"kind": "session", "sessionId": "s1", "cwd": CWD}]
+    records += [{"kind": "update", "update": u} for u in sent]
+    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
+    stored = new_store(tmp_path).load("s1")
+    assert stored is not None
+    assert shown(stored) == replay(sent)
+
+
+def test_a_mix_of_both_forms_and_a_cut_record_replays_what_is_whole(tmp_path: Path) -> None:
+    """An older agent's records, then a newer one's; a crash cut one of them short, and the session went on
+    in a new agent (which does not know the tool call: its end is recorded as an update, and folded)."""
+    sent = tool_call_turn()
+    path = tmp_path / "s1.jsonl"
+    old = [{"kind": "session", "sessionId": "s1", "cwd": CWD}, *({"kind": "update", "update": u} for u in sent[:4])]
+    path.write_text("".join(json.dumps(r) + "\n" for r in old))
+
+    async def send(update: dict[str, Any]) -> None:
+        pass
+
+    for part in (sent[4:5], sent[5:]):
+        log = new_store(tmp_path).reopen("s1")
+        recorder = Recorder(send, log)
+        for update in part:
+            recorder.record(update)
+        recorder.flush()
+        log.close()
+        if len(part) == 1:  # the crash
+            with path.open("a", encoding="utf-8") as file:
+                file.write('{"kind":"update","sessionUpdate":"agent_message_chunk","id":"m9","whole":false,"size":')
+    stored = new_store(tmp_path).load("s1")
+    assert stored is not None
+    assert shown(stored) == replay(sent)
+
+
+def test_a_message_recorded_in_parts_and_text_beyond_ascii_replay_as_sent(tmp_path: Path) -> None:
+    text = "caf\u00e9 \u2028 \U0001f600 \x85 end"
+    sent = [updates.agent_message_chunk(updates.text(c), "m1") for c in text]
+    sent += [updates.agent_thought_chunk({"type": "image", "data": "AAAA", "mimeType": "image/png"}, "t1")]
+    log = SessionStore(tmp_path).create("s1", CWD, [])
+    now = [0.0]
+
+    async def send(update: dict[str, Any]) -> None:
+        pass
+
+    recorder = Recorder(send, log, clock=lambda: now[0])
+    for update in sent:
+        now[0] += FLUSH_SECONDS / 3  # written in several records
+        recorder.record(update)
+    recorder.flush()
+    assert len(lines(tmp_path / "s1.jsonl")) > 3
+    assert (tmp_path / "s1.jsonl").read_bytes().isascii()
+    stored = new_store(tmp_path).load("s1")
+    assert stored is not None
+    assert shown(stored) == replay(sent)
+    assert shown(stored)[0]["content"]["text"] == text
+
+
+def test_the_conversation_is_read_only_when_asked_for(tmp_path: Path) -> None:
+    log = SessionStore(tmp_path).create("s1", CWD, [])
+    history = Conversation([], log)
+    history.append({"role": "user", "content": "one"})
+    log.append({"kind": "change", "turn": 1, "path": "/p/a.py", "before": "a", "after": "b"})
+    log.close()
+    with (tmp_path / "s1.jsonl").open("a", encoding="utf-8") as file:
+        file.write('{"kind":"message","message":{"role":"assis')  # cut short
+    stored = new_store(tmp_path).load("s1")
+    assert stored is not None
+    assert len(stored.model_records) == 3  # not parsed yet
+    messages, changes = stored.model_state()
+    assert messages == [{"role": "user", "content": "one"}]
+    assert [c["path"] for c in changes] == ["/p/a.py"]

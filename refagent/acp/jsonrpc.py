@@ -114,6 +114,21 @@ def encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
 
 
+def notification_frame(method: str, params: dict[str, Any], key: str) -> tuple[bytes, bytes]:
+    """``head`` and ``tail`` such that ``head + value + tail`` is what :func:`encode` writes for the
+    notification whose params are ``params`` plus ``key``: the value, given as its encoded JSON.
+
+    For values already encoded (records the agent wrote itself): the caller guarantees that ``value`` is
+    one valid JSON value, ASCII only (hence 7-bit clean and without line breaks, as :func:`encode`'s).
+    """
+    if key in params:
+        raise ValueError(f"{key!r} is already in the params")
+    encoded = encode(notification(method, params))
+    assert encoded.endswith(b"}}\n")
+    head = encoded[:-3] + (b"," if params else b"") + json.dumps(key, ensure_ascii=True).encode("ascii") + b":"
+    return head, b"}}\n"
+
+
 def request(msg_id: RequestId, method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
 
