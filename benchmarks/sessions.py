@@ -5,14 +5,19 @@ writes it (the :class:`~refagent.history.Recorder` and :class:`~refagent.history
 :class:`~refagent.store.SessionStore` log): per turn a prompt, a thought and messages streamed in small
 chunks, a ``read_file`` call with the file's text, an ``edit_file`` call with its diff (whole file before
 and after, as preview and as result), a plan, the model-facing messages and the ``/undo`` checkpoints.
-Measured three ways, each a fresh agent (a restart) or a fresh store:
+Measured each on a fresh agent (a restart) or a fresh store:
 
-- ``session/load`` over the in-memory editor (:func:`refagent.testing.memory.connect`): request to
-  response, the replayed notifications counted; includes the editor's side (decoding every line);
-- ``session/load`` through :meth:`Agent.handle_request` with a peer that only encodes each notification
-  to JSON (what writing it to stdout costs the agent);
-- ``SessionStore.load`` alone (read and fold), ``json.loads`` of each line alone (what any fold of the
-  file costs at least), and :func:`~refagent.history.replay` on its result;
+- ``session/load`` over the agent's :class:`~refagent.acp.connection.Connection`, as a stdio agent
+  serves it: from the request line read to the response written, the notifications and the response
+  written as bytes to a sink. This is the agent's cost, and the one the target is for;
+- ``session/load`` over the in-memory editor (:func:`refagent.testing.memory.connect`): the same plus
+  the fake editor's side, which decodes every line twice (its transcript and its connection);
+- ``SessionStore.load`` alone (read, and fold without parsing the update, message and change records),
+  :func:`~refagent.history.replay_records` on its result, and
+  :meth:`~refagent.store.StoredSession.model_state` (the conversation and the ``/undo`` records: parsed
+  in a worker thread after the response, before the next prompt may use them);
+- ``json.loads`` of each line: what a fold that parses every record costs at least (the format before
+  update records could be replayed unparsed);
 
 next to reading the session file's bytes. Target: load within 5x of the raw read.
 
@@ -32,15 +37,16 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from refagent.acp import updates
+from refagent.acp.connection import Connection
 from refagent.agent import Agent, Settings
-from refagent.history import VISIBLE, Conversation, Recorder, replay
+from refagent.history import VISIBLE, Conversation, Recorder, replay, replay_records
 from refagent.store import SessionStore
 from refagent.testing.memory import connect
 from refagent.testing.scripted_model import ScriptedModel
@@ -154,20 +160,6 @@ def write_session(store: SessionStore, session_id: str, cwd: str, visible: int) 
         log.append({"kind": "meta", "updatedAt": f"2026-01-01T00:{turn // 60 % 60:02}:{turn % 60:02}.000Z"})
 
 
-class EncodingPeer:
-    """The client as a stdio agent sees it: every notification is encoded, then dropped."""
-
-    def __init__(self) -> None:
-        self.notifications = 0
-
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        raise AssertionError(f"unexpected request {method}")
-
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        json.dumps({"jsonrpc": "2.0", "method": method, "params": params}, separators=(",", ":"))
-        self.notifications += 1
-
-
 def settings(root: Path) -> Settings:
     model = ScriptedModel()
     return Settings(make_model=lambda profile: model, store=lambda: SessionStore(root))
@@ -182,15 +174,43 @@ async def load_over_editor(root: Path, session_id: str, cwd: str) -> tuple[float
         return elapsed, sum(u["sessionUpdate"] in VISIBLE for u in editor.updates(session_id))
 
 
-async def load_through_handler(root: Path, session_id: str, cwd: str) -> tuple[float, int]:
-    peer = EncodingPeer()
-    async with Agent(peer, settings(root)) as agent:
-        await agent.handle_request("initialize", {"protocolVersion": 1})
+async def load_over_connection(root: Path, session_id: str, cwd: str) -> tuple[float, int]:
+    """``session/load`` as a stdio agent serves it: its :class:`Connection` reads the request line and
+    writes the notifications and the response as bytes (here to nowhere: no client decodes them)."""
+    to_agent, from_client = anyio.create_memory_object_stream[bytes](16)
+    answered = {0: anyio.Event(), 1: anyio.Event()}
+    replayed = 0
+
+    async def lines() -> AsyncIterator[bytes]:
+        async with from_client:
+            async for line in from_client:
+                yield line
+
+    async def write(data: bytes) -> None:  # as little work as a pipe's: count, and watch for the answers
+        nonlocal replayed
+        for msg_id, event in answered.items():
+            if event.is_set():
+                continue
+            end = data.find(b'{"jsonrpc":"2.0","id":%d,' % msg_id)
+            if msg_id == 1:  # the notifications before the load's response
+                replayed += data.count(b'{"jsonrpc":"2.0","method":"session/update"', 0, len(data) if end < 0 else end)
+            if end >= 0:
+                event.set()
+
+    def request(msg_id: int, method: str, params: dict[str, Any]) -> bytes:
+        return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}).encode()
+
+    connection = Connection(lines(), write)
+    async with Agent(connection, settings(root)) as agent, anyio.create_task_group() as tg:
+        tg.start_soon(connection.serve, agent)
+        await to_agent.send(request(0, "initialize", {"protocolVersion": 1}))
+        await answered[0].wait()
         start = time.perf_counter()
-        await agent.handle_request("session/load", {"sessionId": session_id, "cwd": cwd, "mcpServers": []})
+        await to_agent.send(request(1, "session/load", {"sessionId": session_id, "cwd": cwd, "mcpServers": []}))
+        await answered[1].wait()
         elapsed = time.perf_counter() - start
-        await agent.handle_request("session/close", {"sessionId": session_id})
-    return elapsed, peer.notifications
+        await to_agent.aclose()
+    return elapsed, replayed
 
 
 async def list_over_editor(root: Path, pages: int | None) -> tuple[float, int]:
@@ -237,19 +257,22 @@ async def bench_load(temp: Path, repeats: int) -> None:
     path = root / "sess_big.jsonl"
     stored = SessionStore(root).load("sess_big")
     assert stored is not None
-    replayed = len(replay(stored.updates))
+    replayed = len(replay_records(stored.update_records))
     assert replayed == LOAD_UPDATES, replayed
+    shown = [u if isinstance(u, dict) else json.loads(bytes(u)) for u in replay_records(stored.update_records)]
+    assert shown == replay(stored.updates)
     size = path.stat().st_size
     print(
-        f"load: {replayed:,} replayed updates ({sent:,} sent live, {len(stored.updates):,} records, "
+        f"load: {replayed:,} replayed updates ({sent:,} sent live, {len(stored.update_records):,} records, "
         f"{len(stored.messages):,} model messages), {size / 1e6:.1f} MB; median of {repeats}"
     )
     names = {
+        "connection": "session/load over the agent's Connection",
         "editor": "session/load over the in-memory editor",
-        "handler": "session/load via Agent.handle_request (JSON out)",
-        "store": "SessionStore.load alone (read + fold)",
-        "parse": "json.loads of each line (the floor of any fold)",
-        "replay": "replay() of the folded updates",
+        "store": "SessionStore.load alone (read + quick fold)",
+        "replay": "replay_records() of its update records",
+        "model": "model_state() (parsed after the response)",
+        "parse": "json.loads of each line (a full fold's floor)",
     }
     times: dict[str, list[float]] = {key: [] for key in ["raw", *names]}
     await load_over_editor(root, "sess_big", cwd)  # warm up: imports, page cache
@@ -258,14 +281,17 @@ async def bench_load(temp: Path, repeats: int) -> None:
         elapsed, count = await load_over_editor(root, "sess_big", cwd)
         assert count == LOAD_UPDATES, count
         times["editor"].append(elapsed)
-        elapsed, count = await load_through_handler(root, "sess_big", cwd)
+        elapsed, count = await load_over_connection(root, "sess_big", cwd)
         assert count == LOAD_UPDATES, count
-        times["handler"].append(elapsed)
+        times["connection"].append(elapsed)
         times["store"].append(timed(lambda: SessionStore(root).load("sess_big")))
+        times["replay"].append(timed(lambda: replay_records(stored.update_records)))
+        fresh = SessionStore(root).load("sess_big")
+        assert fresh is not None
+        times["model"].append(timed(fresh.model_state))
         times["parse"].append(timed(lambda: [json.loads(line) for line in path.read_bytes().split(b"\n") if line]))
-        times["replay"].append(timed(lambda: replay(stored.updates)))
     report(
-        names["editor"],
+        names["connection"],
         "read the file's bytes",
         times["raw"],
         {names[k]: times[k] for k in names},
