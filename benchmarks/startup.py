@@ -10,7 +10,7 @@ Measured in one run, interleaved so that both see the same machine load:
 - ``python -c "import openai"`` (a few runs): what the agent must not pay before ``initialize``.
 
 Then one diagnostic run, under ``-X importtime`` and with a hook on the agent's first write to the
-protocol stream (no change to the agent: the hook wraps :class:`refagent.stdio.FdWriter` from outside),
+protocol stream (no change to the agent: the hook wraps ``os.write`` from outside),
 reports whether ``openai`` was imported before the ``initialize`` response was written, and the slowest
 imports before it. The agent's idle RSS after ``session/new`` comes from ``/proc/PID/status``.
 
@@ -41,24 +41,24 @@ INITIALIZE = {
     "params": {"protocolVersion": 1, "clientInfo": {"name": "startup-benchmark", "version": "1"}},
 }
 
-# Runs the agent exactly as `python -m refagent` does, with a hook on the first write to the protocol fd
+# Runs the agent exactly as `python -m refagent` does, with a hook on the first protocol write (os.write)
 # that says which modules are loaded at that moment. It goes to stderr, in order with -X importtime's lines.
 HOOKED_AGENT = """
+import os
 import sys
-import refagent.stdio as stdio
 
-original = stdio.FdWriter._write_all
+original = os.write
 first = []
 
-def write_all(self, data):
-    if not first:
+def write(fd, data):
+    if not first and bytes(data[:10]) == b'{"jsonrpc"':
         first.append(True)
         loaded = sorted(m for m in sys.modules if m == "openai" or m.startswith("openai."))
         sys.stderr.write(f"BENCH first write: modules={len(sys.modules)} openai={len(loaded)}\\n")
         sys.stderr.flush()
-    original(self, data)
+    return original(fd, data)
 
-stdio.FdWriter._write_all = write_all
+os.write = write
 sys.argv[0] = "refagent"
 from refagent.cli import main
 raise SystemExit(main())

@@ -13,33 +13,28 @@ request arrives (or in the background right after ``initialize`` has been answer
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
-from refagent import __version__
 from refagent.acp import params as p
 from refagent.acp.connection import Reply
 from refagent.acp.errors import AuthRequired, InvalidParams, MethodNotFound
-from refagent.acp.types import PROTOCOL_VERSION, ClientCapabilities
-from refagent.llm.profiles import ModelProfile, key_hint, missing_key, scripted_profile
+from refagent.acp.types import ClientCapabilities
+from refagent.handshake import AUTH_METHOD, answer_initialize
+from refagent.llm.profiles import ModelProfile, missing_key
 from refagent.llm.protocol import ModelClient
+from refagent.settings import Settings
+
+__all__ = ["Agent", "Settings"]
 
 if TYPE_CHECKING:
-    from refagent.llm.config import Config
     from refagent.session import Session
     from refagent.sessions import Sessions
-    from refagent.store import SessionStore
-    from refagent.tools.base import BaseTool
-    from refagent.workspace import Sandbox
 
 log = logging.getLogger(__name__)
-
-AUTH_METHOD = "api-key"
-DEFAULT_MAX_REQUESTS = 50
 
 
 class Peer(Protocol):
@@ -48,63 +43,6 @@ class Peer(Protocol):
     async def request(self, method: str, params: dict[str, Any]) -> Any: ...
 
     async def notify(self, method: str, params: dict[str, Any]) -> None: ...
-
-
-def default_store() -> SessionStore | None:
-    """Sessions under the user data directory (None when there is none)."""
-    from refagent.store import SessionStore, default_root
-
-    root = default_root()
-    return SessionStore(root) if root is not None else None
-
-
-def local_sandbox(cwd: str, additional: list[str]) -> Sandbox:
-    from refagent.workspace import local_sandbox as sandbox
-
-    return sandbox(cwd, additional)
-
-
-def default_tools() -> Sequence[BaseTool]:
-    from refagent.workspace import default_tools as tools
-
-    return tools()
-
-
-def _offline_model(profile: ModelProfile) -> ModelClient:
-    from refagent.testing.scripted_model import offline_model
-
-    return offline_model()
-
-
-@dataclass
-class Settings:
-    """What the agent is configured with. Defaults: the built-in scripted model, the local sandbox and
-    the standard tools. Tests pass their own."""
-
-    profiles: list[ModelProfile] = field(default_factory=lambda: [scripted_profile()])
-    default_profile: str | None = None
-    make_model: Callable[[ModelProfile], ModelClient] = _offline_model
-    max_requests: int = DEFAULT_MAX_REQUESTS
-    make_sandbox: Callable[[str, list[str]], Sandbox] = local_sandbox
-    tools: Callable[[], Sequence[BaseTool]] = default_tools
-    store: Callable[[], SessionStore | None] | None = default_store
-    """Where sessions are saved (None: nowhere; then load, resume, list and delete are not offered)."""
-    reload: Callable[[], Settings] | None = None
-    """Reads the configuration again (``authenticate`` does, after the user set a key)."""
-    warm_up: Callable[[], Awaitable[None]] | None = None
-    """Run once ``initialize`` has been answered: imports the model client's heavy modules early."""
-
-    @classmethod
-    def from_config(cls, config: Config, reload: Callable[[], Settings] | None = None) -> Settings:
-        needs_client = any(not p.scripted for p in config.profiles)
-        return cls(
-            profiles=config.profiles,
-            default_profile=config.default_profile,
-            make_model=config.make_model,
-            max_requests=config.max_requests or DEFAULT_MAX_REQUESTS,
-            reload=reload,
-            warm_up=_warm_up_openai if needs_client else None,
-        )
 
 
 class Agent:
@@ -177,35 +115,17 @@ class Agent:
 
     async def initialize(self, params: dict[str, Any]) -> Reply:
         """Negotiate the version (ours is 1) and exchange capabilities."""
-        p.required(params, "protocolVersion", int)
-        capabilities = p.optional(params, "clientCapabilities", dict, {})
-        self.client_capabilities = capabilities  # type: ignore[assignment]
+        result = answer_initialize(self.settings, self.store is not None, params)
+        self.adopt(params)
+        return Reply(result, after=self.warm_up)
+
+    def adopt(self, params: dict[str, Any]) -> None:
+        """Take the client's side of an ``initialize`` (answered here, or before the loop by the CLI)."""
+        self.client_capabilities = p.optional(params, "clientCapabilities", dict, {})  # type: ignore[assignment]
         self.client_info = p.optional(params, "clientInfo", dict, {})
         log.info("client %s %s", self.client_info.get("name", "?"), self.client_info.get("version", ""))
-        result = {
-            "protocolVersion": PROTOCOL_VERSION,
-            "agentCapabilities": {
-                "loadSession": self.store is not None,
-                "promptCapabilities": {
-                    "image": self.default_profile().images,
-                    "audio": False,
-                    "embeddedContext": True,
-                },
-                "mcpCapabilities": {"http": True, "sse": True},
-                "sessionCapabilities": self._session_capabilities(),
-            },
-            "authMethods": self._auth_methods(),
-            "agentInfo": {"name": "refagent", "title": "refagent", "version": __version__},
-        }
-        return Reply(result, after=self._warm_up)
 
-    def _session_capabilities(self) -> dict[str, Any]:
-        capabilities: dict[str, Any] = {"close": {}, "additionalDirectories": {}}
-        if self.store is not None:  # the rest needs sessions on disk
-            capabilities.update({"list": {}, "resume": {}, "delete": {}})
-        return capabilities
-
-    async def _warm_up(self) -> None:
+    async def warm_up(self) -> None:
         """After ``initialize`` is answered: load the session machinery and the model client while the
         editor is busy with its own start-up."""
         await anyio.to_thread.run_sync(_import_sessions)
@@ -214,20 +134,6 @@ class Agent:
                 await self.settings.warm_up()
             except Exception:  # only an optimisation: the first turn will import what it needs
                 log.exception("warming up the model client failed")
-
-    def _auth_methods(self) -> list[dict[str, Any]]:
-        """One method: the agent re-reads its configuration, after the user set the key it names."""
-        keyed = [p for p in self.settings.profiles if not p.scripted]
-        if not keyed:
-            return []
-        hint = key_hint(self.default_profile())
-        return [
-            {
-                "id": AUTH_METHOD,
-                "name": "API key",
-                "description": f"{hint}, then authenticate: refagent reads its configuration again.",
-            }
-        ]
 
     async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         """Re-read the configuration (file and environment); succeed if the default profile has its key."""
@@ -277,12 +183,6 @@ SESSION_METHODS = {
     "session/set_config_option": "set_config_option",
 }
 NEEDS_STORE = frozenset({"session/load", "session/resume", "session/list", "session/delete"})
-
-
-async def _warm_up_openai() -> None:
-    from refagent.llm.openai_client import warm_up
-
-    await warm_up()
 
 
 def _import_sessions() -> None:

@@ -13,12 +13,12 @@ import logging
 import os
 import signal
 import sys
+from typing import Any
 
 from refagent import __version__
-from refagent.agent import Settings
 from refagent.errors import ConfigError
 from refagent.llm import config
-from refagent.testing.scripted_model import offline_model
+from refagent.settings import Settings
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -88,6 +88,8 @@ def load_settings(args: argparse.Namespace) -> Settings:
         return reload()
     except ConfigError as exc:
         logging.getLogger("refagent").error("%s", exc)
+        from refagent.testing.scripted_model import offline_model
+
         note = f"The configuration is broken: {exc}"
         return Settings(make_model=lambda profile: offline_model(note=note), reload=reload)
 
@@ -100,15 +102,25 @@ def demo_settings() -> Settings:
 
 
 def serve_stdio(settings: Settings | None = None) -> int:
-    """Serve ACP on this process's stdio until stdin closes or SIGTERM/SIGINT arrives."""
-    import anyio
+    """Serve ACP on this process's stdio until stdin closes or SIGTERM/SIGINT arrives.
 
+    An ``initialize`` that comes first is answered before the event loop starts (see
+    :mod:`refagent.handshake`); everything else is the agent's, on the loop.
+    """
+    from refagent.handshake import read_first_line
     from refagent.stdio import guard_stdio
 
+    settings = settings or Settings()
     fds = guard_stdio()
+    first, rest = read_first_line(fds.read_fd)
+    answered = _answer_early(first, fds.write_fd, settings) if first is not None else None
+    pending = rest if answered is not None or first is None else first + b"\n" + rest
+
+    import anyio
+
     code = 0
     try:
-        anyio.run(_serve, fds.read_fd, fds.write_fd, settings or Settings())
+        anyio.run(_serve, fds.read_fd, fds.write_fd, settings, pending, answered)
     except Exception:
         logging.getLogger("refagent").exception("the agent failed")
         code = 1
@@ -118,16 +130,40 @@ def serve_stdio(settings: Settings | None = None) -> int:
     os._exit(code)
 
 
-async def _serve(read_fd: int, write_fd: int, settings: Settings) -> None:
+def _answer_early(line: bytes, write_fd: int, settings: Settings) -> dict[str, Any] | None:
+    """Answer ``line`` now if it is a well-formed ``initialize``; return its params (None: not answered)."""
+    from refagent.acp import jsonrpc
+    from refagent.acp.errors import RequestError
+    from refagent.handshake import answer_initialize
+
+    message = jsonrpc.parse_line(line)
+    if not isinstance(message, jsonrpc.Request) or message.method != "initialize":
+        return None
+    try:
+        result = answer_initialize(settings, settings.saves_sessions(), message.params)
+    except RequestError:
+        return None  # the agent answers it, with the error
+    data = memoryview(jsonrpc.encode(jsonrpc.result_response(message.id, result)))
+    while data:
+        data = data[os.write(write_fd, data) :]
+    return message.params
+
+
+async def _serve(
+    read_fd: int, write_fd: int, settings: Settings, pending: bytes, answered: dict[str, Any] | None
+) -> None:
     import anyio
 
     from refagent.acp.connection import Connection
     from refagent.agent import Agent
     from refagent.stdio import FdWriter, read_lines
 
-    connection = Connection(read_lines(read_fd), FdWriter(write_fd))
+    connection = Connection(read_lines(read_fd, pending), FdWriter(write_fd))
     async with Agent(connection, settings) as agent, anyio.create_task_group() as tg:
         tg.start_soon(_stop_on_signal, tg.cancel_scope)
+        if answered is not None:
+            agent.adopt(answered)
+            tg.start_soon(agent.warm_up)
         await connection.serve(agent)
         tg.cancel_scope.cancel()
 

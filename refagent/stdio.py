@@ -16,9 +16,6 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import anyio
-import anyio.to_thread
-
 _CHUNK = 1 << 16
 
 
@@ -41,18 +38,25 @@ def guard_stdio() -> ProtocolFds:
     return ProtocolFds(read_fd, write_fd)
 
 
-async def read_lines(fd: int) -> AsyncIterator[bytes]:
-    """Yield the lines of ``fd`` without their line ending, until EOF (or a read error, treated as EOF)."""
+async def read_lines(fd: int, initial: bytes = b"") -> AsyncIterator[bytes]:
+    """Yield the lines of ``fd`` without their line ending, until EOF (or a read error, treated as EOF).
+
+    ``initial``: bytes already read from ``fd`` (by :func:`refagent.handshake.read_first_line`), which
+    come first."""
+    import anyio.to_thread  # here, not at the top: the first answer is written before anyio is loaded
+
     buffer = bytearray()
+    chunk = initial
     while True:
-        try:
-            chunk = await anyio.to_thread.run_sync(os.read, fd, _CHUNK, abandon_on_cancel=True)
-        except OSError:
-            chunk = b""
         if not chunk:
-            if buffer.strip():
-                yield bytes(buffer)
-            return
+            try:
+                chunk = await anyio.to_thread.run_sync(os.read, fd, _CHUNK, abandon_on_cancel=True)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                if buffer.strip():
+                    yield bytes(buffer)
+                return
         start = 0
         while (end := chunk.find(b"\n", start)) != -1:
             if buffer:
@@ -63,6 +67,7 @@ async def read_lines(fd: int) -> AsyncIterator[bytes]:
                 yield chunk[start:end].rstrip(b"\r")
             start = end + 1
         buffer += chunk[start:]
+        chunk = b""
 
 
 class FdWriter:
@@ -76,6 +81,8 @@ class FdWriter:
         self.fd = fd
 
     async def __call__(self, data: bytes) -> None:
+        import anyio.to_thread
+
         await anyio.to_thread.run_sync(self._write_all, data, abandon_on_cancel=True)
 
     def _write_all(self, data: bytes) -> None:

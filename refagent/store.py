@@ -81,14 +81,9 @@ def now() -> str:
 
 def default_root() -> Path | None:
     """``sessions`` in the user data directory, or None when there is none (a trimmed environment)."""
-    try:
-        import platformdirs
+    from refagent.settings import sessions_root
 
-        path = Path(platformdirs.user_data_dir("refagent")) / "sessions"
-    except Exception as exc:
-        log.warning("no user data directory, sessions will not be saved: %s", exc)
-        return None
-    return path if path.is_absolute() else None
+    return sessions_root()
 
 
 _FAST_UPDATE = re.compile(

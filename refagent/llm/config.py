@@ -70,10 +70,10 @@ from refagent.llm.profiles import (
     missing_key,
     scripted_profile,
 )
-from refagent.llm.protocol import ModelClient
 
 if TYPE_CHECKING:
     from refagent.llm.openai_client import RetryPolicy
+    from refagent.llm.protocol import ModelClient
 
 __all__ = [
     "DEFAULT_OPENAI_MODEL",

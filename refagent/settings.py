@@ -1,0 +1,109 @@
+"""What the agent is configured with: :class:`Settings`, and the defaults it starts from.
+
+Kept apart from :mod:`refagent.agent` and free of anyio, so that the first answer to an editor
+(:mod:`refagent.handshake`) can be computed before the event loop and the rest of the agent are loaded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from refagent.llm.profiles import ModelProfile, scripted_profile
+
+if TYPE_CHECKING:
+    from refagent.llm.config import Config
+    from refagent.llm.protocol import ModelClient
+    from refagent.store import SessionStore
+    from refagent.tools.base import BaseTool
+    from refagent.workspace import Sandbox
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_REQUESTS = 50
+
+
+def sessions_root() -> Path | None:
+    """``sessions`` in the user data directory, or None when there is none (a trimmed environment)."""
+    try:
+        import platformdirs
+
+        path = Path(platformdirs.user_data_dir("refagent")) / "sessions"
+    except Exception as exc:
+        log.warning("no user data directory, sessions will not be saved: %s", exc)
+        return None
+    return path if path.is_absolute() else None
+
+
+def default_store() -> SessionStore | None:
+    """Sessions under the user data directory (None when there is none)."""
+    from refagent.store import SessionStore
+
+    root = sessions_root()
+    return SessionStore(root) if root is not None else None
+
+
+def local_sandbox(cwd: str, additional: list[str]) -> Sandbox:
+    from refagent.workspace import local_sandbox as sandbox
+
+    return sandbox(cwd, additional)
+
+
+def default_tools() -> Sequence[BaseTool]:
+    from refagent.workspace import default_tools as tools
+
+    return tools()
+
+
+def _offline_model(profile: ModelProfile) -> ModelClient:
+    from refagent.testing.scripted_model import offline_model
+
+    return offline_model()
+
+
+@dataclass
+class Settings:
+    """What the agent is configured with. Defaults: the built-in scripted model, the local sandbox and
+    the standard tools. Tests pass their own."""
+
+    profiles: list[ModelProfile] = field(default_factory=lambda: [scripted_profile()])
+    default_profile: str | None = None
+    make_model: Callable[[ModelProfile], ModelClient] = _offline_model
+    max_requests: int = DEFAULT_MAX_REQUESTS
+    make_sandbox: Callable[[str, list[str]], Sandbox] = local_sandbox
+    tools: Callable[[], Sequence[BaseTool]] = default_tools
+    store: Callable[[], SessionStore | None] | None = default_store
+    """Where sessions are saved (None: nowhere; then load, resume, list and delete are not offered)."""
+    reload: Callable[[], Settings] | None = None
+    """Reads the configuration again (``authenticate`` does, after the user set a key)."""
+    warm_up: Callable[[], Awaitable[None]] | None = None
+    """Run once ``initialize`` has been answered: imports the model client's heavy modules early."""
+
+    def saves_sessions(self) -> bool:
+        """Whether sessions are saved; for the default store, answered without loading the store."""
+        if self.store is None:
+            return False
+        if self.store is default_store:
+            return sessions_root() is not None
+        return self.store() is not None
+
+    @classmethod
+    def from_config(cls, config: Config, reload: Callable[[], Settings] | None = None) -> Settings:
+        needs_client = any(not p.scripted for p in config.profiles)
+        return cls(
+            profiles=config.profiles,
+            default_profile=config.default_profile,
+            make_model=config.make_model,
+            max_requests=config.max_requests or DEFAULT_MAX_REQUESTS,
+            reload=reload,
+            warm_up=_warm_up_openai if needs_client else None,
+        )
+
+
+async def _warm_up_openai() -> None:
+    from refagent.llm.openai_client import warm_up
+
+    await warm_up()
