@@ -5,7 +5,8 @@ Measured in one run, interleaved so that both see the same machine load:
 - ``python -c pass``: spawn to exit, the floor for any Python agent;
 - an empty ``anyio.run`` (spawn to exit): the floor for an agent on our stack, which imports anyio and
   asyncio and starts an event loop before it can answer anything;
-- ``refagent``: spawn to the ``initialize`` response, and spawn to the ``session/new`` response (the
+- ``refagent`` (the console script an editor runs, else ``python -m refagent``): spawn to the
+  ``initialize`` response, and spawn to the ``session/new`` response (the
   requests are written to stdin right after the spawn, as an editor does);
 - ``python -c "import openai"`` (a few runs): what the agent must not pay before ``initialize``.
 
@@ -105,11 +106,16 @@ def time_python_c(code: str, env: dict[str, str]) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+# What an editor runs: the `refagent` console script installed beside this Python (else `python -m`).
+_SCRIPT = Path(sys.executable).parent / "refagent"
+AGENT_COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "refagent"]
+
+
 def time_agent(env: dict[str, str], cwd: Path) -> tuple[float, float, int]:
     """(ms to the initialize response, ms to the session/new response, RSS KiB after session/new)."""
     started = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-m", "refagent"],
+        AGENT_COMMAND,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

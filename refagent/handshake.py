@@ -17,8 +17,8 @@ import signal
 from typing import Any
 
 from refagent import __version__
+from refagent.acp import PROTOCOL_VERSION
 from refagent.acp import params as p
-from refagent.acp.types import PROTOCOL_VERSION
 from refagent.llm.profiles import key_hint
 from refagent.settings import Settings
 

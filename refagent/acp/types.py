@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
-PROTOCOL_VERSION = 1
+from refagent.acp import PROTOCOL_VERSION as PROTOCOL_VERSION  # re-exported
 
 StopReason: TypeAlias = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 ToolKind: TypeAlias = Literal[

@@ -54,12 +54,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from refagent.errors import ConfigError
 from refagent.llm.profiles import (
@@ -269,16 +267,19 @@ def _choose_path(flag: str | None, env: Mapping[str, str]) -> tuple[Path | None,
 
 def _read(path: Path, explicit: bool) -> dict[str, Any] | None:
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
+        data = path.read_bytes()
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"{path}: no such config file") from None
         return None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config file: {exc.strerror or exc}") from None
+    import tomllib  # only when there is a file: one less import before the editor's first answer
+
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
 
 def _typed(table: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
@@ -366,6 +367,8 @@ def _find(profiles: list[ModelProfile], wanted: str, source: str) -> ModelProfil
 
 
 def _host(base_url: str | None) -> str:
+    from urllib.parse import urlsplit
+
     return urlsplit(base_url or OPENAI_BASE_URL).netloc or str(base_url)
 
 

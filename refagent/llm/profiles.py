@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 SCRIPTED = "scripted"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -60,6 +59,8 @@ def is_local(base_url: str | None) -> bool:
     """Whether ``base_url`` points at this machine (``localhost``, ``127.0.0.0/8``, ``::1``)."""
     if not base_url:
         return False
+    from urllib.parse import urlsplit
+
     host = (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True
