@@ -164,11 +164,7 @@ class Agent:
         return self._models[key]
 
     def default_profile(self) -> ModelProfile:
-        wanted = self.settings.default_profile
-        for profile in self.settings.profiles:
-            if profile.id == wanted:
-                return profile
-        return self.settings.profiles[0]
+        return self.settings.active_profile()
 
 
 SESSION_METHODS = {

@@ -12,6 +12,7 @@ from typing import Any
 
 from refagent.errors import ModelError
 from refagent.llm.protocol import ModelClient, ModelRequest, TextDelta
+from refagent.turn import close_stream
 
 KEEP_TURNS = 2
 """User turns kept verbatim after the summary."""
@@ -85,9 +86,7 @@ async def summarise(
                     parts.append(event.text)
                     await on_text(event.text)
         finally:
-            close = getattr(stream, "aclose", None)
-            if close is not None:
-                await close()
+            await close_stream(stream)
     except ModelError as exc:  # the user hears why; the conversation stays as it was
         await on_text(f"\n\nThe model could not summarise: {exc}")
         return ""

@@ -39,7 +39,7 @@ def answer_initialize(settings: Settings, has_store: bool, params: dict[str, Any
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": has_store,
-            "promptCapabilities": {"image": _default(settings).images, "audio": False, "embeddedContext": True},
+            "promptCapabilities": {"image": settings.active_profile().images, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": True},
             "sessionCapabilities": session,
         },
@@ -48,16 +48,11 @@ def answer_initialize(settings: Settings, has_store: bool, params: dict[str, Any
     }
 
 
-def _default(settings: Settings) -> Any:
-    wanted = settings.default_profile
-    return next((pr for pr in settings.profiles if pr.id == wanted), settings.profiles[0])
-
-
 def _auth_methods(settings: Settings) -> list[dict[str, Any]]:
     """One method: the agent reads its configuration again, after the user set the key it names."""
     if all(pr.scripted for pr in settings.profiles):
         return []
-    hint = key_hint(_default(settings))
+    hint = key_hint(settings.active_profile())
     return [
         {
             "id": AUTH_METHOD,

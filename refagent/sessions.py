@@ -26,7 +26,7 @@ from refagent.acp import params as p
 from refagent.acp import updates
 from refagent.acp.connection import Connection, Reply
 from refagent.acp.errors import InvalidParams, RequestError, ResourceNotFound
-from refagent.acp.types import StopReason
+from refagent.acp.types import ConfigOption, StopReason
 from refagent.commands import Command, available_commands, init_instruction, undo
 from refagent.commands import parse as parse_command
 from refagent.compaction import AUTO_COMPACT_AT, compacted, estimate_tokens, split_point, summarise
@@ -297,11 +297,15 @@ class Sessions:
         config_id = p.required(params, "configId", str)
         if "value" not in params:
             raise InvalidParams("Invalid params: missing required field 'value'")
+        return {"configOptions": await self._set_option(session, config_id, params["value"])}
+
+    async def _set_option(self, session: Session, config_id: str, value: object) -> list[ConfigOption]:
+        """Set a config option; switching to a model whose key is missing is ``-32000``."""
         if config_id == "model":
-            chosen = next((pr for pr in session.profiles if pr.id == params["value"]), None)
+            chosen = next((pr for pr in session.profiles if pr.id == value), None)
             if chosen is not None:
                 self.agent.require_key(chosen)
-        return {"configOptions": await session.set_config_option(config_id, params["value"])}
+        return await session.set_config_option(config_id, value)
 
     # -- the prompt turn -------------------------------------------------------------------
 
@@ -374,11 +378,7 @@ class Sessions:
 
     async def _run_command(self, session: Session, command: Command, blocks: list[Any]) -> StopReason:
         """Run a slash command other than /init; its answer is an agent message."""
-        message_id = new_id("msg")
-
-        async def say(text: str) -> None:
-            await session.update(updates.agent_message_chunk(updates.text(text), message_id))
-
+        say = _speaker(session)
         scope = session.open_turn()
         try:
             with scope:
@@ -401,11 +401,7 @@ class Sessions:
     async def _switch(self, session: Session, command: Command, say: Callable[[str], Awaitable[None]]) -> None:
         config_id = command.name
         try:
-            if config_id == "model":
-                chosen = next((pr for pr in session.profiles if pr.id == command.argument), None)
-                if chosen is not None:
-                    self.agent.require_key(chosen)
-            options = await session.set_config_option(config_id, command.argument)
+            options = await self._set_option(session, config_id, command.argument)
         except RequestError as exc:
             await say(f"{exc.message.removeprefix('Invalid params: ')}")
             return
@@ -441,12 +437,7 @@ class Sessions:
         window = session.profile.context_window
         if estimate_tokens(messages, tools) < window * AUTO_COMPACT_AT:
             return
-        message_id = new_id("msg")
-
-        async def say(text: str) -> None:
-            await session.update(updates.agent_message_chunk(updates.text(text), message_id))
-
-        await self._compact(session, "", say, automatic=True)
+        await self._compact(session, "", _speaker(session), automatic=True)
 
     async def _report_usage(self, session: Session, usage: Usage) -> None:
         """``usage_update``: tokens in context after this response, the window, and the session's cost."""
@@ -472,6 +463,16 @@ class Sessions:
             return text
 
         return read
+
+
+def _speaker(session: Session) -> Callable[[str], Awaitable[None]]:
+    """``say(text)``: text for the user, as chunks of one new agent message."""
+    message_id = new_id("msg")
+
+    async def say(text: str) -> None:
+        await session.update(updates.agent_message_chunk(updates.text(text), message_id))
+
+    return say
 
 
 async def _run_mcp(hub: McpHub, scope: anyio.CancelScope) -> None:

@@ -82,6 +82,10 @@ class Settings:
     warm_up: Callable[[], Awaitable[None]] | None = None
     """Run once ``initialize`` has been answered: imports the model client's heavy modules early."""
 
+    def active_profile(self) -> ModelProfile:
+        """The profile new sessions start with: ``default_profile`` if it names one, else the first."""
+        return next((pr for pr in self.profiles if pr.id == self.default_profile), self.profiles[0])
+
     def saves_sessions(self) -> bool:
         """Whether sessions are saved; for the default store, answered without loading the store."""
         if self.store is None:

@@ -39,11 +39,11 @@ from refagent.llm.protocol import (
     ToolCallRequest,
     Usage,
 )
+from refagent.settings import DEFAULT_MAX_REQUESTS
 from refagent.tools.protocol import NoTools, ToolRunner
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_REQUESTS = 50
 MAX_CHANGED_FILES = 50
 CANCELLED_RESULT = "The user cancelled this tool call before it ran."
 
@@ -110,7 +110,7 @@ class Turn:
                     elif isinstance(event, Finished):
                         reason = event.reason
             finally:
-                await _close(stream)
+                await close_stream(stream)
             completed = True
         finally:
             # Keep what arrived, even when cancelled mid-stream, so the history stays truthful; tool calls
@@ -150,7 +150,7 @@ class Turn:
                 self.history.append(_tool_message(call.id, CANCELLED_RESULT))
 
 
-async def _close(stream: AsyncIterator[ModelEvent]) -> None:
+async def close_stream(stream: AsyncIterator[ModelEvent]) -> None:
     """Close the model's stream now, even when cancelled: it holds an HTTP response open."""
     close = getattr(stream, "aclose", None)
     if close is not None:
