@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refagent.errors import ToolError
+from refagent.gitignore import GitIgnore, glob_regex
 from refagent.tools.search import (
     Glob,
     Grep,
     Query,
     find_rg,
-    glob_regex,
     python_files,
     python_grep,
     render,
@@ -29,6 +29,7 @@ from refagent.tools.search import (
     rg_grep,
     search,
 )
+from tests.test_gitignore import GIT, git_init, git_listing
 from tests.tool_fakes import call, make_ctx
 
 pytestmark = pytest.mark.anyio
@@ -323,13 +324,15 @@ def test_glob_regex(glob: str, matches: list[str], misses: list[str]) -> None:
         assert not regex.fullmatch(path), (glob, path)
 
 
-# -- property: the walker agrees with `rg --files` on random trees and .gitignore files ---------------
+# -- property: on random trees, the walker agrees with `rg --files` and GitIgnore with git ---------------
 
-NAMES = st.sampled_from(["a", "b", "c.py", "d.txt", ".e", "f.log"])
+NAMES = st.sampled_from(["a", "b", "c.py", "d.txt", ".e", "f.log", "é.txt"])
 RULES = st.sampled_from(
     [
         "*.py", "!c.py", "a/", "/b", "a/**", "**/d.txt", "!a/", "b/*.txt", "[ab]", "?", "*", "!*/", "!*.txt",
         "/a/b", "**/a", ".e", "!.e", "f.*", "# comment", "", "a/**/c.py", "\\!x",
+        # where git and ripgrep read a line differently (each reader must follow its own):
+        "{a,b}", "[[:alpha:]]", "?.txt", "***/c.py", "a**/d.txt", "b\t", "a\\/", "!", "c.py\\  ", "[!a]",
     ]
 )  # fmt: skip
 TREES = st.lists(st.lists(NAMES, min_size=1, max_size=3), min_size=1, max_size=12)
@@ -339,14 +342,24 @@ IGNORES = st.dictionaries(st.sampled_from(["", "a", "b", "a/b"]), st.lists(RULES
 @needs_rg
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(files=TREES, ignores=IGNORES, glob=st.sampled_from([None, "*.py", "!*.txt", "a/*", "**/b/*"]))
-def test_walker_matches_rg_files(files: list[list[str]], ignores: dict[str, list[str]], glob: str | None) -> None:
+@given(
+    files=TREES,
+    ignores=IGNORES,
+    exclude=st.lists(RULES, max_size=2),
+    glob=st.sampled_from([None, "*.py", "!*.txt", "a/*", "**/b/*"]),
+)
+def test_walker_matches_rg_files(
+    files: list[list[str]], ignores: dict[str, list[str]], exclude: list[str], glob: str | None
+) -> None:
+    """Also, with git installed: GitIgnore agrees with ``git ls-files --others --exclude-standard``
+    (``.git/info/exclude`` included, which the search tools skip as ``rg`` is told to)."""
     import anyio
 
     assert RG is not None
     with tempfile.TemporaryDirectory() as temp:
         root = Path(temp)
-        (root / ".git").mkdir()
+        git_init(root)
+        (root / ".git" / "info" / "exclude").write_text("\n".join(exclude) + "\n")
         for parts in files:
             path = root.joinpath(*parts)
             if any(p.is_file() for p in path.parents if p != root) or path.is_dir():
@@ -363,6 +376,10 @@ def test_walker_matches_rg_files(files: list[list[str]], ignores: dict[str, list
         fast, _ = anyio.run(rg_files, RG, globs, temp)
         slow, _ = python_files(globs, temp)
         assert sorted(fast) == sorted(slow)
+        if GIT is not None:
+            untracked, kept = git_listing(root)
+            watcher = GitIgnore(temp)
+            assert {path for path in untracked if not watcher.is_ignored(path)} == kept
 
 
 LINES = st.lists(st.sampled_from(["a", "b", "ab", "ba b", "", "a\r", "AB", " a", "x" * 3]), max_size=12)

@@ -8,7 +8,8 @@ a degraded mode. The rules, all ripgrep's (``rg --hidden --no-ignore-dot --no-ig
 - ``.git`` is never entered; other hidden files and directories are searched; symlinks are not followed.
 - ``.gitignore`` files are respected inside a git repository (a directory with ``.git``), from the
   repository's top down, as git does; a nested repository starts afresh. Outside any repository they are
-  not (ripgrep's default). ``.ignore``, ``.git/info/exclude`` and global excludes are not used.
+  not (ripgrep's default). ``.ignore``, ``.git/info/exclude`` and global excludes are not used. Their
+  lines, and ``glob``, are read as ripgrep reads them: :mod:`refagent.gitignore`'s ``rg`` dialect.
 - A ``glob`` is gitignore-style: without a slash it matches a file name at any depth (``*.py``), with one
   it is anchored at the searched directory (``src/**/*.ts``); ``{a,b}`` alternatives work. As in ripgrep,
   a file a glob names is included even if ``.gitignore`` lists it, but ignored directories stay pruned.
@@ -24,8 +25,8 @@ is run by the fallback engine, so the model gets results rather than a dialect e
 line: a pattern cannot match across lines. Bytes that are not UTF-8 are shown as U+FFFD by both; ripgrep
 matches them with nothing (not even ``.``), Python with what matches U+FFFD.
 
-The module is long (~850 lines) on purpose: the ignore rules, the ripgrep driver and the Python engine
-must agree line for line, and are easiest to check against each other in one place.
+The module is long (~700 lines) on purpose: the walker, the ripgrep driver and the Python engine must
+agree line for line, and are easiest to check against each other in one place.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from typing import Any, ClassVar, Literal
 import anyio
 
 from refagent.errors import ToolError
+from refagent.gitignore import Rules, Stack, glob_regex, ignored_by
 from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult
 from refagent.tools.files import arg_bool, arg_int, arg_str, location, plural, shown
 
@@ -56,137 +58,15 @@ HARD_LIMIT = 20_000
 
 OutputMode = Literal["content", "files", "count"]
 
-# -- gitignore-style globs (ripgrep's globset rules: `*` and `?` never match `/`) -------------------
+# -- the walker (ripgrep's rules; the globs and .gitignore lines are read by refagent.gitignore) ------
 
 
-def _expand_class(glob: str, start: int) -> tuple[str, int] | None:
-    """Translate ``[...]`` at ``start``; None if it is not a closed class (then ``[`` is literal)."""
-    index = start + 1
-    negate = index < len(glob) and glob[index] in "!^"
-    if negate:
-        index += 1
-    body = ""
-    first = True
-    while index < len(glob):
-        char = glob[index]
-        if char == "]" and not first:
-            return ("[^" if negate else "[") + body + "]", index + 1
-        body += "\\" + char if char in "\\^[]" else char
-        first = False
-        index += 1
-    return None
-
-
-def glob_regex(glob: str) -> str:
-    """The regex (for ``re.fullmatch``) of one gitignore-style glob, ``**`` rules as in globset."""
-    out: list[str] = []
-    index = 0
-    depth = 0  # inside {a,b}
-    length = len(glob)
-    while index < length:
-        char = glob[index]
-        if char == "*" and glob.startswith("**", index):
-            before_ok = index == 0 or glob[index - 1] == "/"
-            after = index + 2
-            if before_ok and (after == length or glob[after] == "/"):
-                if index == 0 and after == length:
-                    out.append(".*")
-                elif index == 0:  # "**/x": any leading directories, or none
-                    out.append("(?:.*/)?")
-                    after += 1
-                elif after == length:  # "x/**": everything below
-                    out.append(".*")
-                else:  # "x/**/y": zero or more directories
-                    out.append("(?:.*/)?")
-                    after += 1
-                index = after
-                continue
-            out.append("[^/]*[^/]*")
-            index += 2
-            continue
-        if char == "*":
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        elif char == "[":
-            translated = _expand_class(glob, index)
-            if translated is not None:
-                out.append(translated[0])
-                index = translated[1]
-                continue
-            out.append(re.escape(char))
-        elif char == "{":
-            if depth:
-                raise ToolError(f"The glob {glob!r} nests {{...}} groups, which is not supported.")
-            depth += 1
-            out.append("(?:")
-        elif char == "}" and depth:
-            depth -= 1
-            out.append(")")
-        elif char == "," and depth:
-            out.append("|")
-        elif char == "\\" and index + 1 < length:
-            index += 1
-            out.append(re.escape(glob[index]))
-        else:
-            out.append(re.escape(char))
-        index += 1
-    if depth:
-        raise ToolError(f"The glob {glob!r} has an unclosed '{{'.")
-    return "".join(out)
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    regex: re.Pattern[str]
-    whitelist: bool
-    dir_only: bool
-
-
-def parse_rule(line: str) -> Rule | None:
-    """One ``.gitignore`` line as ripgrep's ``ignore`` crate reads it (None for blanks and comments)."""
-    if line.startswith("#"):
-        return None
-    if not line.endswith("\\ "):
-        line = line.rstrip()
-    if not line:
-        return None
-    whitelist = anchored = False
-    if line.startswith(("\\!", "\\#")):
-        line = line[1:]
-        anchored = line.startswith("/")
-    else:
-        if line.startswith("!"):
-            whitelist, line = True, line[1:]
-        if line.startswith("/"):
-            anchored, line = True, line[1:]
-    dir_only = line.endswith("/")
-    if dir_only:
-        line = line[:-1]
-        if line.endswith("\\"):
-            line = line[:-1]
-    if not anchored and "/" not in line and not line.startswith("**/"):
-        line = "**/" + line
-    if line.endswith("/**"):
-        line += "/*"
+def check_glob(glob: str) -> None:
+    """Raise ToolError if ripgrep would reject ``glob``."""
     try:
-        return Rule(re.compile(glob_regex(line), re.DOTALL), whitelist, dir_only)
-    except (ToolError, re.error):
-        return None  # git and ripgrep skip a bad line too
-
-
-class Rules:
-    """A list of gitignore rules, matched against paths relative to one directory (the last match wins)."""
-
-    def __init__(self, lines: list[str]) -> None:
-        self.rules = [rule for rule in map(parse_rule, lines) if rule is not None]
-
-    def match(self, relative: str, is_dir: bool) -> bool | None:
-        """True: ignored; False: whitelisted (``!``); None: no rule matches."""
-        for rule in reversed(self.rules):
-            if (is_dir or not rule.dir_only) and rule.regex.fullmatch(relative):
-                return not rule.whitelist
-        return None
+        glob_regex(glob, "rg")
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
 
 
 class Overrides:
@@ -194,7 +74,7 @@ class Overrides:
     including glob, files that match none are excluded (directories are still entered)."""
 
     def __init__(self, globs: list[str]) -> None:
-        self.rules = Rules([*globs, "!.git"])
+        self.rules = Rules([*globs, "!.git"], "rg")
         self.whitelists = any(not g.startswith("!") for g in globs)
 
     def match(self, relative: str, is_dir: bool) -> bool | None:
@@ -206,19 +86,11 @@ class Overrides:
 
 
 def _load_rules(directory: str) -> Rules | None:
-    try:
-        with open(os.path.join(directory, ".gitignore"), encoding="utf-8", errors="replace") as handle:
-            return Rules(handle.read().splitlines())
-    except OSError:
-        return None
+    return Rules.read(os.path.join(directory, ".gitignore"), "rg")
 
 
 def _has_git(directory: str) -> bool:
     return os.path.exists(os.path.join(directory, ".git"))
-
-
-Stack = list[tuple[int, Rules]]
-"""The ignore files that apply, outermost first: (length of their directory's path prefix, rules)."""
 
 
 def _cut(directory: str) -> int:
@@ -273,22 +145,13 @@ def _walk_dir(
         relative = prefix + entry.name
         include = overrides.match(relative, is_dir)
         if include is None:
-            include = not (in_repo and _ignored(entry.path, is_dir, stack))
+            include = not (in_repo and ignored_by(stack, entry.path, is_dir))
         if not include:
             continue
         if is_dir:
             yield from _walk_dir(entry.path, relative + "/", stack, in_repo, overrides, stop)
         elif entry.is_file(follow_symlinks=False):  # not a socket or FIFO (reading one would block)
             yield relative
-
-
-def _ignored(path: str, is_dir: bool, stack: Stack) -> bool:
-    """The innermost ignore file with an opinion decides (git's precedence)."""
-    for cut, rules in reversed(stack):
-        verdict = rules.match(path[cut:], is_dir)
-        if verdict is not None:
-            return verdict
-    return False
 
 
 # -- ripgrep ----------------------------------------------------------------------------------------
@@ -647,7 +510,7 @@ class Glob(BaseTool):
             raise ToolError("The pattern must say which files to find; it cannot start with '!'.")
         if not pattern:
             raise ToolError("The pattern names a directory: add a file pattern such as `**/*`.")
-        glob_regex(pattern)  # a malformed pattern fails here, before any work
+        check_glob(pattern)  # a malformed pattern fails here, before any work
         resolved = ctx.policy.resolve(arg_str(args, "path", required=False) or base or ".")
         if await ctx.disk.kind(resolved.path) != "dir":
             raise ToolError(f"{resolved.display} is not a directory.")
@@ -738,7 +601,7 @@ def _query(args: dict[str, Any]) -> Query:
     pattern = arg_str(args, "pattern")
     glob = arg_str(args, "glob", required=False).strip().removeprefix("./")
     if glob:
-        glob_regex(glob)
+        check_glob(glob)
     modes: dict[Any, OutputMode] = {None: "content", "content": "content", "files": "files", "count": "count"}
     mode = modes.get(args.get("output_mode"))
     if mode is None:
