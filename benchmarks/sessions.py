@@ -5,21 +5,22 @@ writes it (the :class:`~refagent.history.Recorder` and :class:`~refagent.history
 :class:`~refagent.store.SessionStore` log): per turn a prompt, a thought and messages streamed in small
 chunks, a ``read_file`` call with the file's text, an ``edit_file`` call with its diff (whole file before
 and after, as preview and as result), a plan, the model-facing messages and the ``/undo`` checkpoints.
-Measured each on a fresh agent (a restart) or a fresh store:
+A session is two files (:mod:`refagent.records`): its records, and its replay file. Measured each on a
+fresh agent (a restart) or a fresh store:
 
 - ``session/load`` over the agent's :class:`~refagent.acp.connection.Connection`, as a stdio agent
   serves it: from the request line read to the response written, the notifications and the response
   written as bytes to a sink. This is the agent's cost, and the one the target is for;
 - ``session/load`` over the in-memory editor (:func:`refagent.testing.memory.connect`): the same plus
   the fake editor's side, which decodes every line twice (its transcript and its connection);
-- ``SessionStore.load`` alone (read, and fold without parsing the update, message and change records),
-  :func:`~refagent.history.replay_records` on its result, and
-  :meth:`~refagent.store.StoredSession.model_state` (the conversation and the ``/undo`` records: parsed
-  in a worker thread after the response, before the next prompt may use them);
-- ``json.loads`` of each line: what a fold that parses every record costs at least (the format before
-  update records could be replayed unparsed);
+- ``SessionStore.load`` alone (read both files; parse the first record, the last ``meta`` and ``hold``),
+  and :meth:`~refagent.records.StoredSession.model_state` (the conversation and the ``/undo`` records:
+  parsed in a worker thread after the response, before the next prompt may use them);
+- ``json.loads`` of each line of the record file: what a load that parsed every record would cost at
+  least;
 
-next to reading the session file's bytes. Target: load within 5x of the raw read.
+next to reading the session's two files' bytes (and, for scale, the record file's alone). Target: load
+within 5x of the raw read.
 
 list: 1,000 sessions of a few turns each. ``session/list`` over the in-memory editor, all 20 pages of 50
 through the cursor, on a fresh agent; the first page alone; and the store's list with its index removed
@@ -46,7 +47,7 @@ import anyio
 from refagent.acp import updates
 from refagent.acp.connection import Connection
 from refagent.agent import Agent, Settings
-from refagent.history import VISIBLE, Conversation, Recorder, replay, replay_records
+from refagent.history import VISIBLE, Conversation, Recorder, replay
 from refagent.store import SessionStore
 from refagent.testing.memory import connect
 from refagent.testing.scripted_model import ScriptedModel
@@ -95,7 +96,6 @@ def write_session(store: SessionStore, session_id: str, cwd: str, visible: int) 
 
     while True:
         turn += 1
-        log.append({"kind": "turn", "turn": turn})
         path = f"{cwd}/src/module_{turn % 17}.py"
         before = CODE.replace("value + 3", f"value + {turn}")
         after = before.replace("value + 7", f"value - {turn}")
@@ -157,7 +157,18 @@ def write_session(store: SessionStore, session_id: str, cwd: str, visible: int) 
                 if step[0]["kind"] == "edit":
                     log.append({"kind": "change", "turn": turn, "path": path, "before": before, "after": after})
         history.append({"role": "assistant", "content": PROSE * 3})
-        log.append({"kind": "meta", "updatedAt": f"2026-01-01T00:{turn // 60 % 60:02}:{turn % 60:02}.000Z"})
+        recorder.settle()
+        stamp = f"2026-01-01T00:{turn // 60 % 60:02}:{turn % 60:02}.000Z"
+        log.append(
+            {
+                "kind": "meta",
+                "title": "Fix the tests",
+                "modeId": "ask",
+                "profileId": "default",
+                "updatedAt": stamp,
+                "turns": turn,
+            }
+        )
 
 
 def settings(root: Path) -> Settings:
@@ -254,30 +265,31 @@ async def bench_load(temp: Path, repeats: int) -> None:
     await anyio.Path(cwd).mkdir()
     store = SessionStore(root)
     sent = write_session(store, "sess_big", cwd, LOAD_UPDATES)
-    path = root / "sess_big.jsonl"
+    records, replay_file = root / "sess_big.jsonl", root / "sess_big.replay"
     stored = SessionStore(root).load("sess_big")
     assert stored is not None
-    replayed = len(replay_records(stored.update_records))
-    assert replayed == LOAD_UPDATES, replayed
-    shown = [u if isinstance(u, dict) else json.loads(bytes(u)) for u in replay_records(stored.update_records)]
-    assert shown == replay(stored.updates)
-    size = path.stat().st_size
+    assert not stored.held
+    shown = [json.loads(line)["params"]["update"] for line in stored.shown.splitlines()]
+    assert len(shown) == LOAD_UPDATES, len(shown)
+    assert replay(shown) == shown  # already folded: each message whole, each tool call once
     print(
-        f"load: {replayed:,} replayed updates ({sent:,} sent live, {len(stored.update_records):,} records, "
-        f"{len(stored.messages):,} model messages), {size / 1e6:.1f} MB; median of {repeats}"
+        f"load: {len(shown):,} replayed updates ({sent:,} sent live, {len(stored.messages):,} model messages); "
+        f"record file {records.stat().st_size / 1e6:.1f} MB, replay file {replay_file.stat().st_size / 1e6:.1f} MB;"
+        f" median of {repeats}"
     )
     names = {
         "connection": "session/load over the agent's Connection",
         "editor": "session/load over the in-memory editor",
-        "store": "SessionStore.load alone (read + quick fold)",
-        "replay": "replay_records() of its update records",
-        "model": "model_state() (parsed after the response)",
-        "parse": "json.loads of each line (a full fold's floor)",
+        "records": "read the record file alone",
+        "store": "SessionStore.load alone",
+        "model": "model_state() (paid by the first prompt)",
+        "parse": "json.loads of each record (a full parse)",
     }
     times: dict[str, list[float]] = {key: [] for key in ["raw", *names]}
     await load_over_editor(root, "sess_big", cwd)  # warm up: imports, page cache
     for _ in range(repeats):
-        times["raw"].append(timed(path.read_bytes))
+        times["raw"].append(timed(lambda: read_bytes([records, replay_file])))
+        times["records"].append(timed(records.read_bytes))
         elapsed, count = await load_over_editor(root, "sess_big", cwd)
         assert count == LOAD_UPDATES, count
         times["editor"].append(elapsed)
@@ -285,14 +297,13 @@ async def bench_load(temp: Path, repeats: int) -> None:
         assert count == LOAD_UPDATES, count
         times["connection"].append(elapsed)
         times["store"].append(timed(lambda: SessionStore(root).load("sess_big")))
-        times["replay"].append(timed(lambda: replay_records(stored.update_records)))
         fresh = SessionStore(root).load("sess_big")
         assert fresh is not None
         times["model"].append(timed(fresh.model_state))
-        times["parse"].append(timed(lambda: [json.loads(line) for line in path.read_bytes().split(b"\n") if line]))
+        times["parse"].append(timed(lambda: [json.loads(line) for line in records.read_bytes().split(b"\n") if line]))
     report(
         names["connection"],
-        "read the file's bytes",
+        "read the session's two files' bytes",
         times["raw"],
         {names[k]: times[k] for k in names},
         LOAD_TARGET,

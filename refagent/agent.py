@@ -44,6 +44,8 @@ class Peer(Protocol):
 
     async def notify(self, method: str, params: dict[str, Any]) -> None: ...
 
+    async def send_lines(self, data: bytes) -> None: ...
+
 
 class Agent:
     """Serves one client connection. Sessions live as long as the connection.

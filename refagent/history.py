@@ -1,17 +1,18 @@
 """Recording what a session shows, and replaying it for ``session/load``.
 
-:class:`Recorder` sits between a session and its client: every update goes to the client at once and,
-if it belongs to the visible history, to the session's record file. Message chunks are merged while a
-message streams (one record per message rather than one per token) and written when the message ends,
-the turn ends, the buffer grows large, or it has waited :data:`FLUSH_SECONDS`; tool calls and plans are
-written as they happen, except that the update that ends a tool call is written as the call's whole
-state (its updates folded into its announcement), so that a replay need not fold them.
+:class:`Recorder` sits between a session and its client: every update goes to the client at once and, if it
+belongs to the visible history, to the session's files (:mod:`refagent.records`) in the form a replay sends:
+each message as one chunk with its ``messageId`` (its chunks merged as it streams), each tool call once,
+where it began, in its final state, and the plans in order. What is complete goes to the replay file;
+what is not yet (a tool call running, and anything shown after it meanwhile) is held, its updates
+recorded in the record file, until it is.
 
-:func:`replay` turns the recorded updates into what a client needs to redraw the thread: each message as
-one chunk with its original ``messageId``, each tool call once in its final state (its updates folded
-in), and the plans in order. :func:`replay_records` does the same on the records of a file as
-:mod:`refagent.store` reads them, parsing only what it must: what it returns is mostly the updates'
-JSON as written, to be sent as it is.
+Message text is merged while a message streams and written when the message ends, the turn ends, the text
+grows large, or it has waited :data:`FLUSH_SECONDS` (then the rest follows as more chunks of the same
+message, which a client joins).
+
+:func:`replay` folds updates the same way (the held updates of a session cut short by a crash);
+:func:`load` reads a saved session, repairing its replay file after such a crash.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from refagent.store import SessionLog, UpdateRecord
+from refagent.records import SessionLog, StoredSession, replay_line
+from refagent.store import SessionStore
 
 VISIBLE = frozenset(
     {"user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"}
@@ -28,10 +30,8 @@ VISIBLE = frozenset(
 _CHUNKS = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
 _FLUSH_CHARS = 64 * 1024
 _ENDED = frozenset({"completed", "failed"})
-_OPEN_CALLS = 1024
-"""Tool calls whose state the recorder keeps at most (calls never ended, by a cancelled turn, pile up)."""
-_WHOLE_HEAD = b'{"sessionUpdate":"tool_call_update",'
-_CALL_HEAD = b'{"sessionUpdate":"tool_call",'
+_SHOWN_CALLS = 4096
+"""Ended tool calls whose ids the recorder remembers (a late update to one is shown as an update)."""
 FLUSH_SECONDS = 0.5
 """The longest a streaming message's text waits in memory before it is written."""
 
@@ -41,6 +41,7 @@ class Recorder:
 
     ``clock`` (seconds, monotonic) bounds how long streamed text waits in memory: a message still
     streaming after :data:`FLUSH_SECONDS` is written so far, so a crash loses at most that much of it.
+    Call :meth:`settle` when a turn ends: what is held then goes to the replay file as it is.
     """
 
     def __init__(
@@ -57,8 +58,13 @@ class Recorder:
         self._parts: list[str] = []
         self._size = 0
         self._since = 0.0
-        self._calls: dict[str, dict[str, Any]] = {}
-        """The tool calls announced and not ended yet, their updates folded in."""
+        self._held: list[dict[str, Any]] = []
+        """What is shown but not in the replay file yet, in order: tool calls (folded as their updates
+        come) and what was shown after the first of them that is still running."""
+        self._running: dict[str, dict[str, Any]] = {}
+        """The tool calls among ``_held`` that have not ended, by id."""
+        self._ended: dict[str, None] = {}
+        """The ids of tool calls that have ended (the latest :data:`_SHOWN_CALLS`)."""
 
     async def __call__(self, update: dict[str, Any]) -> None:
         await self._send(update)
@@ -66,56 +72,100 @@ class Recorder:
 
     def record(self, update: dict[str, Any]) -> None:
         """Record without sending (the user's own prompt: the client already shows it)."""
-        if self.log is None or update.get("sessionUpdate") not in VISIBLE:
+        if self.log is None or update.get("sessionUpdate") not in VISIBLE or not _showable(update):
             return
         if _mergeable(self._pending, update):
             text: str = update["content"]["text"]
             self._parts.append(text)
             self._size += len(text)
             if self._size >= _FLUSH_CHARS or self._clock() - self._since >= FLUSH_SECONDS:
-                self.flush()  # the rest of the message goes in records of its own; replay joins them
+                self.flush()  # the rest of the message follows in chunks of its own; a client joins them
             return
         self.flush()
-        if update["sessionUpdate"] in _CHUNKS and _is_text(update):
+        kind, ident = update["sessionUpdate"], str(update.get("toolCallId"))  # a string in calls (_showable)
+        if kind in _CHUNKS and _is_text(update):
             self._pending = update
             self._parts = [update["content"]["text"]]
             self._size = len(self._parts[0])
             self._since = self._clock()
-        elif update["sessionUpdate"] == "tool_call_update" and _call_id(update) in self._calls:
-            call = self._calls[update["toolCallId"]]
+        elif kind == "tool_call_update" and ident in self._running:
+            call = self._running[ident]
             _fold_into(call, update)
-            if update.get("status") in _ENDED:  # its whole state, which is what a replay shows
-                del self._calls[update["toolCallId"]]
-                whole = {"sessionUpdate": "tool_call_update"}
-                whole.update((key, value) for key, value in call.items() if key != "sessionUpdate")
-                self._write(whole, whole=True)
-            else:
-                self._write(update)
+            self._hold_record(update)
+            if update.get("status") in _ENDED:
+                self._end(ident)
+                self._release()
+        elif kind == "tool_call_update" and ident in self._ended:
+            self._show(update)  # a late word on a call already shown: the client folds it in
+        elif kind in ("tool_call", "tool_call_update"):
+            call = {**update, "sessionUpdate": "tool_call"}
+            call.setdefault("title", "Tool call")  # an update without its announcement: show what there is
+            if not self._held:
+                self._hold()
+            self._held.append(call)
+            self._running[ident] = call
+            self._hold_record(update)
+            if call.get("status") in _ENDED:
+                self._end(ident)
+                self._release()
         else:
-            if update["sessionUpdate"] == "tool_call" and _call_id(update) is not None:
-                self._calls.pop(update["toolCallId"], None)
-                self._calls[update["toolCallId"]] = dict(update)
-                if len(self._calls) > _OPEN_CALLS:  # the oldest: its later updates are replayed by folding
-                    del self._calls[next(iter(self._calls))]
-            self._write(update)
+            self._show(update)
 
     def flush(self) -> None:
-        if self._pending is not None and self.log is not None:
+        """Record the message being gathered so far."""
+        if self._pending is not None:
             content = {**self._pending["content"], "text": "".join(self._parts)}
-            self._write({**self._pending, "content": content})
-        self._pending = None
-        self._parts = []
-        self._size = 0
+            message = {**self._pending, "content": content}
+            self._pending = None
+            self._parts = []
+            self._size = 0
+            self._show(message)
 
-    def _write(self, update: dict[str, Any], whole: bool = False) -> None:
-        if self.log is None:
-            return
-        kind = update.get("sessionUpdate")
-        ident = update.get("toolCallId") if kind in ("tool_call", "tool_call_update") else update.get("messageId")
-        if _showable(update) and (ident is None or isinstance(ident, str)):
-            self.log.append_update(update, key=ident, whole=whole)
-        else:  # kept as it was, in the older form (replay skips what it cannot show)
-            self.log.append({"kind": "update", "update": update})
+    def settle(self) -> None:
+        """The end of a turn: everything shown goes to the replay file, running tool calls as they are now."""
+        self.flush()
+        for ident in list(self._running):
+            self._end(ident)
+        if self._held:
+            self._release()
+
+    def _show(self, update: dict[str, Any]) -> None:
+        """A complete item: to the replay file, unless items before it are held."""
+        assert self.log is not None
+        if self._held:
+            self._held.append(update)
+            self._hold_record(update)
+        else:
+            self.log.show(update)
+
+    def _hold(self) -> None:
+        assert self.log is not None
+        self.log.append({"kind": "hold", "replayed": self.log.replayed})
+
+    def _hold_record(self, update: dict[str, Any]) -> None:
+        assert self.log is not None
+        self.log.append({"kind": "update", "update": update})
+
+    def _end(self, ident: str) -> None:
+        self._running.pop(ident, None)
+        self._ended[ident] = None
+        if len(self._ended) > _SHOWN_CALLS:
+            del self._ended[next(iter(self._ended))]
+
+    def _release(self) -> None:
+        """Write the held items that are complete, in order, up to the first still running; when none are
+        held any more, say so in the record file."""
+        assert self.log is not None
+        done = 0
+        for item in self._held:
+            if item.get("sessionUpdate") == "tool_call" and item.get("toolCallId") in self._running:
+                break
+            self.log.show(item)
+            done += 1
+        if done:
+            del self._held[:done]
+            if not self._held:
+                self.log.append({"kind": "release"})
 
 
 def _mergeable(pending: dict[str, Any] | None, update: dict[str, Any]) -> bool:
@@ -185,101 +235,20 @@ def replay(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _call_id(update: dict[str, Any]) -> str | None:
-    ident = update.get("toolCallId")
-    return ident if isinstance(ident, str) else None
+def load(store: SessionStore, session_id: str) -> StoredSession | None:
+    """A saved session (:meth:`SessionStore.load`). If a crash left updates held, they are folded and the
+    replay file repaired with them, before the session writes again: then ``shown`` is its whole visible
+    history (``held`` keeps them if the repair could not be written)."""
+    stored = store.load(session_id)
+    if stored is not None and stored.replayed is not None:
+        store.repair(stored, [replay_line(session_id, update) for update in replay(stored.held)])
+    return stored
 
 
 def _fold_into(call: dict[str, Any], update: dict[str, Any]) -> None:
     for key, value in update.items():
         if key not in ("sessionUpdate", "toolCallId") and value is not None:
             call[key] = value
-
-
-def replay_records(records: list[UpdateRecord]) -> list[bytes | memoryview | dict[str, Any]]:
-    """:func:`replay` on the records of a file: the same updates, in the same order, each either its
-    JSON as recorded (bytes or a view of them: ASCII, one line, a valid update, to be sent as it is) or
-    a dict.
-
-    Only what needs it is parsed: the parts of a message written in several records (joined), and tool
-    calls whose whole state was not recorded last (a file from an older agent, a turn cut short).
-    """
-    out: list[UpdateRecord | dict[str, Any] | list[UpdateRecord]] = []
-    calls: dict[bytes | None, list[UpdateRecord]] = {}
-    for record in records:
-        kind = record.kind
-        if record.raw is None and not _showable(record.parsed):
-            continue
-        if kind in _CHUNKS:
-            last = out[-1] if out else None
-            if last is None or isinstance(last, list) or _kind_of(last) != kind or not _maybe_joined(last, record):
-                out.append(record)
-                continue
-            previous = last if isinstance(last, dict) else last.update()
-            update = record.update()
-            if previous is None or update is None:  # corrupt on disk (a parse failed)
-                out[-1:] = [dict(r) for r in (previous, update) if r is not None]
-            elif _mergeable(previous, update):
-                previous = previous if isinstance(last, dict) else dict(previous)
-                previous["content"] = {
-                    **previous["content"],
-                    "text": previous["content"]["text"] + update["content"]["text"],
-                }
-                out[-1] = previous
-            else:
-                out[-1:] = [dict(previous), dict(update)]
-        elif kind == "tool_call" or (kind == "tool_call_update" and record.key not in calls):
-            calls[record.key] = slot = [record]
-            out.append(slot)
-        elif kind == "tool_call_update":
-            calls[record.key].append(record)
-        elif kind == "plan":
-            out.append(record)
-    shown: list[bytes | memoryview | dict[str, Any]] = []
-    for item in out:
-        if isinstance(item, list):
-            call = _call(item)
-            if call is not None:
-                shown.append(call)
-        elif isinstance(item, dict):
-            shown.append(item)
-        elif item.raw is not None:
-            shown.append(item.raw)
-        elif item.parsed is not None:
-            shown.append(dict(item.parsed))
-    return shown
-
-
-def _kind_of(item: UpdateRecord | dict[str, Any]) -> Any:
-    return item.get("sessionUpdate") if isinstance(item, dict) else item.kind
-
-
-def _maybe_joined(last: UpdateRecord | dict[str, Any], record: UpdateRecord) -> bool:
-    """Whether two chunks of one kind may be parts of one message (then they are parsed to see)."""
-    if isinstance(last, dict) or last.raw is None or record.raw is None:
-        return True
-    return last.key is not None and last.key == record.key
-
-
-def _call(slot: list[UpdateRecord]) -> bytes | dict[str, Any] | None:
-    """A tool call's final state: its last record when that is its whole state, else its records folded."""
-    last = slot[-1]
-    whole = len(slot) > 1 and slot[0].kind == "tool_call" and last.whole and last.raw is not None
-    if whole and last.raw is not None and last.raw[: len(_WHOLE_HEAD)] == _WHOLE_HEAD:
-        return _CALL_HEAD + last.raw[len(_WHOLE_HEAD) :]
-    call: dict[str, Any] | None = None
-    for record in slot:
-        update = record.update()
-        if update is None or not _showable(update):
-            continue
-        if call is None:
-            if update.get("sessionUpdate") == "tool_call":
-                call = dict(update)
-            else:  # an update without its announcement: show what there is
-                call = {**update, "sessionUpdate": "tool_call", "title": update.get("title") or "Tool call"}
-        else:
-            _fold_into(call, update)
-    return call
 
 
 class Conversation(list[dict[str, Any]]):
@@ -296,10 +265,37 @@ class Conversation(list[dict[str, Any]]):
             self.log.append({"kind": "message", "message": message})
 
     def restore(self, messages: list[dict[str, Any]]) -> None:
-        """Become ``messages``, read from the record file (so not recorded again)."""
-        super().__setitem__(slice(None), messages)
+        """Become ``messages``, read from the record file (so not recorded again). Tool calls left without a
+        result (the agent was stopped during them: a crash, a kill) are given one, as the API requires."""
+        super().__setitem__(slice(None), _answered(messages))
 
     def replace(self, messages: list[dict[str, Any]]) -> None:
         self[:] = messages
         if self.log is not None:
             self.log.append({"kind": "history", "messages": messages})
+
+
+STOPPED_RESULT = "Not run: the agent stopped before this call finished (it was restarted)."
+
+
+def _answered(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with a :data:`STOPPED_RESULT` after the results of each assistant message for each of
+    its tool calls that has none."""
+    out: list[dict[str, Any]] = []
+    waiting: list[str] = []  # the last assistant message's calls without a result so far
+
+    def stopped() -> None:
+        out.extend({"role": "tool", "tool_call_id": ident, "content": STOPPED_RESULT} for ident in waiting)
+        waiting.clear()
+
+    for message in messages:
+        if message.get("role") == "tool" and message.get("tool_call_id") in waiting:
+            waiting.remove(message["tool_call_id"])
+        else:
+            stopped()
+        out.append(message)
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if isinstance(calls, list):
+            waiting.extend(c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str))
+    stopped()
+    return out

@@ -22,7 +22,7 @@ from refagent.history import Conversation, Recorder
 from refagent.llm.profiles import ModelProfile
 from refagent.mcp import McpHub
 from refagent.permissions import Permissions
-from refagent.store import SessionLog
+from refagent.records import SessionLog, StoredSession
 from refagent.tools.base import Plan
 from refagent.tools.protocol import NoTools, ToolRunner
 
@@ -72,11 +72,14 @@ class Session:
     log: SessionLog | None = None
     """Where the session is saved (None: not saved)."""
     title: str | None = None
+    updated_at: str | None = None
     turns: int = 0
     """Prompt turns so far (saved sessions count on from where they were)."""
     changes: list[dict[str, Any]] = field(default_factory=list)
     """Files the agent changed, per turn (``change`` records): what ``/undo`` restores."""
     recorder: Recorder | None = None
+    saved: StoredSession | None = None
+    """A loaded session's records, until its conversation is read from them (when a prompt needs it)."""
     workspace: Any = None
     """The session's :class:`refagent.workspace.Workspace` (tools and their backends)."""
     background: anyio.CancelScope = field(default_factory=anyio.CancelScope)
@@ -135,7 +138,7 @@ class Session:
         if mode_id == self.mode_id:
             return
         self.mode_id = mode_id
-        self.save({"kind": "meta", "modeId": mode_id})
+        self.save_state()
         await self.update(updates.current_mode(mode_id))
         await self.update(updates.config_options(self.config_options()))
 
@@ -148,14 +151,14 @@ class Session:
                 raise InvalidParams(f"Invalid params: unknown mode {value!r}; available: {', '.join(sorted(MODE_IDS))}")
             if value != self.mode_id:
                 self.mode_id = value
-                self.save({"kind": "meta", "modeId": value})
+                self.save_state()
                 await self.update(updates.current_mode(value))
         elif config_id == "model":
             if value not in {p.id for p in self.profiles}:
                 known = ", ".join(p.id for p in self.profiles)
                 raise InvalidParams(f"Invalid params: unknown model {value!r}; available: {known}")
             self.profile_id = value
-            self.save({"kind": "meta", "profileId": value})
+            self.save_state()
         else:
             raise InvalidParams(f"Invalid params: unknown config option {config_id!r}; available: mode, model")
         return self.config_options()
@@ -163,6 +166,19 @@ class Session:
     def save(self, record: dict[str, Any]) -> None:
         if self.log is not None:
             self.log.append(record)
+
+    def save_state(self) -> None:
+        """Record the session's title, mode, model, time and turn count, whole (a ``meta`` record)."""
+        self.save(
+            {
+                "kind": "meta",
+                "title": self.title,
+                "modeId": self.mode_id,
+                "profileId": self.profile_id,
+                "updatedAt": self.updated_at,
+                "turns": self.turns,
+            }
+        )
 
     # -- turns ------------------------------------------------------------------------------
 
@@ -205,9 +221,10 @@ class Session:
             self.changes.append(change)
             self.save(change)
 
-    def flush(self) -> None:
+    def settle(self) -> None:
+        """The end of a turn: what it showed is recorded whole (:meth:`Recorder.settle`)."""
         if self.recorder is not None:
-            self.recorder.flush()
+            self.recorder.settle()
 
     def close(self) -> None:
         """``session/close``: stop its turns and background tasks, and close its record file."""
@@ -215,5 +232,5 @@ class Session:
         self.background.cancel()
         self.mcp_scope.cancel()
         if self.log is not None:
-            self.flush()
+            self.settle()
             self.log.close()

@@ -13,7 +13,6 @@ session: a prompt sent during a turn waits for it, and ``session/cancel`` ends b
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
@@ -24,20 +23,22 @@ import anyio.abc
 
 from refagent.acp import params as p
 from refagent.acp import updates
-from refagent.acp.connection import Connection, Reply
+from refagent.acp.connection import Reply
 from refagent.acp.errors import InvalidParams, RequestError, ResourceNotFound
 from refagent.acp.types import ConfigOption, StopReason
 from refagent.commands import Command, available_commands, init_instruction, undo
 from refagent.commands import parse as parse_command
 from refagent.compaction import AUTO_COMPACT_AT, compacted, estimate_tokens, split_point, summarise
 from refagent.content import user_message
-from refagent.history import Conversation, Recorder, replay_records
+from refagent.history import Conversation, Recorder, replay
+from refagent.history import load as load_session
 from refagent.ids import new_id
 from refagent.llm.protocol import Usage
 from refagent.mcp import McpHub
 from refagent.prompt import system_prompt
+from refagent.records import SessionLog, StoredSession
 from refagent.session import MODE_IDS, Session
-from refagent.store import SessionLog, StoredSession, now
+from refagent.store import now
 from refagent.tools.base import BaseTool
 from refagent.turn import Turn, run_prompt, user_text
 from refagent.workspace import Watcher
@@ -78,24 +79,15 @@ class Sessions:
 
     async def load_session(self, params: dict[str, Any]) -> Reply:
         """``session/load``: replay the visible history, then answer; the conversation goes on."""
-        session, stored, parse = await self._restore(params, require_servers=True)
-        try:
-            shown = replay_records(stored.update_records)
-            peer = self.agent.peer
-            if isinstance(peer, Connection):  # the recorded updates go out as written, unparsed
-                await peer.notify_many("session/update", {"sessionId": session.id}, "update", shown)
-            else:
-                for update in shown:
-                    update = json.loads(bytes(update)) if isinstance(update, (bytes, memoryview)) else update
-                    await self._send_update(session.id, update)
-        finally:
-            parse.set()  # the conversation is read now, while the response goes out
+        session, stored = await self._restore(params, require_servers=True)
+        await self.agent.peer.send_lines(stored.shown)  # the replay file, as it is (refagent.records)
+        for update in replay(stored.held):  # if it could not be repaired after a crash
+            await self._send_update(session.id, update)
         return Reply(self._state(session), after=functools.partial(self._announce, session))
 
     async def resume_session(self, params: dict[str, Any]) -> Reply:
         """``session/resume``: like load, without the replay."""
-        session, _, parse = await self._restore(params, require_servers=False)
-        parse.set()
+        session, _ = await self._restore(params, require_servers=False)
         return Reply(self._state(session), after=functools.partial(self._announce, session))
 
     async def list_sessions(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -139,11 +131,9 @@ class Sessions:
         session.close()
         self.sessions.pop(session.id, None)
 
-    async def _restore(
-        self, params: dict[str, Any], *, require_servers: bool
-    ) -> tuple[Session, StoredSession, anyio.Event]:
+    async def _restore(self, params: dict[str, Any], *, require_servers: bool) -> tuple[Session, StoredSession]:
         """The session named in ``params``, opened from disk with the client's cwd and roots; its
-        conversation is read once the event is set (:meth:`_restore_model_state`)."""
+        conversation is read from its records when first needed (:meth:`_read_conversation`)."""
         session_id = p.required(params, "sessionId", str)
         cwd = p.absolute_path(params, "cwd")
         if require_servers:
@@ -157,40 +147,30 @@ class Sessions:
             await self._close_and_wait(live)
         store = self.agent.store
         assert store is not None  # the methods that restore are offered only with a store
-        stored = await anyio.to_thread.run_sync(store.load, session_id)
+        stored = await anyio.to_thread.run_sync(load_session, store, session_id)
         if stored is None:
             raise ResourceNotFound(f"Session not found: {session_id[:100]}")
         session = self._open(session_id, cwd, extra, servers, store.reopen(session_id), stored)
-        parse = await self._restore_model_state(session, stored)
+        session.saved = stored
         log.info("session %s reopened in %s", session_id, cwd)
-        return session, stored, parse
+        return session, stored
 
-    async def _restore_model_state(self, session: Session, stored: StoredSession) -> anyio.Event:
-        """Give ``session`` its model-facing conversation and ``/undo`` records: parsed (the bulk of a long
-        session's file) in a worker thread once the returned event is set (after the replay), while the
-        session's turn lock is held, taken before this returns: the response need not wait for them,
-        and the next prompt or slash command does (it takes the lock first)."""
-        parse = anyio.Event()
-
-        async def fill(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-            async with session.turn_lock:
-                task_status.started()
-                await parse.wait()
-                try:
-                    messages, changes = await anyio.to_thread.run_sync(stored.model_state)
-                except Exception:  # not expected (bad records are skipped); the session starts afresh
-                    log.exception("could not read the conversation of session %s", session.id)
-                    return
-                session.history.restore(messages)
-                session.changes = list(changes)
-
-        background = self.agent.background
-        if background is None:  # outside the agent's context (no task group): read it now
-            parse.set()
-            await fill()
-        else:
-            await background.start(fill)
-        return parse
+    async def _read_conversation(self, session: Session) -> None:
+        """Give a loaded session its model-facing conversation and ``/undo`` records, parsed from its records
+        (the bulk of a long session's file: in a worker thread) when a prompt or command first needs them,
+        under the session's turn lock. Not when it is loaded: a session opened to be looked at, or the
+        replay a client waits for, does not pay for it."""
+        saved = session.saved
+        if saved is None:
+            return
+        try:
+            messages, changes = await anyio.to_thread.run_sync(saved.model_state)
+        except Exception:  # not expected (bad records are skipped); the session goes on without them
+            log.exception("could not read the conversation of session %s", session.id)
+            messages, changes = [], []
+        session.history.restore(messages)
+        session.changes = list(changes)
+        session.saved = None
 
     async def _close_and_wait(self, session: Session) -> None:
         """Close ``session`` and wait until its turn has ended and written its last records."""
@@ -232,12 +212,13 @@ class Sessions:
             profiles=self.agent.settings.profiles,
             profile_id=self.agent.default_profile().id,
             send=recorder,
-            history=Conversation([], store_log),  # a stored one is filled by _restore_model_state
+            history=Conversation([], store_log),  # a loaded one's is read by _read_conversation
             log=store_log,
         )
         session.recorder = recorder
         if stored is not None:
             session.title = stored.title
+            session.updated_at = stored.updated_at
             session.turns = stored.turns
             if stored.mode_id in MODE_IDS:
                 session.mode_id = stored.mode_id
@@ -342,13 +323,14 @@ class Sessions:
         try:
             with scope:
                 async with session.turn_lock:  # a prompt sent during a turn waits for it
+                    await self._read_conversation(session)
                     session.turns += 1
-                    session.save({"kind": "turn", "turn": session.turns})
+                    session.save_state()
                     self._record_prompt(session, typed)
                     stop = await run_prompt(turn, message)
         finally:
             session.close_turn(scope)
-            session.flush()
+            session.settle()
         await self._after_turn(session, typed)
         return {"stopReason": stop}
 
@@ -364,15 +346,17 @@ class Sessions:
 
     async def _after_turn(self, session: Session, blocks: list[Any], *, name_it: bool = True) -> None:
         """Keep the saved session current; give it a title after its first exchange."""
-        stamp = now()
-        session.save({"kind": "meta", "updatedAt": stamp})
+        stamp = session.updated_at = now()
+        named = False
         if session.title is None and name_it:
             text = " ".join(user_text(blocks).split())
             if text:
                 session.title = text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1].rstrip() + "…"
-                session.save({"kind": "meta", "title": session.title})
-                with anyio.CancelScope(shield=True):
-                    await session.update(updates.session_info(title=session.title, updated_at=stamp))
+                named = True
+        session.save_state()
+        if named:
+            with anyio.CancelScope(shield=True):
+                await session.update(updates.session_info(title=session.title, updated_at=stamp))
         if self.agent.store is not None:
             self.agent.store.touch(session.id, title=session.title, updated_at=stamp)
 
@@ -383,6 +367,7 @@ class Sessions:
         try:
             with scope:
                 async with session.turn_lock:
+                    await self._read_conversation(session)
                     self._record_prompt(session, blocks)
                     if command.name == "undo":
                         await say(await undo(session))
@@ -394,7 +379,7 @@ class Sessions:
             return "cancelled"
         finally:
             session.close_turn(scope)
-            session.flush()
+            session.settle()
             with anyio.CancelScope(shield=True):
                 await self._after_turn(session, blocks, name_it=False)  # "/undo" is no title
 

@@ -1,8 +1,9 @@
-"""Sessions on disk: one append-only record file per session, and an index for listing.
+"""Sessions on disk: the directory of session files, and an index for listing.
 
 Layout under ``root`` (``platformdirs.user_data_dir("refagent")/sessions`` by default)::
 
-    <session id>.jsonl     one JSON record per line, appended and flushed per record
+    <session id>.jsonl     a session's records  } its files: refagent.records
+    <session id>.replay    its replay file      }
     index.json             {session id: summary}, rewritten atomically; rebuilt from the record files
                            when it is missing or unreadable, and brought in step with them when a
                            listing starts (several agents share the directory: each editor window
@@ -10,44 +11,9 @@ Layout under ``root`` (``platformdirs.user_data_dir("refagent")/sessions`` by de
 
 Files are private to the user (0600, the directory 0700): conversations hold file contents.
 
-Record kinds (``kind``; unknown kinds are skipped, so older agents can read newer files):
-
-- ``session``: the first record: ``sessionId``, ``cwd``, ``additionalDirectories``, ``createdAt``.
-- ``update``: a ``session/update`` the client saw, replayed by ``session/load``. Written by
-  :class:`~refagent.history.Recorder` as a line that can be replayed without parsing it (see below);
-  older files hold ``{"kind":"update","update":...}`` and each tool call's updates as separate
-  ``tool_call_update`` records, and still load.
-- ``message``: one model-facing message (Chat Completions format), appended as the conversation grows.
-- ``history``: the model-facing conversation replaced whole (after compaction or undo).
-- ``meta``: ``title``, ``modeId``, ``profileId``, ``updatedAt`` changes; the last value wins.
-- ``change``: a file the agent changed in turn ``turn``: ``path``, ``before`` (None: it did not exist),
-  ``after`` (None: deleted). The first of a turn for a path holds its state before the turn (``/undo``).
-- ``turn``: a prompt turn began (``turn``: its number).
-- ``undo``: the changes of turn ``turn`` were undone.
-
-Update records (:func:`update_line`) have a fixed prefix, then the update's JSON, then ``}``::
-
-    {"kind":"update","sessionUpdate":"<kind>","id":<messageId or toolCallId, or null>,"whole":<bool>,
-     "size":<characters of the update's JSON>,"update":<the update's JSON, ASCII only>}
-
-so that ``session/load`` finds what it needs with a regular expression on the prefix and sends the
-update's bytes as they are (:meth:`refagent.acp.connection.Connection.notify_many`): ``size`` tells a
-complete line from one a crash cut short, and the update is written with ``ensure_ascii``, so it holds
-no line break of any kind and goes to the client 7-bit clean. A tool call is recorded as it is announced,
-then its updates as they come, and when it ends (``completed``, ``failed``) its whole state at once: a
-``tool_call_update`` with every field of the folded call (``"whole":true``), which is what a replay shows
-(an older agent folds it into the announcement and gets the same). A line that does not match the prefix
-is parsed, as every record was before. Records other than updates are plain JSON objects whose first
-key is ``kind``; the ``message``, ``history``, ``change`` and ``undo`` records (the bulk of a file, and
-not needed to answer ``session/load``) are parsed only when asked for (:meth:`StoredSession.model_state`).
-
-Robustness: a truncated last line (a crash mid-write) and corrupt lines are skipped with one log line
-per file, and the next record starts on a line of its own; a record file that cannot be read is left
-out of listings; a broken index is rebuilt; an unwritable directory is warned about once and the
-session goes on unsaved. Nothing here can keep the agent from starting.
-
-Longer than most modules (~440 lines) because the record format, its writer, its reader and the index
-over the files are one contract: apart, each would only make sense next to the others.
+Robustness: a record file that cannot be read is left out of listings; a broken index is rebuilt; an
+unwritable directory is warned about once and the session goes on unsaved. Nothing here can keep the
+agent from starting.
 """
 
 from __future__ import annotations
@@ -61,12 +27,11 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from refagent.acp.errors import InvalidParams
+from refagent.records import SessionLog, StoredSession, read_records, read_session, repair
 
 log = logging.getLogger(__name__)
 
@@ -84,196 +49,6 @@ def default_root() -> Path | None:
     from refagent.settings import sessions_root
 
     return sessions_root()
-
-
-_FAST_UPDATE = re.compile(
-    rb'\{"kind":"update","sessionUpdate":"([a-z_]{1,40})","id":(null|"[^"\\]{0,1024}"),'
-    rb'"whole":(true|false),"size":([0-9]{1,12}),"update":'
-)
-_UPDATE_KINDS = {
-    kind.encode(): kind
-    for kind in (
-        "user_message_chunk",
-        "agent_message_chunk",
-        "agent_thought_chunk",
-        "tool_call",
-        "tool_call_update",
-        "plan",
-    )
-}
-_FAST_PREFIX = b'{"kind":"update","sessionUpdate":"'
-_MODEL_PREFIXES = tuple(b'{"kind":"%s",' % kind for kind in (b"message", b"history", b"change", b"undo"))
-
-
-def id_key(value: object) -> bytes | None:
-    """How an update's ``messageId`` or ``toolCallId`` is compared in replay: its JSON (None: none)."""
-    return None if value is None else json.dumps(value, ensure_ascii=True).encode("ascii")
-
-
-def update_line(update: dict[str, Any], *, key: str | None, whole: bool = False) -> str:
-    """The record of one update, in the form replayed without parsing (the module's docstring)."""
-    body = json.dumps(update, separators=(",", ":"), ensure_ascii=True)
-    kind = update["sessionUpdate"]
-    if not re.fullmatch("[a-z_]{1,40}", kind):
-        raise ValueError(f"not an update kind: {kind!r}")
-    head = json.dumps(key, ensure_ascii=True)
-    return (
-        f'{{"kind":"update","sessionUpdate":"{kind}","id":{head},"whole":{"true" if whole else "false"},'
-        f'"size":{len(body)},"update":{body}}}'
-    )
-
-
-@dataclass(slots=True)
-class UpdateRecord:
-    """One recorded update, as replay needs it: its kind, the id it is merged or folded by (:func:`id_key`),
-    whether it is a tool call's whole state, and either ``raw``, its JSON as written (ASCII, one line,
-    not parsed: a view of the file's bytes), or ``parsed`` (a record in the older form, or one that had to be read)."""
-
-    kind: str
-    key: bytes | None
-    whole: bool = False
-    raw: memoryview | bytes | None = None
-    parsed: dict[str, Any] | None = None
-
-    @classmethod
-    def of(cls, update: dict[str, Any]) -> UpdateRecord:
-        kind = update.get("sessionUpdate")
-        ident = update.get("toolCallId") if kind in ("tool_call", "tool_call_update") else update.get("messageId")
-        return cls(kind if isinstance(kind, str) else "", id_key(ident), parsed=update)
-
-    def update(self) -> dict[str, Any] | None:
-        """The update as a dict (a new one each time for a raw record); None if it is not JSON (a line
-        corrupted on disk without changing its length)."""
-        if self.raw is None:
-            return self.parsed
-        try:
-            value = json.loads(bytes(self.raw))
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
-
-
-@dataclass
-class StoredSession:
-    """What a record file says, folded. The model-facing conversation and the ``/undo`` records are
-    parsed on first use (:meth:`model_state`): ``session/load`` answers without them."""
-
-    session_id: str
-    cwd: str
-    additional_directories: list[str] = field(default_factory=list)
-    created_at: str = ""
-    title: str | None = None
-    updated_at: str | None = None
-    mode_id: str | None = None
-    profile_id: str | None = None
-    update_records: list[UpdateRecord] = field(default_factory=list)
-    model_records: list[memoryview | dict[str, Any]] = field(default_factory=list)
-    """The ``message``, ``history``, ``change`` and ``undo`` records in order: lines, or parsed records."""
-    turns: int = 0
-    source: str = ""
-    _model: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = field(default=None, repr=False)
-
-    @property
-    def updates(self) -> list[dict[str, Any]]:
-        """The recorded updates as dicts, in order (what :func:`refagent.history.replay` takes)."""
-        return [u for u in (r.update() for r in self.update_records) if u is not None]
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return self.model_state()[0]
-
-    @property
-    def changes(self) -> list[dict[str, Any]]:
-        return self.model_state()[1]
-
-    def model_state(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The model-facing conversation and the changes ``/undo`` can restore, parsed once (quick, but
-        the bulk of a long session's file: call it off the event loop)."""
-        if self._model is None:
-            self._model = _fold_model(self.model_records, self.source)
-        return self._model
-
-    def summary(self) -> dict[str, Any]:
-        """The ``SessionInfo`` of ``session/list``."""
-        info: dict[str, Any] = {"sessionId": self.session_id, "cwd": self.cwd}
-        if self.additional_directories:
-            info["additionalDirectories"] = self.additional_directories
-        if self.title:
-            info["title"] = self.title
-        if self.updated_at or self.created_at:
-            info["updatedAt"] = self.updated_at or self.created_at
-        return info
-
-
-class SessionLog:
-    """Appends the records of one session. Each record is one line, flushed as it is written.
-
-    ``create``: whether appending may create the file (only for a new session). After :meth:`close`,
-    records still go to the file (a turn cancelled by ``session/close`` finishes writing its last ones),
-    each opening and closing it, and only while it exists: after ``session/delete`` they are dropped
-    rather than starting a new file without its session record.
-    """
-
-    def __init__(self, path: Path, *, create: bool = False) -> None:
-        self.path = path
-        self._create = create
-        self._file: IO[str] | None = None
-        self._closed = False
-        self._warned = False
-
-    def append(self, record: dict[str, Any]) -> None:
-        try:
-            self._write(json.dumps(record, separators=(",", ":"), ensure_ascii=False))
-        except (ValueError, TypeError) as exc:
-            self._failed(exc)
-
-    def append_update(self, update: dict[str, Any], *, key: str | None, whole: bool = False) -> None:
-        """An ``update`` record in the form replayed without parsing (:func:`update_line`)."""
-        try:
-            self._write(update_line(update, key=key, whole=whole))
-        except (ValueError, TypeError) as exc:
-            self._failed(exc)
-
-    def _write(self, record: str) -> None:
-        try:
-            line = record + "\n"
-            if self._closed:
-                with self._open() as file:
-                    file.write(line)
-                return
-            if self._file is None:
-                self._file = self._open()
-            self._file.write(line)
-            self._file.flush()
-        except FileNotFoundError:
-            log.debug("%s is gone (deleted); not saving to it", self.path)
-        except (OSError, ValueError) as exc:  # a full disk must not end the session
-            self._failed(exc)
-
-    def _failed(self, exc: Exception) -> None:
-        # Once as a warning: a line per record would fill a stderr pipe nobody reads (design.md).
-        log.log(logging.DEBUG if self._warned else logging.WARNING, "could not save to %s: %s", self.path, exc)
-        self._warned = True
-
-    def close(self) -> None:
-        self._closed = True
-        if self._file is not None:
-            with contextlib.suppress(OSError):
-                self._file.close()
-            self._file = None
-
-    def _open(self) -> IO[str]:
-        flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT if self._create else 0)
-        # Conversations hold file contents and maybe secrets: readable by their owner only.
-        file = os.fdopen(os.open(self.path, flags, 0o600), "a", encoding="utf-8")
-        self._create = False  # once created, a missing file means it was deleted
-        if os.fstat(file.fileno()).st_size > 0:
-            # A crash can leave a partial last line: start a new one, or the next record is glued to it and lost.
-            with self.path.open("rb") as raw:
-                raw.seek(-1, os.SEEK_END)
-                if raw.read(1) != b"\n":
-                    file.write("\n")
-        return file
 
 
 class SessionStore:
@@ -297,7 +72,7 @@ class SessionStore:
         except OSError as exc:  # the session goes on unsaved
             self._warn("cannot create the sessions directory %s: %s", self.root, exc)
         created = now()
-        log_ = SessionLog(self._path(session_id), create=True)
+        log_ = SessionLog(self._path(session_id), session_id, create=True)
         log_.append(
             {
                 "kind": "session",
@@ -307,6 +82,8 @@ class SessionStore:
                 "createdAt": created,
             }
         )
+        with contextlib.suppress(OSError):  # and its replay file, empty (failing, the warning was given)
+            self._path(session_id).with_suffix(".replay").touch(mode=0o600)
         info: dict[str, Any] = {"sessionId": session_id, "cwd": cwd, "updatedAt": created}
         if additional:
             info["additionalDirectories"] = additional
@@ -314,7 +91,7 @@ class SessionStore:
         return log_
 
     def reopen(self, session_id: str) -> SessionLog:
-        return SessionLog(self._path(session_id))
+        return SessionLog(self._path(session_id), session_id)
 
     def touch(self, session_id: str, *, title: str | None = None, updated_at: str | None = None) -> None:
         """Keep the index current after a turn or a new title."""
@@ -331,8 +108,9 @@ class SessionStore:
         """Remove a session; an unknown id is not an error."""
         if not _ID.match(session_id):
             return
-        with contextlib.suppress(FileNotFoundError):
-            self._path(session_id).unlink()
+        for path in (self._path(session_id), self._path(session_id).with_suffix(".replay")):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
         index = self._load_index()
         if index.pop(session_id, None) is not None:
             self._save_index(index)
@@ -340,14 +118,18 @@ class SessionStore:
     # -- reading ------------------------------------------------------------------------------
 
     def load(self, session_id: str) -> StoredSession | None:
-        """Fold a session's records; None if there is no such session (or it is unreadable)."""
+        """A session's state and its visible history (:func:`refagent.records.read_session`); None if there
+        is no such session (or it is unreadable)."""
         if not _ID.match(session_id):
             return None
+        return read_session(self._path(session_id), session_id)
+
+    def repair(self, stored: StoredSession, lines: list[bytes]) -> None:
+        """:func:`refagent.records.repair` (warned about, once, if it cannot be written)."""
         try:
-            data = self._path(session_id).read_bytes()
-        except OSError:
-            return None
-        return fold_bytes(data, str(self._path(session_id)))
+            repair(self._path(stored.session_id), stored, lines)
+        except OSError as exc:
+            self._warn("could not repair session %s: %s", stored.session_id, exc)
 
     def list(
         self, cwd: str | None = None, cursor: str | None = None, page_size: int = PAGE_SIZE
@@ -433,14 +215,13 @@ class SessionStore:
                 continue
             try:
                 stat = entry.stat()
-                mark = (stat.st_mtime_ns, stat.st_size)
-                if self._unlisted.get(session_id) == mark:
-                    continue
-                data = Path(entry.path).read_bytes()
             except OSError as exc:
                 log.warning("skipping unreadable session file %s: %s", entry.path, exc)
                 continue
-            stored = fold_bytes(data, entry.path)
+            mark = (stat.st_mtime_ns, stat.st_size)
+            if self._unlisted.get(session_id) == mark:
+                continue
+            stored = read_records(Path(entry.path), replayable=os.path.exists(entry.path[:-6] + ".replay"))
             if stored is None or stored.session_id != session_id:
                 self._unlisted[session_id] = mark
                 continue
@@ -467,144 +248,6 @@ class SessionStore:
             if temp is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(temp)
-
-
-def fold(lines: Sequence[bytes | str], source: str = "") -> StoredSession | None:
-    """Fold record lines into a :class:`StoredSession` (:func:`fold_bytes` on them joined)."""
-    return fold_bytes(
-        b"\n".join(s.encode("utf-8", errors="surrogatepass") if isinstance(s, str) else s for s in lines), source
-    )
-
-
-def fold_bytes(data: bytes, source: str = "") -> StoredSession | None:
-    """Fold a record file's bytes into a :class:`StoredSession`. Bad lines are skipped (a crash can cut
-    the last). Lines end at ``\n`` only: records hold text with U+2028 or U+0085 unescaped, where
-    ``str.splitlines`` would cut them. Nothing is copied or decoded but what is parsed: update and
-    conversation records are kept as views of ``data``."""
-    corrupt: list[int] = []
-    try:
-        return _fold(data, source, corrupt)
-    finally:
-        if corrupt:  # one line per file, however many records are bad
-            log.warning("%s: skipped %d corrupt record(s), the first at line %d", source, len(corrupt), corrupt[0])
-
-
-def _parse(line: bytes | memoryview) -> Any:
-    """One record line as JSON; raises ValueError. Invalid UTF-8 is replaced, as a text read would."""
-    return json.loads(str(line, "utf-8", "replace"))
-
-
-def _fold(data: bytes, source: str, corrupt: list[int]) -> StoredSession | None:
-    view = memoryview(data)
-    ascii_only = data.isascii()  # then no update record needs a look of its own (a quick pass)
-    fast_update, find, starts = _FAST_UPDATE.match, data.find, data.startswith
-    kinds = _UPDATE_KINDS
-    updates: list[UpdateRecord] | None = None  # the session's, once its record has been read
-    model: list[memoryview | dict[str, Any]] = []
-    stored: StoredSession | None = None
-    number, pos, size = 0, 0, len(data)
-    while pos < size:
-        end = find(b"\n", pos)
-        if end < 0:
-            end = size
-        number += 1
-        start, pos = pos, end + 1
-        if updates is not None:  # the quick paths, once the session record has been read
-            if starts(_FAST_PREFIX, start, end):
-                match = fast_update(data, start, end)
-                if match is not None:
-                    head = match.end()
-                    # whole (size, then "}"), not cut short by a crash (and maybe continued by another record)
-                    complete = end - head == int(match[4]) + 1 and data[end - 1] == 0x7D and data[head] == 0x7B
-                    if complete and (ascii_only or data[head : end - 1].isascii()):
-                        key = None if match[2] == b"null" else match[2]
-                        kind = kinds.get(match[1]) or match[1].decode("ascii")
-                        updates.append(UpdateRecord(kind, key, match[3] == b"true", view[head : end - 1]))
-                        continue
-                # else parsed below (and skipped if it was cut short)
-            elif starts(_MODEL_PREFIXES, start, end):
-                model.append(view[start:end])  # parsed by model_state(), if ever
-                continue
-        line = view[start:end]
-        if not line or data[start:end].isspace():
-            continue
-        try:
-            record = _parse(line)
-        except ValueError:
-            corrupt.append(number)
-            continue
-        if not isinstance(record, dict):
-            continue
-        kind = record.get("kind")
-        if kind == "session":
-            if stored is None and isinstance(record.get("sessionId"), str) and isinstance(record.get("cwd"), str):
-                stored = StoredSession(
-                    session_id=record["sessionId"],
-                    cwd=record["cwd"],
-                    additional_directories=[
-                        d for d in _list(record.get("additionalDirectories")) if isinstance(d, str)
-                    ],
-                    created_at=str(record.get("createdAt", "")),
-                    source=source,
-                )
-                updates, model = stored.update_records, stored.model_records
-            continue
-        if stored is None:
-            log.warning("%s: records before the session record; skipping the file", source)
-            return None
-        if kind == "update" and isinstance(record.get("update"), dict):
-            stored.update_records.append(UpdateRecord.of(record["update"]))
-        elif kind in ("message", "history", "change", "undo"):
-            stored.model_records.append(record)
-        elif kind == "meta":
-            stored.title = _text(record, "title", stored.title)
-            stored.mode_id = _text(record, "modeId", stored.mode_id)
-            stored.profile_id = _text(record, "profileId", stored.profile_id)
-            stored.updated_at = _text(record, "updatedAt", stored.updated_at)
-        elif kind == "turn" and isinstance(record.get("turn"), int):
-            stored.turns = max(stored.turns, record["turn"])
-    return stored
-
-
-def _fold_model(
-    records: list[memoryview | dict[str, Any]], source: str
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The conversation and the changes from the ``message``, ``history``, ``change``, ``undo`` records."""
-    messages: list[dict[str, Any]] = []
-    changes: list[dict[str, Any]] = []
-    corrupt = 0
-    for item in records:
-        if isinstance(item, memoryview):
-            try:
-                record = _parse(item)
-            except ValueError:
-                corrupt += 1
-                continue
-            if not isinstance(record, dict):
-                continue
-        else:
-            record = item
-        kind = record.get("kind")
-        if kind == "message" and isinstance(record.get("message"), dict):
-            messages.append(record["message"])
-        elif kind == "history" and isinstance(record.get("messages"), list):
-            messages = [m for m in record["messages"] if isinstance(m, dict)]
-        elif kind == "change" and isinstance(record.get("path"), str) and isinstance(record.get("turn"), int):
-            changes.append(record)
-        elif kind == "undo":
-            changes = [c for c in changes if c.get("turn") != record.get("turn")]
-    if corrupt:  # one line per file (a cut line is the usual one)
-        log.warning("%s: skipped %d corrupt conversation record(s)", source, corrupt)
-    return messages, changes
-
-
-def _text(record: dict[str, Any], key: str, default: str | None) -> str | None:
-    value = record.get(key, default)
-    return value if isinstance(value, str) else default
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _stat(path: Path) -> tuple[int, int, int] | None:

@@ -644,7 +644,7 @@ async def test_an_unwritable_data_dir_does_not_stop_sessions(
     for every record (a stderr pipe nobody reads fills up)."""
     (tmp_path / "not-a-dir").write_text("a file where the data directory should be")
     model = ScriptedModel(fallback=lambda request: text("still works"))
-    with caplog.at_level(logging.WARNING, logger="refagent.store"):
+    with caplog.at_level(logging.WARNING, logger="refagent"):
         async with agent(tmp_path / "not-a-dir" / "sessions", model, check) as editor:
             sid = await editor.new_session(str(project))
             for _ in range(3):

@@ -200,3 +200,50 @@ async def test_a_killed_agent_leaves_a_session_that_loads(tmp_path: Path, check:
         messages = server.chat_requests[-1].body["messages"]
     users = [m["content"] for m in messages if m["role"] == "user"]
     assert users == ["first", "long", "after the crash", "and again"]
+
+
+async def test_an_agent_killed_during_a_tool_call_leaves_it_in_the_replay(tmp_path: Path, check: Any) -> None:
+    """The running call (and what follows it) is held in the record file, not the replay file: after a
+    kill -9 the next agent folds it back in, repairs the replay file, and the session goes on."""
+    project = tmp_path / "project"
+    project.mkdir()
+    script = [
+        Turn(text="Let me run it.", tool_calls=[ToolCall("run_command", {"command": "sleep 30"})]),
+        Turn(text="Back again."),
+    ]
+    with ScriptedOpenAIServer(script, api_key=KEY) as server:
+        env = env_for(tmp_path, server)
+        async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
+            await agent.initialize()
+            sid = await agent.new_session(project)
+            await agent.send_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+            asked = await agent.wait_for(lambda m: m.get("method") == "session/request_permission")
+            call_id = asked["params"]["toolCall"]["toolCallId"]
+            agent.process.kill()  # while the call waits for permission
+            assert await agent.wait_exit(10) != 0
+        replay_file = sessions_dir(tmp_path) / f"{sid}.replay"
+        assert call_id.encode() not in replay_file.read_bytes()  # held: only in the record file
+
+        async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
+            await agent.initialize()
+            _, replayed = await load(agent, sid, project)
+            kinds = [(u["sessionUpdate"], u.get("toolCallId")) for u in replayed]
+            assert kinds == [("user_message_chunk", None), ("agent_message_chunk", None), ("tool_call", call_id)]
+            assert replayed[2]["kind"] == "execute"
+            assert call_id.encode() in replay_file.read_bytes()  # repaired
+            result, _ = await prompt(agent, sid, "again")
+            assert result == {"stopReason": "end_turn"}
+            await agent.close_stdin()
+            assert await agent.wait_exit(10) == 0
+        # the call that never ran has a result in the next request (an API rejects a call without one)
+        messages = server.chat_requests[-1].body["messages"]
+        calls = [c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+        results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+        assert len(calls) == 1
+        assert "stopped" in results[calls[0]]
+
+        async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
+            await agent.initialize()
+            _, again = await load(agent, sid, project)
+            assert again[:3] == replayed
+            assert [u["content"]["text"] for u in again[3:]] == ["again", "Back again."]

@@ -14,8 +14,9 @@ import pytest
 
 from refagent.acp import updates
 from refagent.acp.errors import InvalidParams
-from refagent.history import FLUSH_SECONDS, Conversation, Recorder, replay, replay_records
-from refagent.store import PAGE_SIZE, SessionStore, fold
+from refagent.history import FLUSH_SECONDS, STOPPED_RESULT, Conversation, Recorder, load, replay
+from refagent.records import StoredSession, fold, replay_line
+from refagent.store import PAGE_SIZE, SessionStore
 
 CWD = "/work/project"
 
@@ -71,10 +72,21 @@ def test_sessions_are_private_to_their_user(tmp_path: Path) -> None:
         assert path.stat().st_mode & 0o077 == 0, path
 
 
-def test_the_recorder_writes_tool_calls_at_once_and_a_message_when_it_ends(tmp_path: Path) -> None:
+def shown_file(path: Path) -> list[dict[str, Any]]:
+    """The updates in a replay file (whole lines), checked to be this session's notifications."""
+    notes = [json.loads(line) for line in path.read_bytes().split(b"\n")[:-1]]
+    assert all(n["method"] == "session/update" and set(n["params"]) == {"sessionId", "update"} for n in notes)
+    return [n["params"]["update"] for n in notes]
+
+
+async def nowhere(update: dict[str, Any]) -> None:
+    pass
+
+
+def test_the_recorder_holds_what_follows_a_running_tool_call_until_it_ends(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
     log = store.create("s1", CWD, [])
-    path = tmp_path / "s1.jsonl"
+    path, replay_path = tmp_path / "s1.jsonl", tmp_path / "s1.replay"
     sent: list[dict[str, Any]] = []
 
     async def send(update: dict[str, Any]) -> None:
@@ -83,37 +95,76 @@ def test_the_recorder_writes_tool_calls_at_once_and_a_message_when_it_ends(tmp_p
     recorder = Recorder(send, log)
     recorder.record(updates.agent_message_chunk(updates.text("Hel"), "m1"))
     recorder.record(updates.agent_message_chunk(updates.text("lo"), "m1"))
-    assert len(lines(path)) == 1  # the message is still streaming: one record per message, not per token
+    assert shown_file(replay_path) == []  # still streaming: one line per message, not per token
     recorder.record(updates.tool_call("c1", "Read a.txt", "read"))
-    on_disk = [r["update"] for r in lines(path)[1:]]
-    assert on_disk == [
-        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hello"}, "messageId": "m1"},
-        {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Read a.txt", "kind": "read", "status": "pending"},
-    ]
+    assert shown_file(replay_path) == [updates.agent_message_chunk(updates.text("Hello"), "m1")]
     recorder.record(updates.agent_thought_chunk(updates.text("hmm"), "t1"))
     recorder.record(updates.usage(10, 100))  # not part of the visible history
-    recorder.flush()  # the end of a turn
-    assert [r["update"]["sessionUpdate"] for r in lines(path)[1:]] == [
-        "agent_message_chunk",
-        "tool_call",
-        "agent_thought_chunk",
+    recorder.flush()
+    assert len(shown_file(replay_path)) == 1  # the call has not ended: it and what follows it are held
+    assert [r["kind"] for r in lines(path)[1:]] == ["hold", "update", "update"]
+    assert lines(path)[1] == {"kind": "hold", "replayed": replay_path.stat().st_size}
+    recorder.record(updates.tool_call_update("c1", status="completed"))
+    assert shown_file(replay_path)[1:] == [
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "c1",
+            "title": "Read a.txt",
+            "kind": "read",
+            "status": "completed",
+        },
+        updates.agent_thought_chunk(updates.text("hmm"), "t1"),
     ]
+    assert [r["kind"] for r in lines(path)[1:]] == ["hold", "update", "update", "update", "release"]
     assert sent == []  # record() records only
+
+
+def test_parallel_tool_calls_are_shown_in_the_order_they_began(tmp_path: Path) -> None:
+    log = SessionStore(tmp_path).create("s1", CWD, [])
+    recorder = Recorder(nowhere, log)
+    for update in [
+        updates.tool_call("a", "A", "read"),
+        updates.tool_call("b", "B", "read"),
+        updates.tool_call_update("b", status="completed"),
+        updates.agent_message_chunk(updates.text("between"), "m1"),
+    ]:
+        recorder.record(update)
+    recorder.flush()
+    assert shown_file(tmp_path / "s1.replay") == []  # b has ended, but a, before it, has not
+    recorder.record(updates.tool_call_update("a", status="failed"))
+    assert [(u.get("toolCallId"), u.get("status")) for u in shown_file(tmp_path / "s1.replay")] == [
+        ("a", "failed"),
+        ("b", "completed"),
+        (None, None),
+    ]
+
+
+def test_the_end_of_a_turn_shows_calls_that_never_ended_as_they_are(tmp_path: Path) -> None:
+    log = SessionStore(tmp_path).create("s1", CWD, [])
+    recorder = Recorder(nowhere, log)
+    recorder.record(updates.tool_call("a", "Run", "execute"))
+    recorder.record(updates.tool_call_update("a", status="in_progress"))
+    recorder.record(updates.agent_message_chunk(updates.text("cancelled"), "m1"))
+    recorder.settle()
+    assert [u["sessionUpdate"] for u in shown_file(tmp_path / "s1.replay")] == ["tool_call", "agent_message_chunk"]
+    assert shown_file(tmp_path / "s1.replay")[0]["status"] == "in_progress"
+    assert lines(tmp_path / "s1.jsonl")[-1] == {"kind": "release"}
+    recorder.record(updates.tool_call_update("a", status="completed"))  # a late word on a call already shown
+    assert shown_file(tmp_path / "s1.replay")[-1] == updates.tool_call_update("a", status="completed")
+    stored = new_store(tmp_path).load("s1")
+    assert stored is not None
+    assert replay(stored.updates)[0]["status"] == "completed"
 
 
 def test_a_message_that_streams_long_is_written_as_it_goes(tmp_path: Path) -> None:
     """A crash mid-message loses at most FLUSH_SECONDS of its text."""
     log = SessionStore(tmp_path).create("s1", CWD, [])
     now = [0.0]
-
-    async def send(update: dict[str, Any]) -> None:
-        pass
-
-    recorder = Recorder(send, log, clock=lambda: now[0])
+    recorder = Recorder(nowhere, log, clock=lambda: now[0])
     for n in range(10):
         now[0] = n * FLUSH_SECONDS / 4
         recorder.record(updates.agent_message_chunk(updates.text(f"{n} "), "m1"))
-    on_disk = [r["update"]["content"]["text"] for r in lines(tmp_path / "s1.jsonl")[1:]]
+    on_disk = [u["content"]["text"] for u in shown_file(tmp_path / "s1.replay")]
     assert on_disk == ["0 1 2 3 4 ", "5 6 7 8 9 "]
     now[0] += FLUSH_SECONDS / 4
     recorder.record(updates.agent_message_chunk(updates.text("end"), "m1"))
@@ -142,21 +193,16 @@ async def test_the_recorder_sends_everything_and_records_the_visible(tmp_path: P
         await recorder(update)
     recorder.flush()
     assert sent == shown
-    assert [r["update"]["sessionUpdate"] for r in lines(tmp_path / "s1.jsonl")[1:]] == ["agent_message_chunk", "plan"]
+    assert [u["sessionUpdate"] for u in shown_file(tmp_path / "s1.replay")] == ["agent_message_chunk", "plan"]
 
 
 def test_a_long_message_is_written_in_parts_that_replay_as_one(tmp_path: Path) -> None:
     log = SessionStore(tmp_path).create("s1", CWD, [])
-
-    async def send(update: dict[str, Any]) -> None:
-        pass
-
-    recorder = Recorder(send, log)
+    recorder = Recorder(nowhere, log)
     chunk = "x" * 1000
     for _ in range(200):
         recorder.record(updates.agent_message_chunk(updates.text(chunk), "m1"))
-    records = lines(tmp_path / "s1.jsonl")[1:]
-    assert len(records) >= 2  # the buffer does not grow without bound before the message ends
+    assert len(shown_file(tmp_path / "s1.replay")) >= 2  # the buffer does not grow without bound
     recorder.flush()
     stored = SessionStore(tmp_path).load("s1")
     assert stored is not None
@@ -214,7 +260,9 @@ def test_text_with_line_separators_survives(tmp_path: Path, separator: str) -> N
     log = store.create("s1", CWD, [])
     text = f"first{separator}second"
     Conversation([], log).append({"role": "user", "content": text})
-    log.append({"kind": "update", "update": updates.agent_message_chunk(updates.text(text), "m1")})
+    recorder = Recorder(nowhere, log)
+    recorder.record(updates.agent_message_chunk(updates.text(text), "m1"))
+    recorder.settle()
     log.append({"kind": "meta", "title": text})
     log.close()
     stored = new_store(tmp_path).load("s1")
@@ -290,7 +338,7 @@ def test_a_file_of_garbage_is_one_warning(tmp_path: Path, caplog: pytest.LogCapt
     the pipe and block the agent."""
     good = json.dumps({"kind": "session", "sessionId": "s1", "cwd": CWD})
     (tmp_path / "s1.jsonl").write_text(good + "\n" + "garbage\n" * 5000)
-    with caplog.at_level(logging.WARNING, logger="refagent.store"):
+    with caplog.at_level(logging.WARNING, logger="refagent"):
         assert SessionStore(tmp_path).load("s1") is not None
     assert len(caplog.records) == 1
     assert "5000" in caplog.records[0].getMessage()
@@ -534,7 +582,7 @@ def test_an_undo_record_drops_the_changes_of_its_turn(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
     log = store.create("s1", CWD, [])
     for turn, path in [(1, "/p/a.py"), (2, "/p/b.py"), (2, "/p/c.py"), (3, "/p/d.py")]:
-        log.append({"kind": "turn", "turn": turn})
+        log.append({"kind": "meta", "turns": turn})
         log.append({"kind": "change", "turn": turn, "path": path, "before": "old", "after": "new"})
     log.append({"kind": "undo", "turn": 3})
     log.append({"kind": "undo", "turn": 2})
@@ -678,28 +726,32 @@ def test_replay_of_the_recorded_updates_equals_replay_of_the_sent_ones(tmp_path:
     assert replay(stored.updates) == replay(sent)
 
 
-# -- replay without parsing -------------------------------------------------------------------------
+# -- the replay file --------------------------------------------------------------------------------
 
 
-def shown(stored: Any) -> list[dict[str, Any]]:
-    """What ``session/load`` sends, decoded."""
-    return [u if isinstance(u, dict) else json.loads(bytes(u)) for u in replay_records(stored.update_records)]
-
-
-def record_all(tmp_path: Path, sent: list[dict[str, Any]]) -> Any:
-    log = SessionStore(tmp_path).create("s1", CWD, [])
-
-    async def send(update: dict[str, Any]) -> None:
-        pass
-
-    recorder = Recorder(send, log)
-    for update in sent:
-        recorder.record(update)
-    recorder.flush()
-    log.close()
-    stored = new_store(tmp_path).load("s1")
+def loaded(tmp_path: Path) -> StoredSession:
+    """``s1`` as ``session/load`` reads it in a new agent (repaired after a crash)."""
+    stored = load(new_store(tmp_path), "s1")
     assert stored is not None
     return stored
+
+
+def shown(stored: StoredSession) -> list[dict[str, Any]]:
+    """What ``session/load`` sends, decoded: the replay file's lines, then what a repair could not write."""
+    notes = [json.loads(line) for line in stored.shown.splitlines()]
+    assert all(n == {"jsonrpc": "2.0", "method": "session/update", "params": n["params"]} for n in notes)
+    assert all(n["params"]["sessionId"] == stored.session_id for n in notes)
+    return [n["params"]["update"] for n in notes] + replay(stored.held)
+
+
+def record_all(tmp_path: Path, sent: list[dict[str, Any]], *, settle: bool = True) -> None:
+    log = SessionStore(tmp_path).create("s1", CWD, [])
+    recorder = Recorder(nowhere, log)
+    for update in sent:
+        recorder.record(update)
+    if settle:
+        recorder.settle()
+        log.close()
 
 
 def tool_call_turn(text: str = "done") -> list[dict[str, Any]]:
@@ -717,81 +769,127 @@ def tool_call_turn(text: str = "done") -> list[dict[str, Any]]:
     ]
 
 
-def test_a_finished_tool_call_is_recorded_whole_and_replayed_unparsed(tmp_path: Path) -> None:
+def test_the_replay_file_is_what_load_sends_byte_for_byte(tmp_path: Path) -> None:
     sent = tool_call_turn()
-    stored = record_all(tmp_path, sent)
-    records = lines(tmp_path / "s1.jsonl")[1:]
-    last_of_call = [r for r in records if r.get("id") == "c1"][-1]
-    assert last_of_call["whole"] is True
-    assert last_of_call["update"] == {**replay(sent)[2], "sessionUpdate": "tool_call_update"}  # whole, as an update
-    assert replay(stored.updates) == replay(sent)  # an older agent's fold of the same file
-    out = replay_records(stored.update_records)
-    assert all(not isinstance(u, dict) for u in out)  # nothing was parsed: each update goes out as written
-    assert shown(stored) == replay(sent)
+    record_all(tmp_path, sent)
+    stored = loaded(tmp_path)
+    assert stored.shown == (tmp_path / "s1.replay").read_bytes()
+    assert stored.held == []
+    assert shown(stored) == replay(sent)  # each message whole, the tool call once, in its final state
+    assert stored.shown.splitlines()[0] == replay_line("s1", replay(sent)[0]).rstrip(b"\n")
 
 
-def test_a_file_of_the_older_form_still_replays(tmp_path: Path) -> None:
-    """Files written before updates could be replayed unparsed: each update and tool call update a record."""
+def test_a_crash_while_updates_are_held_loses_none_of_them_and_the_file_is_repaired(tmp_path: Path) -> None:
     sent = tool_call_turn()
+    record_all(tmp_path, sent[:7], settle=False)  # the agent dies while the edit runs
+    with (tmp_path / "s1.jsonl").open("a", encoding="utf-8") as file:
+        file.write('{"kind":"update","update":{"sessionUpdate":"tool_call_upd')  # cut short
+    assert len(shown_file(tmp_path / "s1.replay")) == 2  # the prompt and the first message
+    stored = loaded(tmp_path)
+    assert shown(stored) == replay(sent[:7])
+    assert stored.held == []
+    assert stored.shown == (tmp_path / "s1.replay").read_bytes()  # repaired
+    assert (tmp_path / "s1.jsonl").read_text().endswith('"tool_call_upd\n{"kind":"release"}\n')
+    assert shown(loaded(tmp_path)) == replay(sent[:7])  # loads the same again, from the replay file alone
+
+    log = new_store(tmp_path).reopen("s1")  # and the session goes on
+    recorder = Recorder(nowhere, log)
+    recorder.record(updates.agent_message_chunk(updates.text("again"), "m9"))
+    recorder.settle()
+    assert shown(loaded(tmp_path)) == [*replay(sent[:7]), updates.agent_message_chunk(updates.text("again"), "m9")]
+
+
+def test_a_crash_while_held_updates_are_being_written_shows_each_once(tmp_path: Path) -> None:
+    """The held items went to the replay file, but the release record did not follow: what the replay file
+    holds past the hold is cut off, and the held updates are folded again."""
+    sent = tool_call_turn()[:8]  # up to the end of the tool call
+    record_all(tmp_path, sent, settle=False)
     path = tmp_path / "s1.jsonl"
-    records = [{"kind": "session", "sessionId": "s1", "cwd": CWD}]
-    records += [{"kind": "update", "update": u} for u in sent]
-    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
-    stored = new_store(tmp_path).load("s1")
-    assert stored is not None
+    assert path.read_text().endswith('{"kind":"release"}\n')
+    path.write_text(path.read_text().removesuffix('{"kind":"release"}\n'))  # the crash came before it
+    assert len(shown_file(tmp_path / "s1.replay")) == 4
+    assert shown(loaded(tmp_path)) == replay(sent)
+    assert shown_file(tmp_path / "s1.replay") == replay(sent)
+
+
+def test_a_repair_that_cannot_be_written_still_shows_the_held_updates(tmp_path: Path) -> None:
+    sent = tool_call_turn()[3:6]  # a tool call first: all of it is held
+    record_all(tmp_path, sent, settle=False)
+    (tmp_path / "s1.replay").unlink()
+    (tmp_path / "s1.replay").mkdir()  # not a file: unreadable, and not to be replaced (even by root)
+    stored = loaded(tmp_path)
+    assert len(stored.held) == 3
     assert shown(stored) == replay(sent)
 
 
-def test_a_mix_of_both_forms_and_a_cut_record_replays_what_is_whole(tmp_path: Path) -> None:
-    """An older agent's records, then a newer one's; a crash cut one of them short, and the session went on
-    in a new agent (which does not know the tool call: its end is recorded as an update, and folded)."""
+def test_a_file_of_an_older_agent_replays_and_gets_its_replay_file(tmp_path: Path) -> None:
+    """Files written before replay files: every visible update a record, in either of two forms."""
     sent = tool_call_turn()
-    path = tmp_path / "s1.jsonl"
-    old = [{"kind": "session", "sessionId": "s1", "cwd": CWD}, *({"kind": "update", "update": u} for u in sent[:4])]
-    path.write_text("".join(json.dumps(r) + "\n" for r in old))
-
-    async def send(update: dict[str, Any]) -> None:
-        pass
-
-    for part in (sent[4:5], sent[5:]):
-        log = new_store(tmp_path).reopen("s1")
-        recorder = Recorder(send, log)
-        for update in part:
-            recorder.record(update)
-        recorder.flush()
-        log.close()
-        if len(part) == 1:  # the crash
-            with path.open("a", encoding="utf-8") as file:
-                file.write('{"kind":"update","sessionUpdate":"agent_message_chunk","id":"m9","whole":false,"size":')
-    stored = new_store(tmp_path).load("s1")
-    assert stored is not None
+    records: list[dict[str, Any]] = [{"kind": "session", "sessionId": "s1", "cwd": CWD}]
+    records += [{"kind": "update", "update": u} for u in sent[:5]]
+    records += [{"kind": "turn", "turn": 3}, {"kind": "meta", "title": "Old"}, {"kind": "meta", "updatedAt": "x"}]
+    records += [{"kind": "update", "sessionUpdate": u["sessionUpdate"], "id": None, "update": u} for u in sent[5:]]
+    (tmp_path / "s1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    stored = loaded(tmp_path)
+    assert (stored.title, stored.updated_at, stored.turns) == ("Old", "x", 3)
     assert shown(stored) == replay(sent)
+    assert shown_file(tmp_path / "s1.replay") == replay(sent)
 
 
-def test_a_message_recorded_in_parts_and_text_beyond_ascii_replay_as_sent(tmp_path: Path) -> None:
+def test_a_cut_last_line_of_the_replay_file_is_left_out_and_then_cut_off(tmp_path: Path) -> None:
+    sent = tool_call_turn()
+    record_all(tmp_path, sent)
+    whole = (tmp_path / "s1.replay").read_bytes()
+    with (tmp_path / "s1.replay").open("ab") as file:
+        file.write(b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","upd')
+    assert shown(loaded(tmp_path)) == replay(sent)
+    log = new_store(tmp_path).reopen("s1")
+    log.show(updates.agent_message_chunk(updates.text("next"), "m3"))
+    log.close()
+    assert (tmp_path / "s1.replay").read_bytes() == whole + replay_line(
+        "s1", updates.agent_message_chunk(updates.text("next"), "m3")
+    )
+
+
+def test_lines_in_the_replay_file_that_are_not_this_sessions_updates_are_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sent = tool_call_turn()
+    record_all(tmp_path, sent)
+    good = (tmp_path / "s1.replay").read_bytes().splitlines(keepends=True)
+    bad = [b"garbage\n", replay_line("s2", sent[0]), good[1][:40] + b"}}\n", b"\n"]
+    (tmp_path / "s1.replay").write_bytes(b"".join([good[0], *bad, *good[1:]]))
+    with caplog.at_level(logging.WARNING, logger="refagent"):
+        assert shown(loaded(tmp_path)) == replay(sent)
+    assert len(caplog.records) == 1
+
+
+def test_a_message_in_parts_and_text_beyond_ascii_replay_as_sent(tmp_path: Path) -> None:
     text = "caf\u00e9 \u2028 \U0001f600 \x85 end"
     sent = [updates.agent_message_chunk(updates.text(c), "m1") for c in text]
     sent += [updates.agent_thought_chunk({"type": "image", "data": "AAAA", "mimeType": "image/png"}, "t1")]
     log = SessionStore(tmp_path).create("s1", CWD, [])
     now = [0.0]
-
-    async def send(update: dict[str, Any]) -> None:
-        pass
-
-    recorder = Recorder(send, log, clock=lambda: now[0])
+    recorder = Recorder(nowhere, log, clock=lambda: now[0])
     for update in sent:
-        now[0] += FLUSH_SECONDS / 3  # written in several records
+        now[0] += FLUSH_SECONDS / 3  # written in several lines
         recorder.record(update)
-    recorder.flush()
-    assert len(lines(tmp_path / "s1.jsonl")) > 3
-    assert (tmp_path / "s1.jsonl").read_bytes().isascii()
-    stored = new_store(tmp_path).load("s1")
-    assert stored is not None
-    assert shown(stored) == replay(sent)
-    assert shown(stored)[0]["content"]["text"] == text
+    recorder.settle()
+    assert len(shown_file(tmp_path / "s1.replay")) > 3
+    assert (tmp_path / "s1.replay").read_bytes().isascii()
+    assert replay(shown(loaded(tmp_path))) == replay(sent)
+    assert replay(shown(loaded(tmp_path)))[0]["content"]["text"] == text
 
 
-def test_the_conversation_is_read_only_when_asked_for(tmp_path: Path) -> None:
+def test_deleting_removes_both_files_and_listing_ignores_replay_files(tmp_path: Path) -> None:
+    record_all(tmp_path, tool_call_turn())
+    (tmp_path / "index.json").unlink()
+    assert ids(new_store(tmp_path).list()[0]) == ["s1"]
+    new_store(tmp_path).delete("s1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.json"]
+
+
+def test_the_conversation_is_read_only_when_asked_for(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     log = SessionStore(tmp_path).create("s1", CWD, [])
     history = Conversation([], log)
     history.append({"role": "user", "content": "one"})
@@ -799,9 +897,30 @@ def test_the_conversation_is_read_only_when_asked_for(tmp_path: Path) -> None:
     log.close()
     with (tmp_path / "s1.jsonl").open("a", encoding="utf-8") as file:
         file.write('{"kind":"message","message":{"role":"assis')  # cut short
-    stored = new_store(tmp_path).load("s1")
-    assert stored is not None
-    assert len(stored.model_records) == 3  # not parsed yet
-    messages, changes = stored.model_state()
+    with caplog.at_level(logging.WARNING, logger="refagent"):
+        stored = new_store(tmp_path).load("s1")
+        assert stored is not None
+        assert caplog.records == []  # the message records were not parsed: the cut one is not seen yet
+        messages, changes = stored.model_state()
     assert messages == [{"role": "user", "content": "one"}]
     assert [c["path"] for c in changes] == ["/p/a.py"]
+    assert "1 corrupt conversation record" in caplog.records[0].getMessage()
+
+
+def test_a_restored_conversation_gives_each_unanswered_tool_call_a_result() -> None:
+    """A crash during a tool call leaves the model's call without a result, which APIs reject."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "run_command", "arguments": "{}"}}
+    other = {**call, "id": "call_2"}
+    saved = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": [call, other]},
+        {"role": "tool", "tool_call_id": "call_2", "content": "ok"},
+        {"role": "user", "content": "next"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+    ]
+    history = Conversation()
+    history.restore(saved)
+    stopped = {"role": "tool", "tool_call_id": "call_1", "content": STOPPED_RESULT}
+    assert list(history) == [*saved[:3], stopped, *saved[3:], stopped]
+    history.restore(list(history))
+    assert len(history) == 7  # answered calls are left alone

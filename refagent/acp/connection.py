@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -97,41 +97,14 @@ class Connection:
         """Send a notification. Silently dropped once the connection is closed."""
         await self._send(jsonrpc.notification(method, params))
 
-    async def notify_many(
-        self, method: str, params: dict[str, Any], key: str, values: Iterable[bytes | memoryview | dict[str, Any]]
-    ) -> None:
-        """Send one notification per value, in order: ``params`` plus ``key``: the value. Queued in the
-        outbox as a few large items rather than one per notification (a replay sends thousands).
-
-        A ``bytes`` or ``memoryview`` value is spliced in as it is, not parsed
-        (:func:`jsonrpc.notification_frame`): the caller guarantees that it is one valid JSON value (such
-        as an update this agent recorded itself). Each batch is checked to be ASCII only with one line per
-        notification; one that is not raises ValueError unsent (the batches before it are sent). Other
-        values are encoded as :meth:`notify` would.
-        """
-        head, tail = jsonrpc.notification_frame(method, params, key)
-        parts: list[bytes | memoryview] = []
-        count = size = 0
-        for value in values:
-            if isinstance(value, (bytes, memoryview)):
-                parts += (head, value, tail)
-                size += len(value)
-            else:
-                data = jsonrpc.encode(jsonrpc.notification(method, {**params, key: value}))
-                parts.append(data)
-                size += len(data)
-            count += 1
-            if size >= _BATCH_BYTES:
-                await self._send_batch(parts, count)
-                parts, count, size = [], 0, 0
-        if parts:
-            await self._send_batch(parts, count)
-
-    async def _send_batch(self, parts: list[bytes | memoryview], count: int) -> None:
-        data = b"".join(parts)
-        if not data.isascii() or data.count(b"\n") != count or b"\r" in data:
-            raise ValueError("a pre-encoded value is not ASCII JSON on one line")
-        await self._send_encoded(data)
+    async def send_lines(self, data: bytes) -> None:
+        """Send messages already encoded, as they are: ``data`` is whole lines, each one message as
+        :func:`jsonrpc.encode` writes it (the caller guarantees it: a replay file the agent wrote itself).
+        Raises ValueError, unsent, if ``data`` is not ASCII or does not end a line."""
+        if data and (not data.endswith(b"\n") or not data.isascii() or b"\r" in data):
+            raise ValueError("not whole lines of encoded messages")
+        if data:
+            await self._send_encoded(data)
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         """Send a request and wait for its result.

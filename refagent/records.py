@@ -1,0 +1,574 @@
+"""One session's files: what they hold, how they are written, and how they are read.
+
+A session is two files (their directory and index: :mod:`refagent.store`):
+
+    <session id>.jsonl     its records, one JSON object per line, appended and flushed per record
+    <session id>.replay    its visible history as ``session/load`` sends it: one ``session/update``
+                           notification per line, byte for byte what goes to the client
+
+Why two: a long session's records are mostly the model-facing conversation, which ``session/load`` does
+not need, and its visible history would have to be folded (messages merged, each tool call shown once in
+its final state) before it could be sent. The replay file holds the history already folded and framed, so
+a load sends it as it is, and reads of the record file only its first line and its last ``meta`` and
+``hold`` records, found from the end; the conversation is parsed when a prompt first needs it
+(:meth:`StoredSession.model_state`). Files are private to their user (0600).
+
+Record kinds (``kind``; unknown kinds are skipped, so older agents can read newer files):
+
+- ``session``: the first record: ``sessionId``, ``cwd``, ``additionalDirectories``, ``createdAt``.
+- ``meta``: the session's state: ``title``, ``modeId``, ``profileId``, ``updatedAt``, ``turns``, written
+  whole each time one changes, so the last is all a load reads. (Older files hold partial ``meta``
+  records and ``turn`` records, which are folded in order.)
+- ``message``: one model-facing message (Chat Completions format), appended as the conversation grows.
+- ``history``: the model-facing conversation replaced whole (after compaction or undo).
+- ``change``: a file the agent changed in turn ``turn``: ``path``, ``before`` (None: it did not exist),
+  ``after`` (None: deleted). The first of a turn for a path holds its state before the turn (``/undo``).
+- ``undo``: the changes of turn ``turn`` were undone.
+- ``hold``, ``update``, ``release``: the visible history that cannot go to the replay file yet. A replay
+  shows each tool call once, where it began, in its final state; so from the moment a call begins until
+  it ends (and everything shown after it meanwhile) the updates are recorded here as ``update`` records,
+  after a ``hold`` record that holds the replay file's size then (``replayed``). When the held items are
+  all complete, they go to the replay file, folded, and a ``release`` record follows. A ``hold`` with no
+  ``release`` after it (a crash in between) means: the replay file is good up to ``replayed`` bytes, and
+  the ``update`` records after it are the rest (:func:`refagent.history.load` folds them and repairs the
+  replay file). A session without a replay file (an older agent's) is read the same way, every
+  ``update`` record held.
+
+Robustness: a truncated last line (a crash mid-write) and corrupt lines are skipped with one log line per
+file, and the next record starts on a line of its own; a replay file's cut last line is left out, and cut
+off before the next line is appended; a replay file whose lines are not all this session's notifications
+is filtered line by line; a record file that cannot be read is as good as absent. Not checked: a line of
+the replay file damaged inside (a bit flipped on disk) goes to the client as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from refagent.acp import jsonrpc
+
+log = logging.getLogger(__name__)
+
+_UPDATE = "session/update"
+_HOLD = b'\n{"kind":"hold",'
+_RELEASE = b'\n{"kind":"release"'
+_META = b'\n{"kind":"meta",'
+_RECORD = b'{"kind":"'
+_STATE = {"title": str, "modeId": str, "profileId": str, "updatedAt": str, "turns": int}
+"""The fields of a ``meta`` record written whole, and their types."""
+_MODEL_PREFIXES = tuple(b'{"kind":"%s",' % kind for kind in (b"message", b"history", b"change", b"undo"))
+
+
+def replay_line(session_id: str, update: dict[str, Any]) -> bytes:
+    """One line of a replay file: the ``session/update`` notification of ``update``, as sent."""
+    return jsonrpc.encode(jsonrpc.notification(_UPDATE, {"sessionId": session_id, "update": update}))
+
+
+def _replay_head(session_id: str) -> bytes:
+    """How every line of ``session_id``'s replay file begins."""
+    return jsonrpc.notification_frame(_UPDATE, {"sessionId": session_id}, "update")[0]
+
+
+@dataclass
+class StoredSession:
+    """What a session's files say. ``shown`` is its visible history as ``session/load`` sends it; ``held``
+    the updates still to be folded after it (a session cut short while it held some: see the module's
+    docstring). The model-facing conversation and the ``/undo`` records are parsed on first use
+    (:meth:`model_state`): ``session/load`` answers without them."""
+
+    session_id: str
+    cwd: str
+    additional_directories: list[str] = field(default_factory=list)
+    created_at: str = ""
+    title: str | None = None
+    updated_at: str | None = None
+    mode_id: str | None = None
+    profile_id: str | None = None
+    turns: int = 0
+    shown: bytes = b""
+    held: list[dict[str, Any]] = field(default_factory=list)
+    replayed: int | None = None
+    """The size of the replay file at the unreleased ``hold`` (None: every hold was released)."""
+    source: str = ""
+    data: bytes | None = field(default=None, repr=False)
+    """The record file's bytes, for :meth:`model_state`, if they were read whole (else it reads ``source``)."""
+    _model: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = field(default=None, repr=False)
+
+    @property
+    def updates(self) -> list[dict[str, Any]]:
+        """The visible history as updates: ``shown`` parsed, then ``held`` (what
+        :func:`refagent.history.replay` folds into what a load sends)."""
+        shown = [json.loads(line)["params"]["update"] for line in self.shown.splitlines()]
+        return [*shown, *self.held]
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.model_state()[0]
+
+    @property
+    def changes(self) -> list[dict[str, Any]]:
+        return self.model_state()[1]
+
+    def model_state(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The model-facing conversation and the changes ``/undo`` can restore, parsed once (the bulk of a
+        long session's file: call it off the event loop)."""
+        if self._model is None:
+            data = self.data
+            if data is None:
+                try:
+                    data = Path(self.source).read_bytes()
+                except OSError as exc:
+                    log.warning("cannot read the conversation of %s: %s", self.source, exc)
+                    data = b""
+            self._model = _fold_model(data, self.source)
+        return self._model
+
+    def summary(self) -> dict[str, Any]:
+        """The ``SessionInfo`` of ``session/list``."""
+        info: dict[str, Any] = {"sessionId": self.session_id, "cwd": self.cwd}
+        if self.additional_directories:
+            info["additionalDirectories"] = self.additional_directories
+        if self.title:
+            info["title"] = self.title
+        if self.updated_at or self.created_at:
+            info["updatedAt"] = self.updated_at or self.created_at
+        return info
+
+
+class SessionLog:
+    """Appends to the files of one session: records (:meth:`append`), each one line flushed as it is
+    written, and lines of the replay file (:meth:`show`).
+
+    ``create``: whether appending may create the record file (only for a new session); the replay file is
+    created when the record file exists. After :meth:`close`, writes still reach the files (a turn
+    cancelled by ``session/close`` finishes writing its last ones), each opening and closing them, and
+    only while the record file exists: after ``session/delete`` they are dropped rather than starting a
+    new file without its session record.
+    """
+
+    def __init__(self, path: Path, session_id: str, *, create: bool = False) -> None:
+        self.path = path
+        self.replay_path = path.with_suffix(".replay")
+        self.session_id = session_id
+        self._create = create
+        self._file: IO[str] | None = None
+        self._replay: IO[bytes] | None = None
+        self._replayed = 0
+        self._closed = False
+        self._warned = False
+
+    @property
+    def replayed(self) -> int:
+        """The replay file's size: what a ``hold`` record holds."""
+        return self._replayed
+
+    def append(self, record: dict[str, Any]) -> None:
+        try:
+            self._write(json.dumps(record, separators=(",", ":"), ensure_ascii=False))
+        except (ValueError, TypeError) as exc:
+            self._failed(exc)
+
+    def show(self, update: dict[str, Any]) -> None:
+        """Append ``update`` to the replay file (folded already: it is sent as it is)."""
+        try:
+            line = replay_line(self.session_id, update)
+        except (ValueError, TypeError) as exc:
+            self._failed(exc)
+            return
+        try:
+            if self._closed:
+                with self._open_replay() as file:
+                    file.write(line)
+                    self._replayed = file.tell()
+                return
+            if self._replay is None:
+                self._replay = self._open_replay()
+            self._replay.write(line)
+            self._replay.flush()
+            self._replayed += len(line)
+        except FileNotFoundError:
+            log.debug("%s is gone (deleted); not saving to it", self.path)
+        except (OSError, ValueError) as exc:
+            self._failed(exc)
+
+    def _write(self, record: str) -> None:
+        try:
+            line = record + "\n"
+            if self._closed:
+                with self._open() as file:
+                    file.write(line)
+                return
+            if self._file is None:
+                self._file = self._open()
+            self._file.write(line)
+            self._file.flush()
+        except FileNotFoundError:
+            log.debug("%s is gone (deleted); not saving to it", self.path)
+        except (OSError, ValueError) as exc:  # a full disk must not end the session
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        # Once as a warning: a line per record would fill a stderr pipe nobody reads (design.md).
+        log.log(logging.DEBUG if self._warned else logging.WARNING, "could not save to %s: %s", self.path, exc)
+        self._warned = True
+
+    def close(self) -> None:
+        self._closed = True
+        for file in (self._file, self._replay):
+            if file is not None:
+                with contextlib.suppress(OSError):
+                    file.close()
+        self._file = self._replay = None
+
+    def _open(self) -> IO[str]:
+        flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT if self._create else 0)
+        # Conversations hold file contents and maybe secrets: readable by their owner only.
+        file = os.fdopen(os.open(self.path, flags, 0o600), "a", encoding="utf-8")
+        self._create = False  # once created, a missing file means it was deleted
+        if os.fstat(file.fileno()).st_size > 0:
+            # A crash can leave a partial last line: start a new one, or the next record is glued to it and lost.
+            with self.path.open("rb") as raw:
+                raw.seek(-1, os.SEEK_END)
+                if raw.read(1) != b"\n":
+                    file.write("\n")
+        return file
+
+    def _open_replay(self) -> IO[bytes]:
+        """The replay file, for appending whole lines: a line a crash cut short is cut off first (it is sent
+        as it is, so it must not stay in the middle)."""
+        if not self._create and not self.path.exists():
+            raise FileNotFoundError(self.path)  # deleted: not to be started again
+        fd = os.open(self.replay_path, os.O_RDWR | os.O_CREAT, 0o600)
+        file = os.fdopen(fd, "r+b")
+        try:
+            size = whole_lines_size(file)
+            file.truncate(size)
+            file.seek(size)
+        except BaseException:
+            file.close()
+            raise
+        self._replayed = size
+        return file
+
+
+def whole_lines_size(file: IO[bytes]) -> int:
+    """The size of ``file`` without a last line that does not end in ``\n`` (searched for from the end)."""
+    size = file.seek(0, os.SEEK_END)
+    end = size
+    while end > 0:
+        start = max(0, end - (1 << 16))
+        file.seek(start)
+        block = file.read(end - start)
+        cut = block.rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        end = start
+    return 0
+
+
+def read_session(path: Path, session_id: str) -> StoredSession | None:
+    """A session's state and its visible history from its files (``path``: its record file); None if the
+    record file cannot be read, is not ``session_id``'s, or does not start with a session record. Reads
+    the replay file whole, the record file's start and end only, and parses neither whole."""
+    replay_path = path.with_suffix(".replay")
+    replayable = True
+    try:
+        shown = replay_path.read_bytes()
+    except FileNotFoundError:
+        shown, replayable = b"", False
+    except OSError as exc:
+        log.warning("cannot read %s (its history is not replayed): %s", replay_path, exc)
+        shown = b""
+    stored = read_records(path, replayable=replayable)
+    if stored is None or stored.session_id != session_id:
+        return None
+    if stored.replayed is not None:  # what a crash left after the hold is among the held updates
+        shown = shown[: stored.replayed]
+    if shown and not shown.endswith(b"\n"):
+        shown = shown[: shown.rfind(b"\n") + 1]  # a last line cut short
+    stored.shown = _checked(shown, _replay_head(session_id), str(replay_path))
+    return stored
+
+
+def repair(path: Path, stored: StoredSession, lines: list[bytes]) -> None:
+    """After a crash while updates were held: the replay file becomes ``stored.shown`` and then ``lines``
+    (the held updates, folded), and a ``release`` record says so. Run before the session writes again;
+    done twice (a crash during this), it gives the same files. Raises OSError if it cannot be written
+    (then ``stored`` is as it was)."""
+    temp: str | None = None
+    try:  # rewritten whole and replaced: a crash now leaves the old file, and the hold, as they were
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".replay-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as file:
+            file.write(stored.shown)
+            file.writelines(lines)
+        os.replace(temp, path.with_suffix(".replay"))
+        temp = None
+    finally:
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+    log_ = SessionLog(path, stored.session_id)
+    log_.append({"kind": "release"})
+    log_.close()
+    stored.shown += b"".join(lines)
+    stored.held, stored.replayed = [], None
+
+
+def fold(lines: Sequence[bytes | str], source: str = "", *, replayable: bool = True) -> StoredSession | None:
+    """Fold record lines into a :class:`StoredSession` (:func:`fold_bytes` on them joined)."""
+    data = b"\n".join(s.encode("utf-8", errors="surrogatepass") if isinstance(s, str) else s for s in lines)
+    return fold_bytes(data, source, replayable=replayable)
+
+
+def fold_bytes(data: bytes, source: str = "", *, replayable: bool = True) -> StoredSession | None:
+    """What a record file's bytes say (:func:`read_records`)."""
+    return _fold(_Tail(data), source, replayable)
+
+
+def read_records(path: Path, *, replayable: bool = True) -> StoredSession | None:
+    """What a record file says, its replay file aside: the session record, the last ``meta``, and the
+    updates held since an unreleased ``hold``, read from the start and the end of the file, as far back
+    as those records are (no record's JSON holds a raw line break, so ``\n{"kind":`` starts a record).
+    With ``replayable`` False (the session has no replay file: an older agent's), every record is read,
+    every update held. Bad lines are skipped (a crash can cut the last). Lines end at ``\n`` only: records
+    hold text with U+2028 or U+0085 unescaped, where ``str.splitlines`` would cut them. None if the file
+    cannot be read or does not start with a session record."""
+    try:
+        with path.open("rb") as file:
+            if not replayable:
+                return fold_bytes(file.read(), str(path), replayable=False)
+            return _fold(_Tail(b"", file), str(path), replayable)
+    except OSError as exc:
+        log.warning("skipping unreadable session file %s: %s", path, exc)
+        return None
+
+
+class _Tail:
+    """A record file (or its bytes), read from its end as far back as searches need: ``data`` holds its
+    bytes from ``start`` to its end. Positions are the file's."""
+
+    def __init__(self, data: bytes, file: IO[bytes] | None = None) -> None:
+        self._file = file
+        self.data = data
+        self.start = file.seek(0, os.SEEK_END) if file is not None else 0
+
+    @property
+    def whole(self) -> bool:
+        """Whether ``data`` is all of it, given rather than read."""
+        return self._file is None
+
+    def rfind(self, pattern: bytes, end: int | None = None) -> int:
+        """Where ``pattern`` last begins before ``end`` (None: the end of the file); -1 if nowhere."""
+        while True:
+            stop = len(self.data) if end is None else end - self.start
+            if stop > 0:
+                at = self.data.rfind(pattern, 0, stop)
+                if at >= 0:
+                    return self.start + at
+            if not self._extend():
+                return -1
+
+    def find(self, pattern: bytes, start: int) -> int:
+        """Where ``pattern`` first begins at or after ``start`` (which is in ``data``); -1 if nowhere."""
+        at = self.data.find(pattern, start - self.start)
+        return at if at < 0 else self.start + at
+
+    def line(self, at: int) -> bytes:
+        """The line after the line break at ``at``."""
+        begin = at + 1 - self.start
+        end = self.data.find(b"\n", begin)
+        return self.data[begin : len(self.data) if end < 0 else end]
+
+    def head(self) -> bytes:
+        """The file's first line."""
+        if self._file is None or self.start == 0:
+            return self.line(-1)
+        self._file.seek(0)
+        first = b""
+        while b"\n" not in first and len(first) < self.start:
+            block = self._file.read(1 << 16)
+            if not block:
+                break
+            first += block
+        return first.split(b"\n", 1)[0]
+
+    def _extend(self) -> bool:
+        if self._file is None or self.start == 0:
+            return False
+        start = max(0, self.start - max(1 << 16, len(self.data)))  # doubling: the whole file read at most twice
+        self._file.seek(start)
+        self.data = self._file.read(self.start - start) + self.data
+        self.start = start
+        return True
+
+
+def _parse(line: bytes | memoryview) -> Any:
+    """One record line as JSON; raises ValueError. Invalid UTF-8 is replaced, as a text read would."""
+    return json.loads(str(line, "utf-8", "replace"))
+
+
+def _fold(tail: _Tail, source: str, replayable: bool) -> StoredSession | None:
+    try:
+        record = _parse(tail.head())
+    except ValueError:
+        record = None
+    if (
+        not isinstance(record, dict)
+        or record.get("kind") != "session"
+        or not isinstance(record.get("sessionId"), str)
+        or not isinstance(record.get("cwd"), str)
+    ):
+        log.warning("%s: does not start with a session record; skipping the file", source)
+        return None
+    stored = StoredSession(
+        session_id=record["sessionId"],
+        cwd=record["cwd"],
+        additional_directories=[d for d in _list(record.get("additionalDirectories")) if isinstance(d, str)],
+        created_at=str(record.get("createdAt", "")),
+        source=source,
+        data=tail.data if tail.whole else None,
+    )
+    corrupt: list[int] = []
+    try:
+        if replayable:
+            _last_state(tail, stored, corrupt)
+            hold = tail.rfind(_HOLD)
+            if hold < 0 or tail.find(_RELEASE, hold) >= 0:
+                return stored  # every update is in the replay file
+        else:
+            hold = 0  # an older agent's file: every record is read, every update held
+        stored.replayed = 0
+        for record in _records(tail.data, hold - tail.start, corrupt):
+            kind = record.get("kind")
+            if kind == "hold" and isinstance(record.get("replayed"), int):
+                stored.replayed = record["replayed"]
+            elif kind == "update" and isinstance(record.get("update"), dict):
+                stored.held.append(record["update"])
+            elif kind == "meta" and not replayable:
+                stored.title = _text(record, "title", stored.title)
+                stored.mode_id = _text(record, "modeId", stored.mode_id)
+                stored.profile_id = _text(record, "profileId", stored.profile_id)
+                stored.updated_at = _text(record, "updatedAt", stored.updated_at)
+            elif kind == "turn" and isinstance(record.get("turn"), int):
+                stored.turns = max(stored.turns, record["turn"])
+        return stored
+    finally:
+        if corrupt:  # one line per file, however many records are bad
+            log.warning("%s: skipped %d corrupt record(s), the first at byte %d", source, len(corrupt), corrupt[0])
+
+
+def _records(data: bytes, start: int, corrupt: list[int]) -> Iterator[dict[str, Any]]:
+    """The records of ``data`` from the line at ``start`` (or the line break before it) on; a line that is
+    not a JSON object is skipped (and its position added to ``corrupt`` if it is not JSON)."""
+    pos = start
+    while pos < len(data):
+        end = data.find(b"\n", pos + 1)
+        if end < 0:
+            end = len(data)
+        line, at, pos = data[pos:end].strip(b"\n"), pos, end
+        if not line or line.isspace():
+            continue
+        try:
+            record = _parse(line)
+        except ValueError:
+            corrupt.append(at)
+            continue
+        if isinstance(record, dict):
+            yield record
+
+
+def _last_state(tail: _Tail, stored: StoredSession, corrupt: list[int]) -> None:
+    """The session's state from its ``meta`` records, read from the last back to one written whole (the
+    first read, but for files whose ``meta`` records hold only what changed): the last value of each wins."""
+    found: dict[str, Any] = {}
+    end: int | None = None
+    while len(found) < len(_STATE):
+        at = tail.rfind(_META, end)
+        if at < 0:
+            break
+        end = at
+        try:
+            record = _parse(tail.line(at))
+        except ValueError:
+            corrupt.append(at)
+            continue
+        for key, kind in _STATE.items():
+            if key not in found and isinstance(record.get(key), kind):
+                found[key] = record[key]
+        if record.keys() >= _STATE.keys():
+            break  # written whole: those before it are older
+    stored.title, stored.mode_id = found.get("title"), found.get("modeId")
+    stored.profile_id, stored.updated_at = found.get("profileId"), found.get("updatedAt")
+    stored.turns = found.get("turns", 0)
+
+
+def _checked(shown: bytes, head: bytes, source: str) -> bytes:
+    """``shown`` if each of its lines is one of the session's notifications, as far as a quick look can
+    tell: each begins with ``head`` and ends with ``}}``, for each line break but the last is one of
+    ``}}\n`` + ``head`` (``count`` of a pattern that long, and ``find`` of the line breaks, are fast; more
+    than a line of Python per line is not). Else the lines that are, each parsed to make sure."""
+    lines, pos, find = 0, 0, shown.find
+    while (pos := find(b"\n", pos) + 1) > 0:
+        lines += 1
+    if not shown or (shown.startswith(head) and shown.endswith(b"}}\n") and shown.count(b"}}\n" + head) == lines - 1):
+        return shown
+    kept = []
+    for line in shown.splitlines(keepends=True):
+        try:
+            valid = line.startswith(head) and line.endswith(b"}}\n") and line.isascii() and json.loads(line)
+        except ValueError:
+            valid = False
+        if valid:
+            kept.append(line)
+    log.warning("%s: skipped %d line(s) that are not this session's updates", source, shown.count(b"\n") - len(kept))
+    return b"".join(kept)
+
+
+def _fold_model(data: bytes, source: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The conversation and the changes from a record file's ``message``, ``history``, ``change``, ``undo``
+    records."""
+    messages: list[dict[str, Any]] = []
+    changes: list[dict[str, Any]] = []
+    corrupt = 0
+    find, starts, size, pos = data.find, data.startswith, len(data), 0
+    while pos < size:
+        end = find(b"\n", pos)
+        if end < 0:
+            end = size
+        start, pos = pos, end + 1
+        if not starts(_MODEL_PREFIXES, start, end) and (starts(_RECORD, start, end) or data[start:end].isspace()):
+            continue  # a record of another kind as this agent writes them, or a blank line
+        try:
+            record = _parse(data[start:end])
+        except ValueError:
+            corrupt += 1
+            continue
+        kind = record.get("kind") if isinstance(record, dict) else None
+        if kind == "message" and isinstance(record.get("message"), dict):
+            messages.append(record["message"])
+        elif kind == "history" and isinstance(record.get("messages"), list):
+            messages = [m for m in record["messages"] if isinstance(m, dict)]
+        elif kind == "change" and isinstance(record.get("path"), str) and isinstance(record.get("turn"), int):
+            changes.append(record)
+        elif kind == "undo":
+            changes = [c for c in changes if c.get("turn") != record.get("turn")]
+    if corrupt:  # one line per file (a cut line is the usual one)
+        log.warning("%s: skipped %d corrupt conversation record(s)", source, corrupt)
+    return messages, changes
+
+
+def _text(record: dict[str, Any], key: str, default: str | None) -> str | None:
+    value = record.get(key, default)
+    return value if isinstance(value, str) else default
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
