@@ -13,9 +13,10 @@ fresh agent (a restart) or a fresh store:
   written as bytes to a sink. This is the agent's cost, and the one the target is for;
 - ``session/load`` over the in-memory editor (:func:`refagent.testing.memory.connect`): the same plus
   the fake editor's side, which decodes every line twice (its transcript and its connection);
-- ``SessionStore.load`` alone (read both files; parse the first record, the last ``meta`` and ``hold``),
-  and :meth:`~refagent.records.StoredSession.model_state` (the conversation and the ``/undo`` records:
-  parsed in a worker thread after the response, before the next prompt may use them);
+- ``SessionStore.load`` alone (the replay file read whole, the record file's first record and its last
+  ``meta`` and ``hold`` read from its end), and :meth:`~refagent.records.StoredSession.model_state` (the
+  conversation and the ``/undo`` records: not part of a load; parsed in a worker thread when the first
+  prompt or slash command needs them, which it waits for);
 - ``json.loads`` of each line of the record file: what a load that parsed every record would cost at
   least;
 

@@ -167,7 +167,17 @@ class SessionLog:
 
     @property
     def replayed(self) -> int:
-        """The replay file's size: what a ``hold`` record holds."""
+        """The replay file's size (its whole lines): what a ``hold`` record holds. Opens the file to know it
+        (a reopened session's first item may be held before anything was shown)."""
+        try:
+            if self._closed:
+                self._open_replay().close()  # which measures it
+            elif self._replay is None:
+                self._replay = self._open_replay()
+        except FileNotFoundError:
+            log.debug("%s is gone (deleted); not saving to it", self.path)
+        except (OSError, ValueError) as exc:
+            self._failed(exc)
         return self._replayed
 
     def append(self, record: dict[str, Any]) -> None:

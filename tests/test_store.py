@@ -924,3 +924,15 @@ def test_a_restored_conversation_gives_each_unanswered_tool_call_a_result() -> N
     assert list(history) == [*saved[:3], stopped, *saved[3:], stopped]
     history.restore(list(history))
     assert len(history) == 7  # answered calls are left alone
+
+
+def test_a_reopened_session_that_first_holds_a_call_keeps_its_history_through_a_crash(tmp_path: Path) -> None:
+    """The hold must know the replay file's size before anything is shown in this agent."""
+    sent = tool_call_turn()
+    record_all(tmp_path, sent)
+    log = new_store(tmp_path).reopen("s1")
+    recorder = Recorder(nowhere, log)
+    recorder.record(updates.tool_call("c2", "Run", "execute"))  # then the agent dies
+    assert lines(tmp_path / "s1.jsonl")[-2] == {"kind": "hold", "replayed": (tmp_path / "s1.replay").stat().st_size}
+    late = {"sessionUpdate": "tool_call", "toolCallId": "c2", "title": "Run", "kind": "execute", "status": "pending"}
+    assert shown(loaded(tmp_path)) == [*replay(sent), late]
