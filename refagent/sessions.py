@@ -184,13 +184,18 @@ class Sessions:
         return {"sessionId": session.id, **state} if with_id else state
 
     async def _announce(self, session: Session) -> None:
-        """What a client learns about a session after its response: the slash commands, and its title.
-        MCP servers start connecting now, so that what they report follows the response too."""
+        """What a client learns about a session after its response: the slash commands, its title, and what
+        of the configuration could not be used (custom tools left out). MCP servers start connecting now,
+        so that what they report follows the response too."""
         if session.mcp is not None and self.agent.background is not None:
             self.agent.background.start_soon(_run_mcp, session.mcp, session.mcp_scope)
         await session.update(updates.available_commands(available_commands(session)))
         if session.title:
             await session.update(updates.session_info(title=session.title))
+        problems = self.agent.settings.problems() if self.agent.settings.problems is not None else []
+        if problems:  # not recorded with the session: it is about this run of the agent, not the thread
+            text = "".join(f"{problem}\n" for problem in problems)
+            await self._send_update(session.id, updates.agent_message_chunk(updates.text(text), new_id("msg")))
 
     def _open(
         self,

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from refagent.llm.protocol import ModelClient
     from refagent.store import SessionStore
     from refagent.tools.base import BaseTool
+    from refagent.tools.custom import CustomTools
     from refagent.workspace import Sandbox
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,9 @@ class Settings:
     """Reads the configuration again (``authenticate`` does, after the user set a key)."""
     warm_up: Callable[[], Awaitable[None]] | None = None
     """Run once ``initialize`` has been answered: imports the model client's heavy modules early."""
+    problems: Callable[[], Sequence[str]] | None = None
+    """What of the configuration could not be used (custom tools left out), one line each: the agent
+    tells the user when a session opens, asking after the session's tools have been built."""
 
     def active_profile(self) -> ModelProfile:
         """The profile new sessions start with: ``default_profile`` if it names one, else the first."""
@@ -97,14 +101,39 @@ class Settings:
     @classmethod
     def from_config(cls, config: Config, reload: Callable[[], Settings] | None = None) -> Settings:
         needs_client = any(not p.scripted for p in config.profiles)
+        custom = ConfiguredTools(config.tools, config.tool_path) if config.tools else None
         return cls(
             profiles=config.profiles,
             default_profile=config.default_profile,
             make_model=config.make_model,
             max_requests=config.max_requests or DEFAULT_MAX_REQUESTS,
+            tools=custom if custom is not None else default_tools,
             reload=reload,
             warm_up=_warm_up_openai if needs_client else None,
+            problems=custom.problems if custom is not None else None,
         )
+
+
+class ConfiguredTools:
+    """The tools of a configuration that lists custom tools: :class:`refagent.tools.custom.CustomTools`,
+    made (and so the tool modules imported) when the first session asks for its tools. Until then,
+    nothing but this class exists: ``initialize`` is answered without importing any of it."""
+
+    def __init__(self, entries: Sequence[str], path: Sequence[Path]) -> None:
+        self.entries = list(entries)
+        self.path = list(path)
+        self._custom: CustomTools | None = None
+
+    def __call__(self) -> Sequence[BaseTool]:
+        if self._custom is None:
+            from refagent.tools.custom import CustomTools
+
+            self._custom = CustomTools(self.entries, self.path)
+        return self._custom()
+
+    def problems(self) -> list[str]:
+        """The tools left out so far, one line each (none before the first call)."""
+        return list(self._custom.problems) if self._custom is not None else []
 
 
 async def _warm_up_openai() -> None:

@@ -369,3 +369,43 @@ def test_a_process_started_like_the_python_sdk_starts_agents_reads_the_file(tmp_
     default, model, path = run_trimmed(env)
     assert (default, model) == ("local", "qwen2.5-coder")
     assert path == str(home / ".config" / "refagent" / "config.toml")
+
+
+# -- custom tools ------------------------------------------------------------------------------
+
+
+def test_custom_tools_are_listed_not_imported(tmp_path: Path) -> None:
+    path = write(tmp_path, 'tools = ["no_such_module_anywhere:Tool", "pkg.mod:Other"]\ntool_path = ["tools", "/abs"]\n')
+    loaded = load(None, with_file(path))
+    assert loaded.tools == ["no_such_module_anywhere:Tool", "pkg.mod:Other"]
+    assert loaded.tool_path == [tmp_path / "tools", Path("/abs")]  # relative: from the file's directory
+    assert loaded.warnings == []
+    assert "no_such_module_anywhere" not in sys.modules
+
+
+def test_tool_path_expands_the_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    loaded = load(None, with_file(write(tmp_path, 'tools = ["t:T"]\ntool_path = ["~/my-tools"]\n')))
+    assert loaded.tool_path == [tmp_path / "home" / "my-tools"]
+
+
+def test_no_custom_tools_by_default(tmp_path: Path) -> None:
+    loaded = load(None, with_file(write(tmp_path, "max_requests = 3\n")))
+    assert (loaded.tools, loaded.tool_path) == ([], [])
+    assert (load(None, {}).tools, load(None, {}).tool_path) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('tools = "outline:Outline"', "tools must be a list of strings, not 'outline:Outline'"),
+        ("tools = [1]", r"tools must be a list of strings, not \[1\]"),
+        ("tool_path = '.'", "tool_path must be a list of strings"),
+        ("[tools]\nextra = ['a:B']", "tools must be a list of strings"),
+    ],
+)
+def test_custom_tool_keys_of_the_wrong_type(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text + "\n")
+    with pytest.raises(ConfigError, match=message) as caught:
+        load(None, with_file(path))
+    assert str(path) in str(caught.value)

@@ -13,6 +13,8 @@ The file::
 
     default_profile = "work"      # else the first profile
     max_requests = 50             # model requests per prompt turn
+    tools = ["outline:Outline"]   # custom tools, "module:Class" (refagent.tools.custom)
+    tool_path = ["tools"]         # where their modules are, relative to this file (default: none)
 
     [retry]                       # transient failures (429, 5xx, lost connections)
     attempts = 4                  # total, the first included
@@ -45,6 +47,10 @@ Keys: a profile's ``api_key``, else the variable its ``api_key_env`` names. A pr
 ``OPENAI_API_KEY`` when it talks to OpenAI or its ``base_url`` came from ``OPENAI_BASE_URL``/``--base-url``
 (the pairing every OpenAI tool uses), and nothing otherwise: an OpenAI key is never sent to another host
 by accident. :func:`missing_key` says what to set when a key is needed and missing.
+
+Custom tools: each ``tools`` entry names a :class:`~refagent.tools.base.BaseTool` subclass, imported (from
+the interpreter's path, then ``tool_path``) and instantiated with no arguments when the first session
+opens, not here; a tool that cannot be used is left out and reported (:mod:`refagent.tools.custom`).
 
 Works with a trimmed environment (no ``HOME``, as some ACP clients start agents): without a usable
 config directory there is simply no default file.
@@ -91,7 +97,7 @@ CONFIG_ENV = "REFAGENT_CONFIG"
 KEY_ENV = "OPENAI_API_KEY"
 PER_MILLION = 1_000_000
 
-_TOP_KEYS = frozenset({"default_profile", "max_requests", "retry", "profiles"})
+_TOP_KEYS = frozenset({"default_profile", "max_requests", "retry", "profiles", "tools", "tool_path"})
 _RETRY_KEYS = {"attempts": int, "base_delay": float, "max_delay": float, "max_retry_after": float}
 _PROFILE_KEYS: dict[str, type] = {
     "base_url": str,
@@ -123,6 +129,10 @@ class Config:
     """The config file that was read, if any."""
     warnings: list[str] = field(default_factory=list)
     """Things worth telling the user (unknown keys...); they are also logged."""
+    tools: list[str] = field(default_factory=list)
+    """Custom tools, ``module:Class`` each, as written (checked when imported, not here)."""
+    tool_path: list[Path] = field(default_factory=list)
+    """Absolute directories to import custom tools from (after the interpreter's own path)."""
 
     @property
     def profile(self) -> ModelProfile:
@@ -166,7 +176,8 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
 
     ``args`` may be ``None`` or lack some of the :func:`add_arguments` flags. Warnings (unknown keys) are
     logged and kept in :attr:`Config.warnings`. Raises :class:`ConfigError` for a malformed file, an explicit
-    file that does not exist, a value of the wrong type, or an unknown profile.
+    file that does not exist, a value of the wrong type, or an unknown profile. Custom tools are only
+    listed here, never imported.
     """
     flags = _Flags.of(args)
     path, explicit = _choose_path(flags.config, env)
@@ -177,12 +188,17 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
     retry = None
     max_requests: int | None = None
     default_id: str | None = None
+    tools: list[str] = []
+    tool_path: list[Path] = []
     if data is not None:
         warnings += [f"{source}: unknown key {k!r} (ignored)" for k in data if k not in _TOP_KEYS]
         default_id = _typed(data, "default_profile", str, source)
         max_requests = _typed(data, "max_requests", int, source)
         retry = _retry(data.get("retry"), source, warnings)
         file_profiles = _profiles(data.get("profiles"), source, env, warnings)
+        assert path is not None  # data came from it
+        tools = _strings(data, "tools", source)
+        tool_path = _directories(_strings(data, "tool_path", source), path, source, warnings)
     for warning in warnings:
         log.warning("%s", warning)
 
@@ -218,7 +234,16 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
             raise ConfigError(f"REFAGENT_MAX_REQUESTS must be a whole number, not {env_max!r}") from None
     if max_requests is not None and max_requests < 1:
         raise ConfigError(f"max_requests must be at least 1, not {max_requests}")
-    return Config(profiles, default, max_requests, retry, path if data is not None else None, warnings)
+    return Config(
+        profiles,
+        default,
+        max_requests,
+        retry,
+        path if data is not None else None,
+        warnings,
+        tools=tools,
+        tool_path=tool_path,
+    )
 
 
 def make_model(profile: ModelProfile, *, retry: RetryPolicy | None = None) -> ModelClient:
@@ -295,6 +320,27 @@ def _typed(table: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
 
 
 _KIND_NAMES = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
+
+
+def _strings(table: Mapping[str, Any], key: str, where: str) -> list[str]:
+    """``table[key]`` checked to be a list of strings (missing: empty)."""
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{where}: {key} must be a list of strings, not {value!r}")
+    return value
+
+
+def _directories(entries: list[str], config_file: Path, where: str, warnings: list[str]) -> list[Path]:
+    """``tool_path`` entries as absolute paths: ``~`` expanded, relative ones from the config file's directory."""
+    directories = []
+    for entry in entries:
+        try:
+            expanded = Path(entry).expanduser()
+        except RuntimeError:  # "~" with no home directory (a trimmed environment)
+            warnings.append(f"{where}: tool_path entry {entry!r}: no home directory to expand ~ in (ignored)")
+            continue
+        directories.append((config_file.parent / expanded).absolute())
+    return directories
 
 
 def _retry(table: Any, source: str, warnings: list[str]) -> RetryPolicy | None:
