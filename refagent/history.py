@@ -82,32 +82,14 @@ class Recorder:
                 self.flush()  # the rest of the message follows in chunks of its own; a client joins them
             return
         self.flush()
-        kind, ident = update["sessionUpdate"], str(update.get("toolCallId"))  # a string in calls (_showable)
+        kind = update["sessionUpdate"]
         if kind in _CHUNKS and _is_text(update):
             self._pending = update
             self._parts = [update["content"]["text"]]
             self._size = len(self._parts[0])
             self._since = self._clock()
-        elif kind == "tool_call_update" and ident in self._running:
-            call = self._running[ident]
-            _fold_into(call, update)
-            self._hold_record(update)
-            if update.get("status") in _ENDED:
-                self._end(ident)
-                self._release()
-        elif kind == "tool_call_update" and ident in self._ended:
-            self._show(update)  # a late word on a call already shown: the client folds it in
         elif kind in ("tool_call", "tool_call_update"):
-            call = {**update, "sessionUpdate": "tool_call"}
-            call.setdefault("title", "Tool call")  # an update without its announcement: show what there is
-            if not self._held:
-                self._hold()
-            self._held.append(call)
-            self._running[ident] = call
-            self._hold_record(update)
-            if call.get("status") in _ENDED:
-                self._end(ident)
-                self._release()
+            self._record_call(kind, update["toolCallId"], update)  # a string (_showable)
         else:
             self._show(update)
 
@@ -127,6 +109,26 @@ class Recorder:
         for ident in list(self._running):
             self._end(ident)
         if self._held:
+            self._release()
+
+    def _record_call(self, kind: str, ident: str, update: dict[str, Any]) -> None:
+        """A tool call's announcement or update: held, folded into the call, until the call ends."""
+        call = self._running.get(ident) if kind == "tool_call_update" else None
+        if call is None and kind == "tool_call_update" and ident in self._ended:
+            self._show(update)  # a late word on a call already shown: the client folds it in
+            return
+        if call is None:  # a new call (an update without its announcement: show what there is)
+            call = {**update, "sessionUpdate": "tool_call"}
+            call.setdefault("title", "Tool call")
+            if not self._held:
+                self._hold()
+            self._held.append(call)
+            self._running[ident] = call
+        else:
+            _fold_into(call, update)
+        self._hold_record(update)
+        if call.get("status") in _ENDED:
+            self._end(ident)
             self._release()
 
     def _show(self, update: dict[str, Any]) -> None:

@@ -48,7 +48,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -159,32 +159,26 @@ class SessionLog:
         self.replay_path = path.with_suffix(".replay")
         self.session_id = session_id
         self._create = create
-        self._file: IO[str] | None = None
-        self._replay: IO[bytes] | None = None
+        self._records = _Appender(self._open)
+        self._replay = _Appender(self._open_replay)
         self._replayed = 0
-        self._closed = False
+        """The replay file's size when last written or measured."""
         self._warned = False
 
     @property
     def replayed(self) -> int:
         """The replay file's size (its whole lines): what a ``hold`` record holds. Opens the file to know it
         (a reopened session's first item may be held before anything was shown)."""
-        try:
-            if self._closed:
-                self._open_replay().close()  # which measures it
-            elif self._replay is None:
-                self._replay = self._open_replay()
-        except FileNotFoundError:
-            log.debug("%s is gone (deleted); not saving to it", self.path)
-        except (OSError, ValueError) as exc:
-            self._failed(exc)
+        self._put(self._replay, b"")
         return self._replayed
 
     def append(self, record: dict[str, Any]) -> None:
         try:
-            self._write(json.dumps(record, separators=(",", ":"), ensure_ascii=False))
-        except (ValueError, TypeError) as exc:
+            line = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+        except (ValueError, TypeError) as exc:  # not JSON; a lone surrogate (ValueError) is not UTF-8
             self._failed(exc)
+            return
+        self._put(self._records, line)
 
     def show(self, update: dict[str, Any]) -> None:
         """Append ``update`` to the replay file (folded already: it is sent as it is)."""
@@ -193,95 +187,84 @@ class SessionLog:
         except (ValueError, TypeError) as exc:
             self._failed(exc)
             return
-        try:
-            if self._closed:
-                with self._open_replay() as file:
-                    file.write(line)
-                    self._replayed = file.tell()
-                return
-            if self._replay is None:
-                self._replay = self._open_replay()
-            self._replay.write(line)
-            self._replay.flush()
-            self._replayed += len(line)
-        except FileNotFoundError:
-            log.debug("%s is gone (deleted); not saving to it", self.path)
-        except (OSError, ValueError) as exc:
-            self._failed(exc)
+        self._put(self._replay, line)
 
-    def _write(self, record: str) -> None:
+    def close(self) -> None:
+        self._records.close()
+        self._replay.close()
+
+    def _put(self, file: _Appender, line: bytes) -> None:
         try:
-            line = record + "\n"
-            if self._closed:
-                with self._open() as file:
-                    file.write(line)
-                return
-            if self._file is None:
-                self._file = self._open()
-            self._file.write(line)
-            self._file.flush()
+            size = file.write(line)
         except FileNotFoundError:
             log.debug("%s is gone (deleted); not saving to it", self.path)
         except (OSError, ValueError) as exc:  # a full disk must not end the session
             self._failed(exc)
+        else:
+            if file is self._replay:
+                self._replayed = size
 
     def _failed(self, exc: Exception) -> None:
         # Once as a warning: a line per record would fill a stderr pipe nobody reads (design.md).
         log.log(logging.DEBUG if self._warned else logging.WARNING, "could not save to %s: %s", self.path, exc)
         self._warned = True
 
-    def close(self) -> None:
-        self._closed = True
-        for file in (self._file, self._replay):
-            if file is not None:
-                with contextlib.suppress(OSError):
-                    file.close()
-        self._file = self._replay = None
-
-    def _open(self) -> IO[str]:
+    def _open(self) -> IO[bytes]:
         flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT if self._create else 0)
         # Conversations hold file contents and maybe secrets: readable by their owner only.
-        file = os.fdopen(os.open(self.path, flags, 0o600), "a", encoding="utf-8")
+        file = os.fdopen(os.open(self.path, flags, 0o600), "ab")
         self._create = False  # once created, a missing file means it was deleted
         if os.fstat(file.fileno()).st_size > 0:
             # A crash can leave a partial last line: start a new one, or the next record is glued to it and lost.
             with self.path.open("rb") as raw:
                 raw.seek(-1, os.SEEK_END)
                 if raw.read(1) != b"\n":
-                    file.write("\n")
+                    file.write(b"\n")
         return file
 
     def _open_replay(self) -> IO[bytes]:
-        """The replay file, for appending whole lines: a line a crash cut short is cut off first (it is sent
-        as it is, so it must not stay in the middle)."""
+        """The replay file, for appending whole lines, at its end: a line a crash cut short is cut off first
+        (it is sent as it is, so it must not stay in the middle)."""
         if not self._create and not self.path.exists():
             raise FileNotFoundError(self.path)  # deleted: not to be started again
-        fd = os.open(self.replay_path, os.O_RDWR | os.O_CREAT, 0o600)
-        file = os.fdopen(fd, "r+b")
+        file = os.fdopen(os.open(self.replay_path, os.O_RDWR | os.O_CREAT, 0o600), "r+b")
         try:
-            size = whole_lines_size(file)
+            size = _Tail(b"", file).rfind(b"\n") + 1
             file.truncate(size)
             file.seek(size)
         except BaseException:
             file.close()
             raise
-        self._replayed = size
         return file
 
 
-def whole_lines_size(file: IO[bytes]) -> int:
-    """The size of ``file`` without a last line that does not end in ``\n`` (searched for from the end)."""
-    size = file.seek(0, os.SEEK_END)
-    end = size
-    while end > 0:
-        start = max(0, end - (1 << 16))
-        file.seek(start)
-        block = file.read(end - start)
-        cut = block.rfind(b"\n")
-        if cut >= 0:
-            return start + cut + 1
-        end = start
-    return 0
+class _Appender:
+    """A file written a line at a time, each line flushed: opened (by ``opener``, at its end) when first
+    written, and kept open until :meth:`close`; after that, opened and closed for each line."""
+
+    def __init__(self, opener: Callable[[], IO[bytes]]) -> None:
+        self._opener = opener
+        self._file: IO[bytes] | None = None
+        self._closed = False
+
+    def write(self, line: bytes) -> int:
+        """Append ``line`` (``b""``: nothing, to measure the file); return the file's size after it."""
+        if self._closed:
+            with self._opener() as file:
+                file.write(line)
+                return file.tell()
+        if self._file is None:
+            self._file = self._opener()
+        self._file.write(line)
+        self._file.flush()
+        return self._file.tell()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None
 
 
 def read_session(path: Path, session_id: str) -> StoredSession | None:
@@ -462,12 +445,12 @@ def _fold(tail: _Tail, source: str, replayable: bool) -> StoredSession | None:
                 stored.replayed = record["replayed"]
             elif kind == "update" and isinstance(record.get("update"), dict):
                 stored.held.append(record["update"])
-            elif kind == "meta" and not replayable:
+            elif kind == "meta" and not replayable:  # older files: each holds what changed, in any JSON form
                 stored.title = _text(record, "title", stored.title)
                 stored.mode_id = _text(record, "modeId", stored.mode_id)
                 stored.profile_id = _text(record, "profileId", stored.profile_id)
                 stored.updated_at = _text(record, "updatedAt", stored.updated_at)
-            elif kind == "turn" and isinstance(record.get("turn"), int):
+            elif kind == "turn" and isinstance(record.get("turn"), int):  # older files count turns so
                 stored.turns = max(stored.turns, record["turn"])
         return stored
     finally:
@@ -475,21 +458,29 @@ def _fold(tail: _Tail, source: str, replayable: bool) -> StoredSession | None:
             log.warning("%s: skipped %d corrupt record(s), the first at byte %d", source, len(corrupt), corrupt[0])
 
 
-def _records(data: bytes, start: int, corrupt: list[int]) -> Iterator[dict[str, Any]]:
-    """The records of ``data`` from the line at ``start`` (or the line break before it) on; a line that is
-    not a JSON object is skipped (and its position added to ``corrupt`` if it is not JSON)."""
-    pos = start
-    while pos < len(data):
-        end = data.find(b"\n", pos + 1)
+def _records(
+    data: bytes, start: int, corrupt: list[int], only: tuple[bytes, ...] | None = None
+) -> Iterator[dict[str, Any]]:
+    """The records of ``data`` from the line at ``start`` (or the line break before it) on. A line that is
+    not a JSON object is skipped, and its position added to ``corrupt`` if it is not JSON at all. With
+    ``only`` (record prefixes), a line this agent wrote (``{"kind":"`` first) of another kind is skipped
+    without being parsed: the quick way through the bulk of a file."""
+    find, starts, size = data.find, data.startswith, len(data)
+    pos = start + 1 if data[start : start + 1] == b"\n" else start
+    while pos < size:
+        end = find(b"\n", pos)
         if end < 0:
-            end = len(data)
-        line, at, pos = data[pos:end].strip(b"\n"), pos, end
+            end = size
+        begin, pos = pos, end + 1
+        if only is not None and starts(_RECORD, begin, end) and not starts(only, begin, end):
+            continue
+        line = data[begin:end]
         if not line or line.isspace():
             continue
         try:
             record = _parse(line)
         except ValueError:
-            corrupt.append(at)
+            corrupt.append(begin)
             continue
         if isinstance(record, dict):
             yield record
@@ -497,7 +488,7 @@ def _records(data: bytes, start: int, corrupt: list[int]) -> Iterator[dict[str, 
 
 def _last_state(tail: _Tail, stored: StoredSession, corrupt: list[int]) -> None:
     """The session's state from its ``meta`` records, read from the last back to one written whole (the
-    first read, but for files whose ``meta`` records hold only what changed): the last value of each wins."""
+    first read, unless some hold only what changed): the last value of each field wins."""
     found: dict[str, Any] = {}
     end: int | None = None
     while len(found) < len(_STATE):
@@ -547,21 +538,9 @@ def _fold_model(data: bytes, source: str) -> tuple[list[dict[str, Any]], list[di
     records."""
     messages: list[dict[str, Any]] = []
     changes: list[dict[str, Any]] = []
-    corrupt = 0
-    find, starts, size, pos = data.find, data.startswith, len(data), 0
-    while pos < size:
-        end = find(b"\n", pos)
-        if end < 0:
-            end = size
-        start, pos = pos, end + 1
-        if not starts(_MODEL_PREFIXES, start, end) and (starts(_RECORD, start, end) or data[start:end].isspace()):
-            continue  # a record of another kind as this agent writes them, or a blank line
-        try:
-            record = _parse(data[start:end])
-        except ValueError:
-            corrupt += 1
-            continue
-        kind = record.get("kind") if isinstance(record, dict) else None
+    corrupt: list[int] = []
+    for record in _records(data, 0, corrupt, only=_MODEL_PREFIXES):
+        kind = record.get("kind")
         if kind == "message" and isinstance(record.get("message"), dict):
             messages.append(record["message"])
         elif kind == "history" and isinstance(record.get("messages"), list):
@@ -571,7 +550,7 @@ def _fold_model(data: bytes, source: str) -> tuple[list[dict[str, Any]], list[di
         elif kind == "undo":
             changes = [c for c in changes if c.get("turn") != record.get("turn")]
     if corrupt:  # one line per file (a cut line is the usual one)
-        log.warning("%s: skipped %d corrupt conversation record(s)", source, corrupt)
+        log.warning("%s: skipped %d corrupt conversation record(s)", source, len(corrupt))
     return messages, changes
 
 

@@ -44,13 +44,6 @@ def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def default_root() -> Path | None:
-    """``sessions`` in the user data directory, or None when there is none (a trimmed environment)."""
-    from refagent.settings import sessions_root
-
-    return sessions_root()
-
-
 class SessionStore:
     """The record files and the index. All methods are quick, blocking file operations."""
 
