@@ -476,7 +476,22 @@ def _split_absolute_glob(pattern: str) -> tuple[str | None, str]:
     return "/" + "/".join(literal), rest if rest.startswith("**") else "/" + rest
 
 
-class Glob(BaseTool):
+class _Search(BaseTool):
+    """What glob and grep share: ripgrep, or the Python engine; a title of their pattern and path."""
+
+    kind = "search"
+    verb: ClassVar[str]
+
+    def __init__(self, rg: str | Literal["auto"] | None = "auto") -> None:
+        """``rg``: the ripgrep binary, None for the Python engine, ``auto`` to look for it."""
+        self.rg = find_rg() if rg == "auto" else rg
+
+    def title(self, args: dict[str, Any]) -> str:
+        where = args.get("path")
+        return f"{self.verb} `{shown(args.get('pattern', ''))}`" + (f" in {shown(where)}" if where else "")
+
+
+class Glob(_Search):
     name = "glob"
     description = (
         "Find files by name with a glob pattern, e.g. `**/*.py`, `*.{ts,tsx}`, `src/**/test_*.py`. A pattern "
@@ -493,15 +508,7 @@ class Glob(BaseTool):
         "required": ["pattern"],
         "additionalProperties": False,
     }
-    kind = "search"
-
-    def __init__(self, rg: str | Literal["auto"] | None = "auto") -> None:
-        """``rg``: the ripgrep binary, None for the Python engine, ``auto`` to look for it."""
-        self.rg = find_rg() if rg == "auto" else rg
-
-    def title(self, args: dict[str, Any]) -> str:
-        where = args.get("path")
-        return f"Find `{shown(args.get('pattern', ''))}`" + (f" in {shown(where)}" if where else "")
+    verb = "Find"
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
         base, pattern = _split_absolute_glob(arg_str(args, "pattern").strip())
@@ -515,7 +522,7 @@ class Glob(BaseTool):
         if await ctx.disk.kind(resolved.path) != "dir":
             raise ToolError(f"{resolved.display} is not a directory.")
         prefix = _prefix(resolved)
-        title = f"Find `{shown(pattern)}`" + (f" in {resolved.display}" if prefix else "")
+        title = f"{self.verb} `{shown(pattern)}`" + (f" in {resolved.display}" if prefix else "")
 
         async def execute() -> ToolResult:
             if self.rg is not None:
@@ -537,7 +544,7 @@ class Glob(BaseTool):
         return _outside(Plan(title, execute, locations=[location(resolved.path)]), resolved)
 
 
-class Grep(BaseTool):
+class Grep(_Search):
     name = "grep"
     description = (
         "Search file contents with a regular expression (ripgrep syntax, matched line by line). Skips .git, "
@@ -564,15 +571,7 @@ class Grep(BaseTool):
         "required": ["pattern"],
         "additionalProperties": False,
     }
-    kind = "search"
-
-    def __init__(self, rg: str | Literal["auto"] | None = "auto") -> None:
-        """``rg``: the ripgrep binary, None for the Python engine, ``auto`` to look for it."""
-        self.rg = find_rg() if rg == "auto" else rg
-
-    def title(self, args: dict[str, Any]) -> str:
-        where = args.get("path")
-        return f"Search for `{shown(args.get('pattern', ''))}`" + (f" in {shown(where)}" if where else "")
+    verb = "Search for"
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
         query = _query(args)
@@ -587,7 +586,7 @@ class Grep(BaseTool):
             directory, target = os.path.split(resolved.path)
             parent = os.path.dirname(resolved.display)
             prefix = parent + "/" if parent else ""
-        title = f"Search for `{shown(query.pattern)}`" + (f" in {resolved.display}" if _prefix(resolved) else "")
+        title = f"{self.verb} `{shown(query.pattern)}`" + (f" in {resolved.display}" if _prefix(resolved) else "")
 
         async def execute() -> ToolResult:
             hits = await search(query, directory, target, self.rg)
