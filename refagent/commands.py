@@ -122,8 +122,7 @@ async def undo(session: Session) -> str:
     for path in unchanged:
         del files[path]
     if not files and not unsupported:
-        session.changes = [c for c in session.changes if c["turn"] != turn]
-        session.save({"kind": "undo", "turn": turn})
+        _undone(session, turn)
         return "There is nothing to undo: the files the last turn meant to change are as they were before it."
     failed: dict[str, str] = {}
     for path, (before, _) in files.items():
@@ -136,8 +135,7 @@ async def undo(session: Session) -> str:
         except (ToolError, OSError) as exc:  # the others are restored all the same; say which was not
             failed[path] = str(exc)
         context.reads.forget(path)
-    session.changes = [c for c in session.changes if c["turn"] != turn]
-    session.save({"kind": "undo", "turn": turn})
+    _undone(session, turn)
     files = {path: state for path, state in files.items() if path not in failed}
     restored = "\n".join(f"- {p}" for p in sorted(files))
     note = f"The user ran /undo: the files your turn {turn} changed are back as they were before it:\n{restored}"
@@ -153,3 +151,9 @@ async def undo(session: Session) -> str:
     if failed:
         message += "\nCould not restore:\n" + "\n".join(f"- {p}: {why}" for p, why in sorted(failed.items()))
     return message.strip() + "\nChanges made by commands the agent ran are not tracked and were not undone."
+
+
+def _undone(session: Session, turn: int) -> None:
+    """Turn ``turn`` is undone: its changes are forgotten, in memory and in the record file alike."""
+    session.changes = [c for c in session.changes if c["turn"] != turn]
+    session.save({"kind": "undo", "turn": turn})
