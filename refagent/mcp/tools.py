@@ -35,12 +35,11 @@ from typing import Any, Protocol
 
 from refagent.acp.types import ToolKind
 from refagent.mcp.results import convert_result
-from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
+from refagent.tools.base import MAX_NAME_LENGTH, NAME_CHARS, BaseTool, Plan, ToolContext, ToolResult
 from refagent.tools.files import shown, text_content
 
-MAX_NAME_LENGTH = 64
 PREFIX = "mcp__"
-_NOT_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+_NOT_NAME_CHARS = re.compile(f"[^{NAME_CHARS}]")
 _SEARCH_WORDS = ("search", "find", "grep", "query", "lookup", "look_up")
 _FETCH_WORDS = ("fetch", "download", "http", "url", "browse", "scrape", "crawl", "web")
 _PREVIEW_CHARS = 4000

@@ -23,6 +23,10 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from refagent.acp.types import ToolCallContent, ToolCallLocation, ToolKind
 
+NAME_CHARS = "A-Za-z0-9_-"
+MAX_NAME_LENGTH = 64
+"""What OpenAI-compatible endpoints accept as a function (tool) name: these characters, at most this many."""
+
 
 class TextFiles(Protocol):
     """Reading and writing whole text files: the editor's buffers (``fs/*``) or the local disk.

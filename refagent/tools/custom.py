@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from refagent.tools.base import BaseTool
+from refagent.tools.base import MAX_NAME_LENGTH, NAME_CHARS, BaseTool
 from refagent.tools.registry import default_tools
 
 __all__ = ["CustomTools"]
@@ -32,8 +32,7 @@ __all__ = ["CustomTools"]
 log = logging.getLogger(__name__)
 
 _ENTRY = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*)$")
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-"""What OpenAI-compatible endpoints accept as a function name."""
+_TOOL_NAME = re.compile(f"^[{NAME_CHARS}]{{1,{MAX_NAME_LENGTH}}}$")
 
 
 class CustomTools:
@@ -120,7 +119,7 @@ def _unusable(tool: BaseTool) -> str | None:
     """Why the model could not be offered ``tool`` (which would break every request), or None."""
     name = getattr(tool, "name", None)
     if not isinstance(name, str) or not _TOOL_NAME.match(name):
-        return f"its name must be 1-64 letters, digits, '_' or '-', not {name!r}"
+        return f"its name must be 1-{MAX_NAME_LENGTH} letters, digits, '_' or '-', not {name!r}"
     if not isinstance(getattr(tool, "description", None), str):
         return "it has no description (a string)"
     parameters = getattr(tool, "parameters", None)
