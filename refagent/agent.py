@@ -131,6 +131,7 @@ class Agent:
         """After ``initialize`` is answered: load the session machinery and the model client while the
         editor is busy with its own start-up."""
         await anyio.to_thread.run_sync(_import_sessions)
+        await anyio.to_thread.run_sync(_probe_sandbox)
         if self.settings.warm_up is not None:
             try:
                 await self.settings.warm_up()
@@ -181,6 +182,12 @@ SESSION_METHODS = {
     "session/set_config_option": "set_config_option",
 }
 NEEDS_STORE = frozenset({"session/load", "session/resume", "session/list", "session/delete"})
+
+
+def _probe_sandbox() -> None:
+    from refagent.sandbox.confinement import machine_support
+
+    machine_support()  # cached: the first session does not wait for it
 
 
 def _import_sessions() -> None:

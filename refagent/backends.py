@@ -6,12 +6,16 @@
   other falls back to the local disk. An editor's error fails the tool call with the editor's message.
 - :class:`EditorTerminals`: ``terminal/create`` -> embed in the tool call -> ``terminal/wait_for_exit``
   raced against the time limit -> ``terminal/kill`` on timeout -> ``terminal/output`` ->
-  ``terminal/release``, which always happens: on success, error, timeout and cancellation.
+  ``terminal/release``, which always happens: on success, error, timeout and cancellation. The editor
+  runs our launcher (:mod:`refagent.sandbox.launcher`), which confines the command as a local one is
+  confined and then execs ``/bin/sh -c``: the editor's terminal holds no more power than ours.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -20,6 +24,8 @@ import anyio
 from refagent.acp.errors import RESOURCE_NOT_FOUND, RequestError
 from refagent.acp.types import ClientCapabilities
 from refagent.errors import ToolError
+from refagent.sandbox.confinement import Confinement, Level, Support
+from refagent.sandbox.process import ResourceLimits, is_secret_name
 from refagent.tools.base import CommandResult, Disk, Terminals, TextFiles
 
 log = logging.getLogger(__name__)
@@ -92,10 +98,39 @@ def choose_files(caps: ClientCapabilities, peer: Peer, session_id: str, disk: Di
 class EditorTerminals:
     """Commands in editor terminals. The user watches the output live in the tool call."""
 
-    def __init__(self, peer: Peer, session_id: str, *, output_byte_limit: int = OUTPUT_BYTE_LIMIT) -> None:
+    def __init__(
+        self,
+        peer: Peer,
+        session_id: str,
+        *,
+        confinement: Confinement | None = None,
+        limits: ResourceLimits | None = None,
+        output_byte_limit: int = OUTPUT_BYTE_LIMIT,
+    ) -> None:
         self.peer = peer
         self.session_id = session_id
+        self.confinement = confinement
+        """None: the editor runs ``/bin/sh -c`` itself, unconfined."""
+        self.limits = limits or ResourceLimits()
         self.output_byte_limit = output_byte_limit
+
+    def not_confined(self, level: Level) -> list[str]:
+        return (self.confinement.support if self.confinement is not None else Support()).missing(level)
+
+    def _command(self, command: str, level: Level, time_limit: float) -> tuple[str, list[str]]:
+        """The executable and arguments for ``terminal/create``: through the shell, as the model wrote it
+        (ACP's ``command`` is an executable, not a line), behind the launcher when there is confinement."""
+        if self.confinement is None or not sys.executable:
+            return "/bin/sh", ["-c", command]
+        argv = self.confinement.argv(
+            ["/bin/sh", "-c", command],
+            level,
+            limits=self.limits.for_time_limit(time_limit),
+            lc_ctype=os.environ.get("LC_CTYPE"),
+            # The editor's environment is, as a rule, the one it gave us: withhold the same secrets.
+            unset=[name for name in os.environ if is_secret_name(name)],
+        )
+        return argv[0], argv[1:]
 
     async def run(
         self,
@@ -103,15 +138,13 @@ class EditorTerminals:
         cwd: str,
         time_limit: float,
         on_start: Callable[[str], Awaitable[None]] | None = None,
+        *,
+        sandbox: Level = "workspace",
     ) -> CommandResult:
+        executable, args = self._command(command, sandbox, time_limit)
         try:
             created = await self._request(
-                "terminal/create",
-                # Through the shell, as the model wrote it: ACP's `command` is an executable, not a line.
-                command="/bin/sh",
-                args=["-c", command],
-                cwd=cwd,
-                outputByteLimit=self.output_byte_limit,
+                "terminal/create", command=executable, args=args, cwd=cwd, outputByteLimit=self.output_byte_limit
             )
         except RequestError as exc:
             raise ToolError(f"The editor could not start a terminal: {exc.message}") from None
@@ -150,5 +183,9 @@ class EditorTerminals:
         return await self.peer.request(method, {"sessionId": self.session_id, **params})
 
 
-def choose_terminals(caps: ClientCapabilities, peer: Peer, session_id: str, local: Terminals) -> Terminals:
-    return EditorTerminals(peer, session_id) if caps.get("terminal") is True else local
+def choose_terminals(
+    caps: ClientCapabilities, peer: Peer, session_id: str, local: Terminals, confinement: Confinement | None = None
+) -> Terminals:
+    if caps.get("terminal") is not True:
+        return local
+    return EditorTerminals(peer, session_id, confinement=confinement)

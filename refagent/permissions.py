@@ -6,8 +6,11 @@ Modes (also offered as the ``mode`` config option):
 ==============  =================================================================================
 ``ask``         ask before every edit, deletion, move and command (the default)
 ``accept-edits``  edits and moves inside the roots run without asking; deletions and commands ask
+``auto``        as ``accept-edits``, and commands run without asking too when the OS confines them to
+                the roots (a ``workspace`` command on a machine that can hold it: ``Plan.confined``);
+                a command that asks for ``network`` or ``none``, or one this machine cannot confine, asks
 ``read-only``   every change is refused without asking, so the model can plan
-``full-access`` nothing asks; the path policy still confines changes to the roots
+``full-access`` nothing asks; file tools stay inside the roots, commands run at the level they ask for
 ==============  =================================================================================
 
 Reading outside the roots asks in every mode. "Always" choices are remembered for the session, scoped
@@ -67,7 +70,11 @@ class Permissions:
             return "allow", ""
         if plan.outside:
             return "ask", ""
-        if mode == "full-access" or (mode == "accept-edits" and kind in AUTO_ACCEPTED_IN_ACCEPT_EDITS):
+        if mode == "full-access":
+            return "allow", ""
+        if mode in ("accept-edits", "auto") and kind in AUTO_ACCEPTED_IN_ACCEPT_EDITS:
+            return "allow", ""
+        if mode == "auto" and plan.confined:
             return "allow", ""
         return "ask", ""
 

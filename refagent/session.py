@@ -23,27 +23,45 @@ from refagent.llm.profiles import ModelProfile
 from refagent.mcp import McpHub
 from refagent.permissions import Permissions
 from refagent.records import SessionLog, StoredSession
+from refagent.sandbox.confinement import Support
 from refagent.tools.base import Plan
 from refagent.tools.protocol import NoTools, ToolRunner
 
-MODES: list[SessionMode] = [
-    {"id": "ask", "name": "Ask", "description": "Ask before every edit, deletion, move or command."},
-    {
-        "id": "accept-edits",
-        "name": "Accept edits",
-        "description": "Edit files inside the workspace without asking; still ask before commands.",
-    },
-    {
-        "id": "read-only",
-        "name": "Read only",
-        "description": "Read and search only: every change is refused without asking, so the model can plan.",
-    },
-    {
-        "id": "full-access",
-        "name": "Full access",
-        "description": "Never ask. Everything stays confined to the workspace roots.",
-    },
-]
+
+def modes_for(support: Support) -> list[SessionMode]:
+    """The modes, each described as it works on this machine (``support``: how commands are confined)."""
+    missing = support.missing("workspace")
+    gaps = ", ".join(missing)
+    if missing:
+        auto = (
+            f"Edit files inside the workspace without asking. Commands still ask: this machine cannot confine {gaps}."
+        )
+        full = f"Never ask. Commands are not fully confined on this machine ({gaps})."
+    else:
+        auto = (
+            "Edit files and run sandboxed commands (writes only inside the workspace, no network) without "
+            "asking; ask before deletions and before commands that need the network or no sandbox."
+        )
+        full = "Never ask. Commands still run sandboxed, unless the model asks for network access or none."
+    return [
+        {"id": "ask", "name": "Ask", "description": "Ask before every edit, deletion, move or command."},
+        {
+            "id": "accept-edits",
+            "name": "Accept edits",
+            "description": "Edit files inside the workspace without asking; still ask before commands.",
+        },
+        {"id": "auto", "name": "Auto", "description": auto},
+        {
+            "id": "read-only",
+            "name": "Read only",
+            "description": "Read and search only: every change is refused without asking, so the model can plan.",
+        },
+        {"id": "full-access", "name": "Full access", "description": full},
+    ]
+
+
+MODES = modes_for(Support(landlock=6, namespaces=True, netns=True))
+"""The modes where commands are fully confined (their ids are the same everywhere)."""
 DEFAULT_MODE = "ask"
 MODE_IDS = frozenset(m["id"] for m in MODES)
 
@@ -61,6 +79,8 @@ class Session:
     profile_id: str
     send: SendUpdate
     mode_id: str = DEFAULT_MODE
+    support: Support = field(default_factory=Support)
+    """How this machine confines the session's commands (the mode descriptions say it)."""
     permissions: Permissions = field(default_factory=Permissions)
     tools: ToolRunner = field(default_factory=NoTools)
     changed_files: Callable[[], list[str]] | None = None
@@ -106,7 +126,7 @@ class Session:
     # -- modes and config options ------------------------------------------------------------
 
     def modes(self) -> SessionModeState:
-        return {"currentModeId": self.mode_id, "availableModes": MODES}
+        return {"currentModeId": self.mode_id, "availableModes": modes_for(self.support)}
 
     def config_options(self) -> list[ConfigOption]:
         """The complete option list. The mode option mirrors ``modes`` (clients use one or the other)."""
@@ -118,7 +138,8 @@ class Session:
                 "type": "select",
                 "currentValue": self.mode_id,
                 "options": [
-                    {"value": m["id"], "name": m["name"], "description": m.get("description", "")} for m in MODES
+                    {"value": m["id"], "name": m["name"], "description": m.get("description", "")}
+                    for m in modes_for(self.support)
                 ],
             },
             {

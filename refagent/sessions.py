@@ -37,6 +37,7 @@ from refagent.llm.protocol import Usage
 from refagent.mcp import McpHub
 from refagent.prompt import system_prompt
 from refagent.records import SessionLog, StoredSession
+from refagent.sandbox.confinement import machine_support
 from refagent.session import MODE_IDS, Session
 from refagent.store import now
 from refagent.tools.base import BaseTool
@@ -72,6 +73,7 @@ class Sessions:
         extra = p.absolute_paths(params, "additionalDirectories")
         self.agent.require_key(self.agent.default_profile())
         session_id = new_id("sess")
+        await anyio.to_thread.run_sync(machine_support)  # probed once, off the event loop
         store_log = self.agent.store.create(session_id, cwd, extra) if self.agent.store is not None else None
         session = self._open(session_id, cwd, extra, servers, store_log, None)
         log.info("session %s in %s", session.id, cwd)
@@ -116,7 +118,7 @@ class Sessions:
         session_id = p.required(params, "sessionId", str)
         session = self.sessions.get(session_id)
         if session is not None:
-            self._close(session)
+            await self._close_and_wait(session)
         if self.agent.store is not None:
             self.agent.store.delete(session_id)
         return {}
@@ -148,6 +150,7 @@ class Sessions:
         store = self.agent.store
         assert store is not None  # the methods that restore are offered only with a store
         stored = await anyio.to_thread.run_sync(load_session, store, session_id)
+        await anyio.to_thread.run_sync(machine_support)
         if stored is None:
             raise ResourceNotFound(f"Session not found: {session_id[:100]}")
         session = self._open(session_id, cwd, extra, servers, store.reopen(session_id), stored)
@@ -178,6 +181,8 @@ class Sessions:
         with anyio.move_on_after(CLOSE_WAIT_SECONDS):
             async with session.turn_lock:
                 pass
+        if session.workspace is not None:  # its commands have ended: their temporary files can go
+            session.workspace.sandbox.close()
 
     def _state(self, session: Session, *, with_id: bool = False) -> dict[str, Any]:
         state: dict[str, Any] = {"modes": session.modes(), "configOptions": session.config_options()}
@@ -192,7 +197,11 @@ class Sessions:
         await session.update(updates.available_commands(available_commands(session)))
         if session.title:
             await session.update(updates.session_info(title=session.title))
-        problems = self.agent.settings.problems() if self.agent.settings.problems is not None else []
+        problems = list(self.agent.settings.problems()) if self.agent.settings.problems is not None else []
+        if session.workspace is not None and session.workspace.sandbox.confinement is not None:
+            missing = session.support.missing("workspace")
+            if missing:
+                problems.append(f"Sandbox: commands are not fully confined on this machine ({', '.join(missing)}).")
         if problems:  # not recorded with the session: it is about this run of the agent, not the thread
             text = "".join(f"{problem}\n" for problem in problems)
             await self._send_update(session.id, updates.agent_message_chunk(updates.text(text), new_id("msg")))
@@ -257,6 +266,8 @@ class Sessions:
         )
         session.tools = workspace.runner
         session.workspace = workspace
+        if sandbox.confinement is not None:
+            session.support = sandbox.confinement.support
         if sandbox.watcher is not None and self.agent.background is not None:
             self.agent.background.start_soon(_watch, sandbox.watcher, session.background)
             session.changed_files = sandbox.watcher.drain

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from refagent.acp.types import ClientCapabilities
 from refagent.backends import choose_files, choose_terminals
 from refagent.permissions import Permissions
+from refagent.sandbox.confinement import Confinement
 from refagent.tools.base import BaseTool, Disk, PathPolicy, Plan, ReadTracker, Terminals, ToolContext
 from refagent.tools.runner import ToolRunner
 
@@ -40,21 +41,31 @@ class Sandbox:
     terminals: Terminals
     reads: ReadTracker
     watcher: Watcher | None = None
+    confinement: Confinement | None = None
+    """How commands are confined, in local processes and the editor's terminals alike (None: not)."""
+
+    def close(self) -> None:
+        """The session is over: remove what its commands left in their private temporary directory."""
+        if self.confinement is not None:
+            self.confinement.close()
 
 
 def local_sandbox(cwd: str, additional: list[str]) -> Sandbox:
+    from refagent.sandbox.confinement import Confinement, machine_support
     from refagent.sandbox.local_fs import LocalFileSystem
     from refagent.sandbox.policy import RootPolicy
     from refagent.sandbox.process import LocalTerminals
     from refagent.sandbox.tracker import FileTracker
     from refagent.sandbox.watcher import RootWatcher
 
+    confinement = Confinement([cwd, *additional], machine_support())
     return Sandbox(
         policy=RootPolicy(cwd, additional),
         disk=LocalFileSystem(),
-        terminals=LocalTerminals(),
+        terminals=LocalTerminals(confinement=confinement),
         reads=FileTracker(),
         watcher=RootWatcher([cwd, *additional]),
+        confinement=confinement,
     )
 
 
@@ -96,7 +107,7 @@ def build(
         policy=sandbox.policy,
         files=choose_files(capabilities, peer, session_id, sandbox.disk),
         disk=sandbox.disk,
-        terminals=choose_terminals(capabilities, peer, session_id, sandbox.terminals),
+        terminals=choose_terminals(capabilities, peer, session_id, sandbox.terminals, sandbox.confinement),
         reads=sandbox.reads,
         send_update=send_update,
     )

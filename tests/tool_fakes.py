@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from refagent.acp import updates
+from refagent.sandbox.confinement import Confinement, Level, machine_support
 from refagent.sandbox.local_fs import LocalFileSystem
 from refagent.sandbox.policy import RootPolicy
 from refagent.sandbox.process import LocalTerminals
@@ -65,6 +66,9 @@ class ScriptedTerminals:
 
     result: CommandResult
     calls: list[tuple[str, str, float]] = field(default_factory=list)
+    levels: list[Level] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    """What :meth:`not_confined` answers for every level but ``none``."""
 
     async def run(
         self,
@@ -72,11 +76,22 @@ class ScriptedTerminals:
         cwd: str,
         time_limit: float,
         on_start: Callable[[str], Awaitable[None]] | None = None,
+        *,
+        sandbox: Level = "workspace",
     ) -> CommandResult:
         self.calls.append((command, cwd, time_limit))
+        self.levels.append(sandbox)
         if on_start is not None:
             await on_start("term_1")
         return self.result
+
+    def not_confined(self, level: Level) -> list[str]:
+        return [] if level == "none" else list(self.missing)
+
+
+def confined_terminals(roots: Sequence[str]) -> LocalTerminals:
+    """Local processes confined to ``roots`` as far as this machine can (as a session's are)."""
+    return LocalTerminals(confinement=Confinement(roots, machine_support()))
 
 
 def make_ctx(
@@ -95,7 +110,7 @@ def make_ctx(
         policy=RootPolicy(cwd, list(additional)),
         files=files if files is not None else disk,
         disk=disk,
-        terminals=terminals if terminals is not None else LocalTerminals(),
+        terminals=terminals if terminals is not None else confined_terminals([cwd, *additional]),
         reads=FileTracker(),
         send_update=Updates(),
         current_call_id=call_id,

@@ -5,8 +5,7 @@ Contract: :meth:`LocalTerminals.run` runs ``command`` through the shell in ``cwd
 replaced), the exit code or the name of the signal that ended the shell, and whether the output was cut
 or the time limit hit. Local processes have no terminal id, so ``on_start`` is never called.
 
-What a command gets, and why (design.md, "Sandbox"; this is no container: commands the user allows may
-do anything the user may do, so these are guard rails against accidents and runaway processes):
+What a command gets, and why (docs/sandbox.md):
 
 * **The shell**: ``/bin/bash`` (else the first ``bash`` on ``PATH``), falling back to ``/bin/sh``. Models
   write bash (``[[ ]]``, ``source``, brace expansion, ``pipefail``); ``/bin/sh`` is dash on Debian and
@@ -18,10 +17,15 @@ do anything the user may do, so these are guard rails against accidents and runa
   cancels, every process left in the group gets SIGTERM (and SIGCONT, so stopped ones can act on it),
   then SIGKILL after ``kill_grace`` seconds, and the shell is reaped. So ``sleep 100 &`` does not
   outlive its command, nor hold the output pipe open. A process that leaves the group (``setsid``,
-  daemons) escapes; only a cgroup could follow it. Its hold on the output pipe is bounded by
+  daemons) is killed with the command's PID namespace where there is one; where there is none (level
+  ``none``, or a machine without namespaces) it escapes, and its hold on the output pipe is bounded by
   ``drain_seconds``.
-* **Resource limits** (``setrlimit`` in a tiny exec wrapper: ``anyio.open_process`` has no
-  ``preexec_fn``, which is unsafe in threaded programs anyway), soft and hard, only ever lowered:
+* **Confinement** at the level the call asked for (:mod:`refagent.sandbox.confinement`): with one, the
+  command starts through :mod:`refagent.sandbox.launcher`, which confines it, ties it to this process
+  (it dies when the agent does) and, with namespaces, kills everything it started when it ends. Without
+  one (``confinement=None``) every level runs unconfined, and :meth:`LocalTerminals.not_confined` says so.
+* **Resource limits** (``setrlimit`` in the launcher: ``anyio.open_process`` has no ``preexec_fn``, which
+  is unsafe in threaded programs anyway), soft and hard, only ever lowered:
   CPU time ``max(min_cpu_seconds, cpu_factor * time_limit)`` (per process: a 10-fold factor leaves room
   for multi-threaded compilers and test runners); file size 1 GiB; no core dumps (they would land in
   the workspace); processes: the number of threads running on the machine now plus 4096 (RLIMIT_NPROC
@@ -55,6 +59,7 @@ import anyio
 import anyio.abc
 
 from refagent.errors import ToolError
+from refagent.sandbox.confinement import Confinement, Level, Support
 from refagent.tools.base import CommandResult
 
 DEFAULT_OUTPUT_LIMIT = 40_000
@@ -74,39 +79,6 @@ _SECRET_PARTS = (
     "COOKIE",
 )
 _TOKEN_WORD = re.compile(r"(?:^|_)[A-Z0-9]*TOKENS?(?:_|$)")
-
-# Runs in the child before the shell: lower the limits, then exec. -I -S keeps it to a few milliseconds
-# and immune to PYTHON* variables and site-packages.
-_LAUNCHER = """\
-import os, resource, signal, sys
-# Python ignores these at startup, and an ignored signal stays ignored across exec: without this,
-# `yes | head` would end in "Broken pipe" errors and a file over the size limit in EFBIG, not a kill.
-for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):
-    if hasattr(signal, name):
-        signal.signal(getattr(signal, name), signal.SIG_DFL)
-INF = resource.RLIM_INFINITY
-for item in filter(None, sys.argv[1].split(",")):
-    name, _, value = item.partition("=")
-    which = getattr(resource, "RLIMIT_" + name, None)
-    if which is None:
-        continue
-    soft, hard = resource.getrlimit(which)
-    limit = int(value) if hard == INF else min(int(value), hard)
-    try:
-        resource.setrlimit(which, (limit if soft == INF else min(soft, limit), limit))
-    except (ValueError, OSError):
-        pass
-# Undo Python's own change (PEP 538 coerces LC_CTYPE when it names the C locale or a missing one).
-if sys.argv[2]:
-    os.environ["LC_CTYPE"] = sys.argv[2][1:]
-else:
-    os.environ.pop("LC_CTYPE", None)
-try:
-    os.execv(sys.argv[3], sys.argv[3:])
-except OSError as error:
-    sys.stderr.write("refagent: cannot run %s: %s\\n" % (sys.argv[3], error.strerror))
-    sys.exit(127)
-"""
 
 
 def is_secret_name(name: str) -> bool:
@@ -185,6 +157,8 @@ class LocalTerminals:
     """The shell to run commands with; default: :func:`default_shell`."""
     keep_env: Iterable[str] = ()
     """Variable names to pass on even though :func:`is_secret_name` would withhold them."""
+    confinement: Confinement | None = None
+    """How commands are confined (the session's roots and this machine's support); None: not at all."""
     kill_grace: float = 2.0
     """Seconds between SIGTERM and SIGKILL."""
     drain_seconds: float = 2.0
@@ -196,10 +170,9 @@ class LocalTerminals:
         if self.shell is None:
             self.shell = default_shell(self._env.get("PATH"))
 
-    @property
-    def command_env(self) -> dict[str, str]:
-        """The environment commands get (a copy)."""
-        return dict(self._env)
+    def not_confined(self, level: Level) -> list[str]:
+        """What a command at ``level`` would not be confined from (see :meth:`Support.missing`)."""
+        return (self.confinement.support if self.confinement is not None else Support()).missing(level)
 
     async def run(
         self,
@@ -207,8 +180,11 @@ class LocalTerminals:
         cwd: str,
         time_limit: float,
         on_start: Callable[[str], Awaitable[None]] | None = None,
+        *,
+        sandbox: Level = "workspace",
     ) -> CommandResult:
-        """Run ``command`` through the shell in ``cwd``; kill its group after ``time_limit`` seconds.
+        """Run ``command`` through the shell in ``cwd``, confined at level ``sandbox``; kill it after
+        ``time_limit`` seconds.
 
         Cancellation kills the group too (and waits for it, shielded, before re-raising).
         """
@@ -222,7 +198,7 @@ class LocalTerminals:
         with anyio.CancelScope(shield=True):  # once spawned, the process must reach the cleanup below
             try:
                 process = await anyio.open_process(
-                    self._argv(command, time_limit),
+                    self._argv(command, time_limit, sandbox),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
@@ -256,14 +232,21 @@ class LocalTerminals:
             return CommandResult(text, None, _signal_name(-code), truncated, timed_out)
         return CommandResult(text, code, None, truncated, timed_out)
 
-    def _argv(self, command: str, time_limit: float) -> list[str]:
+    def _argv(self, command: str, time_limit: float, level: Level) -> list[str]:
         shell = self.shell or "/bin/sh"
-        limits = self.limits.for_time_limit(time_limit)
-        if not limits or not sys.executable:
+        if not sys.executable:  # embedded without an interpreter: no launcher, no limits
             return [shell, "-c", command]
-        spec = ",".join(f"{name}={value}" for name, value in limits.items())
-        lc_ctype = "=" + self._env["LC_CTYPE"] if "LC_CTYPE" in self._env else ""
-        return [sys.executable, "-I", "-S", "-c", _LAUNCHER, spec, lc_ctype, shell, "-c", command]
+        confinement = self.confinement or _UNCONFINED
+        return confinement.argv(
+            [shell, "-c", command],
+            level if self.confinement is not None else "none",
+            limits=self.limits.for_time_limit(time_limit),
+            lc_ctype=self._env.get("LC_CTYPE"),
+            parent=os.getpid(),
+        )
+
+
+_UNCONFINED = Confinement([], Support())
 
 
 async def _pump(stream: anyio.abc.ByteReceiveStream, output: _Output, done: anyio.Event) -> None:

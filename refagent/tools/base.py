@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 from refagent.acp.types import ToolCallContent, ToolCallLocation, ToolKind
+from refagent.sandbox.confinement import Level
 
 NAME_CHARS = "A-Za-z0-9_-"
 MAX_NAME_LENGTH = 64
@@ -71,7 +72,8 @@ class CommandResult:
 
 
 class Terminals(Protocol):
-    """Running a shell command: an editor terminal (``terminal/*``) or a local process group."""
+    """Running a shell command: an editor terminal (``terminal/*``) or a local process group, confined
+    at a level (:mod:`refagent.sandbox.confinement`)."""
 
     async def run(
         self,
@@ -79,12 +81,20 @@ class Terminals(Protocol):
         cwd: str,
         time_limit: float,
         on_start: Callable[[str], Awaitable[None]] | None = None,
+        *,
+        sandbox: Level = "workspace",
     ) -> CommandResult:
-        """Run ``command`` through the shell in ``cwd``; kill it after ``time_limit`` s.
+        """Run ``command`` through the shell in ``cwd``, confined at level ``sandbox`` as far as
+        :meth:`not_confined` allows; kill it after ``time_limit`` s.
 
         ``on_start(terminal_id)`` is called once an editor terminal exists (so the tool call can embed
         it); local processes have no terminal id and never call it. Cancellation kills the command.
         """
+        ...
+
+    def not_confined(self, level: Level) -> list[str]:
+        """What a command at ``level`` would *not* be confined from here, in words for the user
+        ([] when it is confined as the level promises)."""
         ...
 
 
@@ -180,6 +190,9 @@ class Plan:
     ``delete``); permissions decide by it."""
     outside: bool = False
     """Touches a path outside the roots (a read that needs the user's leave)."""
+    confined: bool = False
+    """Runs confined to the roots, by the OS (a ``workspace`` command on a machine that can hold it):
+    the ``auto`` mode lets it run without asking."""
     permission_key: str = ""
     """What "always allow" remembers, e.g. ``edit`` or ``command:git status``."""
     permission_label: str = ""

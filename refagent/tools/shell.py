@@ -1,4 +1,12 @@
-"""``run_command``: a shell command in the editor's terminal or a local process (``ctx.terminals``).
+"""``run_command``: a shell command in the editor's terminal or a local process (``ctx.terminals``),
+confined at the level the model asks for (``sandbox``: ``workspace`` by default, ``network``, ``none``;
+:mod:`refagent.sandbox.confinement`).
+
+The user sees the level: the title names any level above ``workspace`` ("Run `npm install` (network
+access)"), the preview says what the sandbox holds and why the model asked for more, and a command this
+machine cannot confine as promised says so. ``workspace`` commands that are fully confined are marked
+``confined``, which the ``auto`` mode runs without asking. "Always allow" is remembered per level: a
+remembered ``workspace`` command does not allow the same command with ``none``.
 
 With an editor terminal, the call embeds it (``{type: "terminal", terminalId}``) as soon as it exists, so
 the user watches the output live; the runner gives each call its ``ctx.current_call_id`` for that.
@@ -27,6 +35,7 @@ from typing import Any, ClassVar
 from refagent.acp import updates
 from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
+from refagent.sandbox.confinement import LEVELS, Level
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
 from refagent.tools.files import arg_int, arg_str, shown, text_content
 
@@ -114,13 +123,23 @@ def _needs_quotes(word: str) -> bool:
     return not word or any(char.isspace() or char in "'\"\\" for char in word)
 
 
+LEVEL_WORDS: dict[Level, str] = {
+    "workspace": "writes only inside the workspace and a private /tmp, no network, no other processes",
+    "network": "writes only inside the workspace and a private /tmp, with network access",
+    "none": "unconfined: your full access to files, network and processes",
+}
+TITLE_TAGS: dict[str, str] = {"workspace": "", "network": " (network access)", "none": " (unconfined)"}
+
+
 class RunCommand(BaseTool):
     name = "run_command"
     description = (
-        "Run a shell command (`sh -c`) in the workspace and return its output and exit code. The command "
-        "has no input (stdin is closed) and is killed after `timeout_seconds`. Long output is cut in the "
-        "middle. Use it for tests, builds, git and other tools; prefer read_file, grep and glob for reading "
-        "and searching files."
+        "Run a shell command (`sh -c`) in the workspace; returns its output (long output cut in the middle) "
+        "and exit code. No stdin; killed after `timeout_seconds`. Use it for tests, builds and git; prefer "
+        "read_file, grep and glob to read and search. `sandbox`: `workspace` (the default) may write only "
+        "inside the workspace and its private /tmp, has no network (not even localhost) and sees no other "
+        "process. Ask for `network` only when the command needs it (installing packages, downloads, local "
+        "servers), for `none` only to write outside the workspace; then give a short `reason` for the user."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -134,6 +153,15 @@ class RunCommand(BaseTool):
                 "type": "string",
                 "description": "Directory to run in, inside the workspace (default: the working directory).",
             },
+            "sandbox": {
+                "type": "string",
+                "enum": list(LEVELS),
+                "description": "How the command is confined (default `workspace`; see above).",
+            },
+            "reason": {
+                "type": "string",
+                "description": "Why the command needs `network` or `none`, in a few words for the user.",
+            },
         },
         "required": ["command"],
         "additionalProperties": False,
@@ -141,38 +169,64 @@ class RunCommand(BaseTool):
     kind = "execute"
 
     def title(self, args: dict[str, Any]) -> str:
-        return f"Run `{shown(args.get('command', ''), 80)}`"
+        level = args.get("sandbox")
+        tag = TITLE_TAGS.get(level, "") if isinstance(level, str) else ""
+        return f"Run `{shown(args.get('command', ''), 80)}`{tag}"
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
         command = arg_str(args, "command")
         if not command.strip():
             raise ToolError("The command is empty.")
         timeout = arg_int(args, "timeout_seconds", DEFAULT_TIMEOUT, minimum=1, maximum=MAX_TIMEOUT)
+        level = _level(args)
+        reason = (arg_str(args, "reason", required=False, empty=True) or "").strip()
         resolved = ctx.policy.resolve(arg_str(args, "cwd", required=False) or ".")
         if not resolved.inside:
             raise ToolError(f"Commands run inside the workspace; {resolved.display} is outside it.")
         if await ctx.disk.kind(resolved.path) != "dir":
             raise ToolError(f"cwd {resolved.display} is not a directory.")
+        missing = ctx.terminals.not_confined(level)
         key, label = permission_scope(command)
+        if level != "workspace":
+            key = key.replace(":", f"@{level}:", 1)
+            label += TITLE_TAGS[level]
         where = f" in {resolved.display}" if resolved.display not in ("", ".") else ""
-        title = f"Run `{shown(command, 80)}`{where}"
-        # The permission request shows exactly what will run, and where.
-        preview: list[ToolCallContent] = [text_content(f"{_fenced(command, 'sh')}\nWorking directory: {resolved.path}")]
+        tag = TITLE_TAGS[level] or (" (not sandboxed here)" if missing else "")
+        title = f"Run `{shown(command, 80)}`{where}{tag}"
+        # The permission request shows exactly what will run, where, and how confined.
+        sandbox = f"Sandbox: {level}: {LEVEL_WORDS[level]}."
+        if missing:
+            sandbox += " This machine cannot confine it from " + ", ".join(missing) + "."
+        if reason:
+            sandbox += f"\nReason: {shown(reason, 300)}"
+        details = f"{_fenced(command, 'sh')}\nWorking directory: {resolved.path}\n{sandbox}"
+        preview: list[ToolCallContent] = [text_content(details)]
 
         async def execute() -> ToolResult:
-            return await _run(ctx, command, resolved.path, timeout)
+            return await _run(ctx, command, resolved.path, timeout, level)
 
         return Plan(
             title=title,
             execute=execute,
             preview=preview,
             mutating=True,
+            confined=level == "workspace" and not missing,
             permission_key=key,
             permission_label=label,
         )
 
 
-async def _run(ctx: ToolContext, command: str, cwd: str, seconds: int) -> ToolResult:
+def _level(args: dict[str, Any]) -> Level:
+    value = args.get("sandbox", "workspace")
+    if value is None:
+        return "workspace"
+    for level in LEVELS:
+        if value == level:
+            return level
+    raise ToolError(f"`sandbox` must be one of {', '.join(LEVELS)}; got {value!r}.")
+
+
+async def _run(ctx: ToolContext, command: str, cwd: str, seconds: int, level: Level) -> ToolResult:
     call_id = ctx.current_call_id
     terminals: list[str] = []
 
@@ -182,7 +236,7 @@ async def _run(ctx: ToolContext, command: str, cwd: str, seconds: int) -> ToolRe
             embedded: list[ToolCallContent] = [{"type": "terminal", "terminalId": terminal_id}]
             await ctx.send_update(updates.tool_call_update(call_id, content=embedded))
 
-    result = await ctx.terminals.run(command, cwd, float(seconds), on_start=on_start)
+    result = await ctx.terminals.run(command, cwd, float(seconds), on_start=on_start, sandbox=level)
     output = result.output
     if len(output) > MAX_OUTPUT_CHARS:
         half = MAX_OUTPUT_CHARS // 2

@@ -1,0 +1,232 @@
+"""Command confinement, the agent's side: the levels a command can ask for, what this machine can hold,
+and the launcher command line that applies it (:mod:`refagent.sandbox.launcher`).
+
+Levels (the ``sandbox`` argument of ``run_command``):
+
+=============  ============================================================================================
+``workspace``  writes only inside the session roots and a private temporary directory (``/tmp`` inside
+               the sandbox, and ``TMPDIR``); no network at all; its own PID namespace and ``/proc``, so it
+               sees no other process; every process it starts dies with it. Reads are not restricted.
+``network``    the same, with the network.
+``none``       unconfined: the user's full power (the resource limits and scrubbed environment still hold).
+=============  ============================================================================================
+
+What the machine can do is probed once (:func:`machine_support`), in a throwaway child process off the
+``initialize`` path: Landlock's ABI, and whether a user namespace may mount (user, mount and PID
+namespaces) and have a network namespace. The agent never claims more than that: :meth:`Support.missing`
+names what a level promises and this machine cannot hold, and the modes, the permission requests and
+the session say so. ``REFAGENT_SANDBOX_DISABLE`` switches pieces off as if missing, to try the
+degraded paths: a comma-separated list of ``landlock``, ``landlock-net`` (Landlock below ABI 4),
+``landlock-scope`` (below ABI 6), ``namespaces`` and ``netns``.
+
+Only Linux confines today. Another system's backend would answer :func:`machine_support` for it and
+bring its own launcher options; everything above the launcher stays as it is.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+log = logging.getLogger(__name__)
+
+Level = Literal["workspace", "network", "none"]
+LEVELS: tuple[Level, ...] = ("workspace", "network", "none")
+LAUNCHER = str(Path(__file__).with_name("launcher.py"))
+DISABLE_ENV = "REFAGENT_SANDBOX_DISABLE"
+_PROBE_SECONDS = 10
+
+WRITES = "writes outside the workspace"
+NETWORK = "the network"
+PROCESSES = "other processes (it can see them)"
+LIFETIME = "processes it leaves behind (setsid, daemons)"
+
+
+@dataclass(frozen=True, slots=True)
+class Support:
+    """What this machine lets the launcher do. The default, nothing, is what an unknown system gets."""
+
+    landlock: int = 0
+    """Landlock's ABI version (0: none). 1: file system; 4: TCP rules; 6: signal and socket scopes."""
+    namespaces: bool = False
+    """User, mount and PID namespaces with a private ``/tmp`` and ``/proc``."""
+    netns: bool = False
+    """A network namespace besides them."""
+    notes: tuple[str, ...] = ()
+    """Why pieces are missing, for the log."""
+
+    def missing(self, level: Level) -> list[str]:
+        """What a command at ``level`` is promised and this machine cannot hold; [] if it holds it all."""
+        if level == "none":
+            return []
+        missing = []
+        if self.landlock < 1:
+            missing.append(WRITES)
+        if level == "workspace" and not self.netns and self.landlock < 4:
+            missing.append(NETWORK)
+        if not self.namespaces:
+            missing += [PROCESSES, LIFETIME]
+        return missing
+
+    def summary(self) -> str:
+        """One line on how commands are confined here."""
+        if not self.missing("workspace"):
+            return "Commands are confined to the workspace (Landlock and Linux namespaces)."
+        return "Commands are not fully confined on this machine: nothing stops " + ", ".join(self.missing("workspace"))
+
+    def without(self, pieces: Sequence[str]) -> Support:
+        """This support with ``pieces`` (the names of :data:`DISABLE_ENV`) switched off."""
+        landlock = self.landlock
+        if "landlock" in pieces:
+            landlock = 0
+        if "landlock-net" in pieces:
+            landlock = min(landlock, 3)
+        if "landlock-scope" in pieces:
+            landlock = min(landlock, 5)
+        namespaces = self.namespaces and "namespaces" not in pieces
+        netns = namespaces and self.netns and "netns" not in pieces
+        notes = (*self.notes, *(f"{piece}: switched off by {DISABLE_ENV}" for piece in pieces))
+        return Support(landlock, namespaces, netns, notes)
+
+
+def machine_support(env: Mapping[str, str] | None = None) -> Support:
+    """What this machine can confine (probed once per process), less what :data:`DISABLE_ENV` switches
+    off. Blocks for the probe the first time (some 30 ms): call it from a worker thread."""
+    environ = os.environ if env is None else env
+    disabled = [piece.strip() for piece in environ.get(DISABLE_ENV, "").split(",") if piece.strip()]
+    return _probe().without(disabled) if disabled else _probe()
+
+
+_probing = threading.Lock()
+
+
+def _probe() -> Support:
+    """The probe's answer, found once (later and concurrent callers wait for the first)."""
+    with _probing:
+        return _probe_once()
+
+
+@functools.cache
+def _probe_once() -> Support:
+    if not sys.platform.startswith("linux"):
+        return Support(notes=(f"{sys.platform}: only Linux confines commands so far",))
+    if not sys.executable:
+        return Support(notes=("no Python interpreter to run the launcher with",))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", LAUNCHER, "--probe"],
+            capture_output=True,
+            timeout=_PROBE_SECONDS,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Support(notes=(f"the sandbox probe failed: {exc}",))
+    found = dict(
+        line.partition("=")[::2] for line in done.stdout.decode("utf-8", "replace").splitlines() if "=" in line
+    )
+    notes = tuple(f"{key[4:]}: {value}" for key, value in found.items() if key.startswith("why."))
+    try:
+        landlock = int(found.get("landlock", "0"))
+    except ValueError:
+        landlock = 0
+    support = Support(landlock, found.get("namespaces") == "1", found.get("netns") == "1", notes)
+    log.info(
+        "sandbox: Landlock ABI %d, namespaces %s, network namespace %s", landlock, support.namespaces, support.netns
+    )
+    for note in notes:
+        log.info("sandbox: %s", note)
+    return support
+
+
+class Confinement:
+    """One session's confinement: its roots, this machine's :class:`Support`, and a private temporary
+    directory, made on first use and removed by :meth:`close`."""
+
+    def __init__(self, roots: Sequence[str], support: Support) -> None:
+        self.roots = [os.path.realpath(root) for root in roots]
+        self.support = support
+        self._tmp: str | None = None
+
+    def missing(self, level: Level) -> list[str]:
+        return self.support.missing(level)
+
+    def argv(
+        self,
+        command: Sequence[str],
+        level: Level,
+        *,
+        limits: Mapping[str, int] | None = None,
+        lc_ctype: str | None = None,
+        parent: int | None = None,
+        unset: Sequence[str] = (),
+    ) -> list[str]:
+        """The launcher command line that runs ``command`` at ``level`` (as far as this machine allows).
+
+        ``limits``: ``RLIMIT_*`` suffixes and values; ``lc_ctype``: the ``LC_CTYPE`` the command gets
+        (None: unset); ``parent``: the pid the command dies with (the agent, for local commands);
+        ``unset``: variables to remove from the environment the launcher finds."""
+        options = [sys.executable, "-I", "-S", LAUNCHER]
+        if limits:
+            options += ["--limits", ",".join(f"{name}={value}" for name, value in limits.items())]
+        options += ["--lc-ctype", "" if lc_ctype is None else "=" + lc_ctype]
+        if parent is not None:
+            options += ["--parent", str(parent)]
+        for name in unset:
+            options += ["--unset", name]
+        if level != "none":
+            support = self.support
+            for root in self.roots:
+                options += ["--write", root]
+            options += ["--tmp", self.private_tmp()]
+            if support.landlock:
+                options += ["--landlock", str(support.landlock)]
+                if level == "workspace" and support.landlock >= 4:
+                    options.append("--deny-tcp")
+            if support.namespaces:
+                options.append("--namespaces")
+                if level == "workspace" and support.netns:
+                    options.append("--netns")
+        return [*options, "--", *command]
+
+    def private_tmp(self) -> str:
+        """The session's own temporary directory (mode 0700), made now if need be; removed by
+        :meth:`close`, or when the agent exits."""
+        if self._tmp is None or not os.path.isdir(self._tmp):
+            self._tmp = tempfile.mkdtemp(prefix="refagent-tmp-")
+            atexit.register(self.close)
+        return self._tmp
+
+    def close(self) -> None:
+        """Remove the private temporary directory and everything in it."""
+        tmp, self._tmp = self._tmp, None
+        if tmp is not None:
+            _remove_tree(tmp)
+
+
+def _remove_tree(path: str) -> None:
+    """Remove a tree a command wrote, read-only directories included (they are opened up first)."""
+    try:
+        os.chmod(path, 0o700)
+    except OSError:
+        return
+    for directory, subdirectories, _ in os.walk(path):  # top down: each is opened up before it is listed
+        for name in subdirectories:
+            child = os.path.join(directory, name)
+            try:
+                if not os.path.islink(child):  # a link's target may lie anywhere: leave it be
+                    os.chmod(child, 0o700)
+            except OSError:
+                pass
+    shutil.rmtree(path, ignore_errors=True)

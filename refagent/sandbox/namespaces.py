@@ -1,0 +1,111 @@
+"""Linux namespaces for a confined command: a user namespace (so no privilege is needed), a mount
+namespace (a private ``/tmp`` and ``/dev/shm``, a ``/proc`` of its own), a PID namespace (its processes
+see no others, and all die with its first one), and, for the ``workspace`` level, a network namespace
+(no interface but a loopback that is down: no way out at all).
+
+Standard library and ``ctypes`` only: :mod:`refagent.sandbox.launcher` runs this in a fresh
+``python -I -S``. ``os.unshare`` exists only from Python 3.12 on, so the calls go through libc.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+TYPE_CHECKING = False  # typing itself costs 14 ms to import, and this module runs in the launcher
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_NOEXEC = 0x8
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+
+PR_SET_PDEATHSIG = 1
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class NamespaceError(OSError):
+    """A namespace or mount step failed (the message names which)."""
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        number = ctypes.get_errno()
+        raise NamespaceError(number, f"{what} failed: {os.strerror(number)}")
+
+
+def unshare(flags: int) -> None:
+    """Move this (single-threaded) process into new namespaces; a new PID namespace takes its next child."""
+    _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def map_ids(uid: int, gid: int) -> None:
+    """Be the same user inside the new user namespace as outside. Only one's own ids can be mapped
+    without help from a process outside (the map file is judged by the credentials it was opened with,
+    which are the new namespace's by now); ``setgroups`` must be denied first for that. Files of other
+    users then show as owned by ``nobody``, and root inside has no power over them."""
+    _write("/proc/self/setgroups", "deny\n")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="ascii") as file:
+            file.write(text)
+    except OSError as exc:
+        raise NamespaceError(exc.errno or 0, f"writing {path} failed: {exc.strerror}") from None
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    encode = _encode
+    _check(
+        _libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data)),
+        f"mount {target}",
+    )
+
+
+def _encode(value: str | None) -> bytes | None:
+    return None if value is None else os.fsencode(value)
+
+
+def make_private() -> None:
+    """Nothing mounted from here on propagates back to the host's mount namespace."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+
+
+def private_tmp(directory: str, keep: Sequence[str]) -> None:
+    """Mount ``directory`` over ``/tmp``. The paths in ``keep`` (session roots that lie under ``/tmp``)
+    are mounted back at their places on top, so the command still sees and writes its workspace."""
+    held = []
+    for path in keep:
+        held.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)))
+    mount(directory, "/tmp", None, MS_BIND | MS_REC)
+    for path, fd in held:
+        os.makedirs(path, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        os.close(fd)
+
+
+def fresh_tmpfs(target: str) -> None:
+    """An empty, private tmpfs at ``target`` (``/dev/shm``: POSIX semaphores and shared memory)."""
+    mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+
+
+def fresh_proc() -> None:
+    """A ``/proc`` that shows this PID namespace only: must run inside it (as its first process)."""
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def die_with_parent(signal_number: int) -> None:
+    """Have the kernel send ``signal_number`` when the parent (thread) exits."""
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal_number, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
