@@ -3,7 +3,7 @@ fake editor that runs real processes) and local processes; the editor's files an
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +19,9 @@ from refagent.testing.memory import FakeClient
 from refagent.testing.terminals import FakeTerminalHost
 from refagent.tools.base import Terminals, TextFiles
 from tests.procs import alive
+from tests.tool_fakes import DirectPeer
 
 pytestmark = pytest.mark.anyio
-
-
-class DirectPeer:
-    """A peer that hands requests straight to a handler (no connection in between)."""
-
-    def __init__(self, handler: Callable[[str, dict[str, Any]], Awaitable[Any]]) -> None:
-        self.handler = handler
-        self.sent: list[tuple[str, dict[str, Any]]] = []
-
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        self.sent.append((method, params))
-        return await self.handler(method, params)
 
 
 @pytest.fixture(params=["local", "editor"])

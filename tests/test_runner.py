@@ -231,6 +231,7 @@ async def test_always_reject_refuses_without_asking(check: Any) -> None:
     [
         ("ask", ["Write a", "Run `make`"], ["make"]),
         ("accept-edits", ["Run `make`"], ["make"]),
+        ("auto", ["Run `make`"], ["make"]),  # FakeRun's plan is not `confined`: it asks
         ("read-only", [], []),
         ("full-access", [], ["make"]),
     ],

@@ -60,6 +60,18 @@ class EditorFiles:
         await self.disk.write_text(path, content)
 
 
+class DirectPeer:
+    """A peer that hands requests straight to a handler (no connection in between)."""
+
+    def __init__(self, handler: Callable[[str, dict[str, Any]], Awaitable[Any]]) -> None:
+        self.handler = handler
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        self.sent.append((method, params))
+        return await self.handler(method, params)
+
+
 @dataclass
 class ScriptedTerminals:
     """An editor's terminals without an editor: reports a terminal id, returns a scripted result."""

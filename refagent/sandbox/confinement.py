@@ -49,6 +49,8 @@ _PROBE_SECONDS = 10
 
 WRITES = "writes outside the workspace"
 NETWORK = "the network"
+NETWORK_UDP = "the network over UDP"
+METADATA = "changing modes and times of files outside (chmod, touch)"
 PROCESSES = "other processes (it can see them)"
 LIFETIME = "processes it leaves behind (setsid, daemons)"
 
@@ -73,9 +75,12 @@ class Support:
         missing = []
         if self.landlock < 1:
             missing.append(WRITES)
-        if level == "workspace" and not self.netns and self.landlock < 4:
-            missing.append(NETWORK)
+        if level == "workspace" and not self.netns:
+            # Landlock's network rules cover TCP only: without a network namespace, UDP gets out
+            missing.append(NETWORK_UDP if self.landlock >= 4 else NETWORK)
         if not self.namespaces:
+            if self.landlock >= 1:  # Landlock holds writes, not chmod or timestamps: read-only mounts do
+                missing.append(METADATA)
             missing += [PROCESSES, LIFETIME]
         return missing
 

@@ -68,8 +68,8 @@ _WRITE_V1 |= MAKE_FIFO | MAKE_BLOCK | MAKE_SYM
 _FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE
 """The only rights a rule on a file (not a directory) may carry."""
 
-DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx")
-"""Character devices every command may open for writing (``> /dev/null``, terminals)."""
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts")
+"""Character devices every command may open for writing (``> /dev/null``, terminals and pseudo-terminals)."""
 
 
 class LandlockError(OSError):

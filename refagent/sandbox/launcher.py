@@ -10,12 +10,13 @@ What it does, in order:
 1. Lowers the resource limits (``--limits CPU=1200,FSIZE=1073741824,...``) and resets the signals Python
    ignores, so that the command gets default dispositions.
 2. With ``--namespaces``: a new user, mount and PID namespace (and with ``--netns`` a network namespace).
-   Its first process is this launcher again, as the namespace's *init*: it makes the mounts private, puts
-   the private temporary directory (``--tmp``) over ``/tmp`` and a fresh tmpfs over ``/dev/shm``, mounts a
-   ``/proc`` of the namespace, then starts the command and reaps orphans until the command ends. When
-   init exits the kernel kills every process left in the namespace, ``setsid`` and double-forked ones
-   included. The outer launcher waits and ends as the command did (the same exit code or signal); a
-   signal it gets is passed on; it dies when the agent does (``--parent``), and init dies with it.
+   Its first process is this launcher again, as the namespace's *init*. It makes every mount private and
+   read-only except the ``--write`` directories, puts the private temporary directory (``--tmp``) over
+   ``/tmp`` and a fresh tmpfs over ``/dev/shm``, and mounts a ``/proc`` of the namespace; then it starts the
+   command and reaps orphans until the command ends. When init exits, the kernel kills every process
+   left in the namespace, ``setsid`` and double-forked ones included. The outer launcher waits and ends
+   as the command did (the same exit code or signal); a signal it gets is passed on; with ``--parent`` it
+   dies when the agent does, and init dies with it.
 3. With ``--landlock ABI``: writes only beneath the ``--write`` directories and the temporary one, and with
    ``--deny-tcp`` no TCP (:mod:`refagent.sandbox.landlock`).
 4. Removes the ``--unset`` variables, sets ``TMPDIR`` and ``LC_CTYPE``, and execs the command.
@@ -188,16 +189,16 @@ def _init(options: Options, alive: int, report: int) -> None:
 
 def _mount(options: Options) -> str:
     """Private mounts for the command; returns its temporary directory as the command sees it."""
+    cwd = os.getcwd()
     namespaces.make_private()
-    tmp = options.tmp
-    if tmp and not any(_within("/tmp", root) for root in options.write):
-        # A session root at or above /tmp would be hidden by the mount: then TMPDIR alone says where.
-        namespaces.private_tmp(tmp, [root for root in options.write if _within(root, "/tmp")])
-        tmp = "/tmp"
+    namespaces.writable_only(options.write, options.tmp or None)
+    os.chdir(cwd)  # the old working directory is on the read-only mount beneath: enter the new one
     if os.path.isdir("/dev/shm"):
         namespaces.fresh_tmpfs("/dev/shm")
     namespaces.fresh_proc()
-    return tmp
+    if options.tmp and namespaces.private_tmp_is_mounted(options.write):
+        return "/tmp"
+    return options.tmp
 
 
 def _exec(options: Options, tmp: str) -> None:
@@ -224,11 +225,6 @@ def _exec(options: Options, tmp: str) -> None:
     except OSError as error:
         sys.stderr.write(f"refagent: cannot run {program}: {error.strerror}\n")
         os._exit(127)
-
-
-def _within(path: str, ancestor: str) -> bool:
-    """Whether ``path`` is ``ancestor`` or lies beneath it (both absolute and normalised)."""
-    return path == ancestor or path.startswith(ancestor.rstrip("/") + "/")
 
 
 def _default_signals() -> None:
@@ -267,7 +263,8 @@ def _end_as(status: int) -> None:
     """Exit the way a process with this wait status ended: the same code, or the same signal."""
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
-        signal.signal(number, signal.SIG_DFL)
+        if number not in (signal.SIGKILL, signal.SIGSTOP):  # the two whose disposition cannot change
+            signal.signal(number, signal.SIG_DFL)
         os.kill(os.getpid(), number)
         os._exit(128 + number)
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else CANNOT_CONFINE)
@@ -314,6 +311,7 @@ def _try_in_child(extra_flags: int) -> str:
             if init == 0:
                 try:
                     namespaces.make_private()
+                    namespaces.mount_setattr("/", read_only=True)
                     namespaces.fresh_proc()
                     if os.path.isdir("/dev/shm"):
                         namespaces.fresh_tmpfs("/dev/shm")

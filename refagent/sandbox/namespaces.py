@@ -1,5 +1,6 @@
 """Linux namespaces for a confined command: a user namespace (so no privilege is needed), a mount
-namespace (a private ``/tmp`` and ``/dev/shm``, a ``/proc`` of its own), a PID namespace (its processes
+namespace (everything read-only but the roots; a private ``/tmp`` and ``/dev/shm``; a ``/proc`` of its
+own), a PID namespace (its processes
 see no others, and all die with its first one), and, for the ``workspace`` level, a network namespace
 (no interface but a loopback that is down: no way out at all).
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 
 TYPE_CHECKING = False  # typing itself costs 14 ms to import, and this module runs in the launcher
 if TYPE_CHECKING:
@@ -27,6 +29,10 @@ MS_NOEXEC = 0x8
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
+
+MOUNT_ATTR_RDONLY = 0x1
+AT_RECURSIVE = 0x8000
+_MOUNT_SETATTR = 442  # the same on every architecture (Linux 5.12)
 
 PR_SET_PDEATHSIG = 1
 
@@ -83,17 +89,60 @@ def make_private() -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
 
 
-def private_tmp(directory: str, keep: Sequence[str]) -> None:
-    """Mount ``directory`` over ``/tmp``. The paths in ``keep`` (session roots that lie under ``/tmp``)
-    are mounted back at their places on top, so the command still sees and writes its workspace."""
-    held = []
-    for path in keep:
-        held.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)))
-    mount(directory, "/tmp", None, MS_BIND | MS_REC)
-    for path, fd in held:
-        os.makedirs(path, exist_ok=True)
-        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+def mount_setattr(path: str, *, read_only: bool, recursive: bool = True) -> None:
+    """Make the mount at ``path`` (and, ``recursive``, every mount beneath it) read-only or writable."""
+    attr = struct.pack("=QQQQ", MOUNT_ATTR_RDONLY if read_only else 0, 0 if read_only else MOUNT_ATTR_RDONLY, 0, 0)
+    buffer = ctypes.create_string_buffer(attr, len(attr))
+    flags = AT_RECURSIVE if recursive else 0
+    syscall = _libc.syscall
+    syscall.restype = ctypes.c_long
+    result = syscall(
+        _MOUNT_SETATTR, ctypes.c_int(-100), os.fsencode(path), ctypes.c_uint(flags), buffer, ctypes.c_size_t(len(attr))
+    )
+    _check(0 if result == 0 else -1, f"mount_setattr {path}")
+
+
+def writable_only(writable: Sequence[str], tmp: str | None) -> None:
+    """Every mount read-only, then ``writable`` (session roots) mounted back writable at their places,
+    and ``tmp`` (the private temporary directory) writable as ``/tmp``, or at its own place when a root
+    lies at or above ``/tmp``.
+
+    Read-only mounts hold what Landlock does not: ``chmod``, ``chown``, timestamps and extended
+    attributes of files outside the roots. Roots that lie under ``/tmp`` are mounted back on top of the
+    private one. The paths are opened before anything is mounted, so each refers to the real directory.
+    """
+    roots = sorted(set(writable), key=len)  # a root inside another is mounted on top of it
+    over_tmp = bool(tmp) and not any(_within("/tmp", root) for root in roots)
+    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for path in [*roots, *filter(None, [tmp])]}
+    mount_setattr("/", read_only=True)
+    if tmp and over_tmp:
+        _bind_writable(held[tmp], "/tmp")
+    elif tmp:
+        _bind_writable(held[tmp], tmp)
+    for root in roots:
+        if over_tmp and _within(root, "/tmp"):
+            os.makedirs(root, exist_ok=True)  # inside the private /tmp: where the root shows again
+        _bind_writable(held[root], root)
+    for fd in held.values():
         os.close(fd)
+
+
+def private_tmp_is_mounted(writable: Sequence[str]) -> bool:
+    """Whether :func:`writable_only` puts the private directory over ``/tmp`` for these roots."""
+    return not any(_within("/tmp", root) for root in writable)
+
+
+def _bind_writable(fd: int, target: str) -> None:
+    mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+    try:
+        mount_setattr(target, read_only=False)
+    except NamespaceError:  # a mount beneath it that was read-only before us stays so (it is locked)
+        mount_setattr(target, read_only=False, recursive=False)
+
+
+def _within(path: str, ancestor: str) -> bool:
+    """Whether ``path`` is ``ancestor`` or lies beneath it (both absolute and normalised)."""
+    return path == ancestor or path.startswith(ancestor.rstrip("/") + "/")
 
 
 def fresh_tmpfs(target: str) -> None:

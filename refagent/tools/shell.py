@@ -191,7 +191,10 @@ class RunCommand(BaseTool):
             key = key.replace(":", f"@{level}:", 1)
             label += TITLE_TAGS[level]
         where = f" in {resolved.display}" if resolved.display not in ("", ".") else ""
-        tag = TITLE_TAGS[level] or (" (not sandboxed here)" if missing else "")
+        tags = [TITLE_TAGS[level].strip(" ()")] if TITLE_TAGS[level] else []
+        if missing:
+            tags.append("not sandboxed here")
+        tag = f" ({'; '.join(tags)})" if tags else ""
         title = f"Run `{shown(command, 80)}`{where}{tag}"
         # The permission request shows exactly what will run, where, and how confined.
         sandbox = f"Sandbox: {level}: {LEVEL_WORDS[level]}."
