@@ -26,13 +26,26 @@ import pytest
 
 from refagent.backends import EditorTerminals
 from refagent.sandbox import landlock
-from refagent.sandbox.confinement import LAUNCHER, Confinement, Level, Support, machine_support
+from refagent.sandbox.confinement import (
+    LAUNCHER,
+    LIFETIME,
+    METADATA,
+    NETWORK,
+    NETWORK_UDP,
+    PROCESSES,
+    SIGNALS,
+    WRITES,
+    Confinement,
+    Level,
+    Support,
+    machine_support,
+)
 from refagent.sandbox.launcher import CANNOT_CONFINE, parse
 from refagent.sandbox.process import LocalTerminals
 from refagent.testing.memory import FakeClient
 from refagent.testing.terminals import FakeTerminalHost
 from refagent.tools.base import CommandResult, Terminals
-from tests.procs import alive
+from tests.procs import alive, gone, survivors
 from tests.tool_fakes import DirectPeer
 
 SUPPORT = machine_support()
@@ -99,30 +112,6 @@ def read(path: Path) -> str:
 
 def exists(path: Path) -> bool:
     return path.exists()
-
-
-def survivors(marker: str) -> list[int]:
-    """Processes (not zombies) whose command line contains ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as file:
-                cmdline = file.read()
-        except OSError:
-            continue
-        if marker.encode() in cmdline and alive(int(entry)):
-            found.append(int(entry))
-    return found
-
-
-async def gone(marker: str, within: float = 5.0) -> list[int]:
-    """Wait until no process carries ``marker`` (the kernel tears a namespace down asynchronously)."""
-    with anyio.move_on_after(within):
-        while survivors(marker):  # noqa: ASYNC110 - processes of another namespace: nothing to wait on
-            await anyio.sleep(0.02)
-    return survivors(marker)
 
 
 def marker_number(tmp_path: Path, index: int) -> str:
@@ -304,7 +293,11 @@ async def test_the_shell_sees_only_its_namespace(box: Sandboxed) -> None:
 ESCAPES = (
     "setsid sleep {0}1 & nohup sleep {0}2 >/dev/null 2>&1 & (sleep {0}3 &) ; sh -c 'sleep {0}4 &' & "
     "setsid sh -c '(setsid sleep {0}5 &) &' ; "
-    "{python} -c 'import os,time\nif os.fork()==0:\n os.setsid()\n if os.fork()==0: time.sleep({0}6)' ; "
+    "{python} -c 'import os\nif os.fork() == 0:\n os.setsid()\n if os.fork() == 0: "
+    'os.execvp("sleep", ["sleep", "{0}6"])\' ; '
+    # Wait until all six run (the double fork races us), and say how many did: the test must see six.
+    "for i in $(seq 100); do n=$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c '^{0}'); "
+    '[ "$n" -ge 6 ] && break; sleep 0.05; done; echo "escaped: $n"; '
 )
 
 
@@ -312,14 +305,16 @@ async def test_nothing_outlives_a_command_that_ends(box: Sandboxed, tmp_path: Pa
     base = marker_number(tmp_path, 1)
     result = await box.sh(ESCAPES.format(base, python=sys.executable) + "echo started")
     assert result.exit_code == 0, result.output
+    assert "escaped: 6" in result.output
     assert await gone(base) == []
 
 
 @pytest.mark.slow
 async def test_nothing_outlives_a_command_that_times_out(box: Sandboxed, tmp_path: Path) -> None:
     base = marker_number(tmp_path, 2)
-    result = await box.sh(ESCAPES.format(base, python=sys.executable) + "sleep 100", time_limit=1)
+    result = await box.sh(ESCAPES.format(base, python=sys.executable) + "sleep 100", time_limit=3)
     assert result.timed_out
+    assert "escaped: 6" in result.output
     assert await gone(base) == []
 
 
@@ -330,7 +325,7 @@ async def test_nothing_outlives_a_cancelled_command(box: Sandboxed, tmp_path: Pa
     with anyio.move_on_after(10) as scope:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(box.sh, script)
-            while not survivors(base):  # noqa: ASYNC110 - the escapes are running: now cancel
+            while len(survivors(base)) < 6:  # noqa: ASYNC110 - the escapes are running: now cancel
                 await anyio.sleep(0.02)
             tasks.cancel_scope.cancel()
     assert not scope.cancelled_caught
@@ -408,10 +403,12 @@ def test_the_probe_found_landlock_and_namespaces() -> None:
 
 
 def test_the_launcher_refuses_to_run_what_it_cannot_confine(tmp_path: Path) -> None:
-    """A confinement step that fails ends the launcher with 125: the command never runs less confined."""
+    """A confinement step that fails ends the launcher with 125: the command never runs less confined.
+    Here a confined command starts the launcher again to widen its sandbox; Landlock forbids the mounts."""
     marker = tmp_path / "ran"
-    argv = [sys.executable, "-I", "-S", LAUNCHER, "--namespaces", "--tmp", str(tmp_path / "missing")]
-    done = subprocess.run([*argv, "--", "/bin/sh", "-c", f"touch {marker}"], capture_output=True, check=False)
+    inner = [sys.executable, "-I", "-S", LAUNCHER, "--namespaces", "--write", "/", "--", "/bin/sh", "-c"]
+    outer = [sys.executable, "-I", "-S", LAUNCHER, "--write", str(tmp_path), "--landlock", str(SUPPORT.landlock)]
+    done = subprocess.run([*outer, "--", *inner, f"touch {marker}"], capture_output=True, check=False)
     assert done.returncode == CANNOT_CONFINE
     assert b"cannot confine" in done.stderr
     assert not exists(marker)
@@ -439,7 +436,7 @@ async def test_landlock_alone_still_confines_writes_and_tcp(tmp_path: Path, list
     workspace.mkdir()
     degraded = Confinement([str(workspace)], SUPPORT.without(["namespaces"]))
     assert degraded.missing("workspace") == degraded.support.missing("workspace")
-    assert "other processes (it can see them)" in degraded.missing("workspace")
+    assert PROCESSES in degraded.missing("workspace")
     terminals = LocalTerminals(confinement=degraded)
     port = listener.getsockname()[1]
     try:
@@ -458,15 +455,11 @@ async def test_landlock_alone_still_confines_writes_and_tcp(tmp_path: Path, list
 def test_support_is_honest_about_what_is_missing() -> None:
     nothing = Support()
     assert nothing.missing("none") == []
-    assert len(nothing.missing("workspace")) == 4
-    assert "the network" not in nothing.missing("network")
-    assert Support(landlock=4).missing("workspace") == [
-        "the network over UDP",
-        "changing modes and times of files outside (chmod, touch)",
-        "other processes (it can see them)",
-        "processes it leaves behind (setsid, daemons)",
-    ]
-    assert Support(landlock=3, namespaces=True, netns=False).missing("workspace") == ["the network"]
+    assert nothing.missing("workspace") == [WRITES, NETWORK, PROCESSES, SIGNALS, LIFETIME]
+    assert NETWORK not in nothing.missing("network")
+    assert Support(landlock=4).missing("workspace") == [NETWORK_UDP, METADATA, PROCESSES, SIGNALS, LIFETIME]
+    assert Support(landlock=6).missing("workspace") == [NETWORK_UDP, METADATA, PROCESSES, LIFETIME]
+    assert Support(landlock=3, namespaces=True, netns=False).missing("workspace") == [NETWORK]
     assert Support(landlock=3, namespaces=True, netns=True).missing("workspace") == []
 
 

@@ -20,6 +20,7 @@ from refagent.sandbox.confinement import (
     METADATA,
     NETWORK,
     PROCESSES,
+    SIGNALS,
     WRITES,
     Confinement,
     Level,
@@ -198,10 +199,7 @@ async def test_a_workspace_command_this_machine_cannot_confine(tmp_path: Path) -
     assert p.permission_key == "command:make"  # the same scope as on a machine that confines it
     shown = preview_text(p)
     assert "Sandbox: workspace: " in shown
-    assert (
-        "This machine cannot confine it from writes outside the workspace, other processes (it can see them), "
-        "processes it leaves behind (setsid, daemons)." in shown
-    )
+    assert f"This machine cannot confine it from {', '.join(DEGRADED)}." in shown
     assert f"Working directory: {tmp_path / 'sub'}" in shown
     assert Permissions().decide("auto", "execute", p) == ("ask", "")
     await p.execute()
@@ -387,7 +385,7 @@ def test_modes_for_a_machine_that_cannot_confine(how: str) -> None:
     modes = modes_for(support)
     assert [m["id"] for m in modes] == MODE_ORDER
     said = descriptions(modes)
-    gaps = "writes outside the workspace, the network, other processes (it can see them), processes it leaves behind"
+    gaps = ", ".join(support.missing("workspace"))
     assert "Commands still ask: this machine cannot confine " + gaps in said["auto"]
     assert "sandboxed commands" not in said["auto"]
     assert "Commands are not fully confined on this machine (" + gaps in said["full-access"]
@@ -399,7 +397,7 @@ def test_modes_name_only_what_is_missing() -> None:
     assert no_netns["auto"].endswith("this machine cannot confine the network.")
     assert "(the network)" in no_netns["full-access"]
     no_processes = descriptions(modes_for(Support(landlock=3, namespaces=False)))
-    assert f"cannot confine the network, {METADATA}, {PROCESSES}, processes it leaves behind" in no_processes["auto"]
+    assert f"cannot confine the network, {METADATA}, {PROCESSES}, {SIGNALS}, {LIFETIME}" in no_processes["auto"]
     assert "writes outside" not in no_processes["auto"]
 
 
@@ -446,10 +444,8 @@ async def test_session_new_on_a_machine_that_cannot_confine(how: str, tmp_path: 
         modes = result["modes"]["availableModes"]
         [option] = [o for o in result["configOptions"] if o["id"] == "mode"]
         history = list(session.history)
-    assert said == (
-        "Sandbox: commands are not fully confined on this machine (writes outside the workspace, the network, "
-        "other processes (it can see them), processes it leaves behind (setsid, daemons)).\n"
-    )
+    gaps = ", ".join(degraded(how).missing("workspace"))
+    assert said == f"Sandbox: commands are not fully confined on this machine ({gaps}).\n"
     for described in (descriptions(modes), {o["value"]: o["description"] for o in option["options"]}):
         assert "this machine cannot confine writes outside the workspace" in described["auto"]
         assert "not fully confined on this machine" in described["full-access"]
@@ -517,18 +513,18 @@ async def test_the_mode_option_can_be_set_to_auto(tmp_path: Path, check: Any) ->
 
 def test_support_missing_per_level() -> None:
     assert FULL.missing("workspace") == FULL.missing("network") == FULL.missing("none") == []
-    assert NOTHING.missing("workspace") == [WRITES, NETWORK, PROCESSES, LIFETIME]
-    assert NOTHING.missing("network") == [WRITES, PROCESSES, LIFETIME]  # the network was not promised
+    assert NOTHING.missing("workspace") == [WRITES, NETWORK, PROCESSES, SIGNALS, LIFETIME]
+    assert NOTHING.missing("network") == [WRITES, PROCESSES, SIGNALS, LIFETIME]  # the network was not promised
     assert NOTHING.missing("none") == []
     landlock_only = Support(landlock=6).missing("workspace")
     assert WRITES not in landlock_only
     assert {PROCESSES, LIFETIME} <= set(landlock_only)
     assert "the network over UDP" in landlock_only  # Landlock's network rules are TCP only
-    assert Support(landlock=3).missing("workspace") == [NETWORK, METADATA, PROCESSES, LIFETIME]
+    assert Support(landlock=3).missing("workspace") == [NETWORK, METADATA, PROCESSES, SIGNALS, LIFETIME]
     namespaces_only = Support(namespaces=True, netns=True)
-    assert namespaces_only.missing("workspace") == [WRITES]
-    assert namespaces_only.missing("network") == [WRITES]
-    assert Support(namespaces=True).missing("workspace") == [WRITES, NETWORK]
+    assert namespaces_only.missing("workspace") == []  # read-only mounts hold writes without Landlock
+    assert namespaces_only.missing("network") == []
+    assert Support(namespaces=True).missing("workspace") == [NETWORK]
     assert Support(landlock=1, namespaces=True).missing("network") == []
 
 
@@ -550,7 +546,7 @@ def test_support_without() -> None:
     assert (no_namespaces.namespaces, no_namespaces.netns) == (False, False)  # netns needs the namespaces
     no_netns = full.without(["netns"])
     assert (no_netns.landlock, no_netns.namespaces, no_netns.netns) == (7, True, False)
-    assert full.without(["landlock", "netns"]).missing("workspace") == [WRITES, NETWORK]
+    assert full.without(["landlock", "netns"]).missing("workspace") == [NETWORK]
     assert full.without(["netns", "landlock-net"]).missing("workspace") == [NETWORK]
     noted = full.without(["netns"])
     assert noted.notes == ("netns: switched off by REFAGENT_SANDBOX_DISABLE",)
@@ -561,7 +557,7 @@ def test_machine_support_honours_the_disable_variable() -> None:
     assert machine_support(env={"REFAGENT_SANDBOX_DISABLE": ""}) == probed
     off = machine_support(env={"REFAGENT_SANDBOX_DISABLE": " landlock , namespaces ,"})
     assert (off.landlock, off.namespaces, off.netns) == (0, False, False)
-    assert off.missing("workspace") == [WRITES, NETWORK, PROCESSES, LIFETIME]
+    assert off.missing("workspace") == [WRITES, NETWORK, PROCESSES, SIGNALS, LIFETIME]
     assert "landlock: switched off by REFAGENT_SANDBOX_DISABLE" in off.notes
     assert "namespaces: switched off by REFAGENT_SANDBOX_DISABLE" in off.notes
     capped = machine_support(env={"REFAGENT_SANDBOX_DISABLE": "landlock-net"})

@@ -51,7 +51,8 @@ WRITES = "writes outside the workspace"
 NETWORK = "the network"
 NETWORK_UDP = "the network over UDP"
 METADATA = "changing modes and times of files outside (chmod, touch)"
-PROCESSES = "other processes (it can see them)"
+PROCESSES = "other processes (it can see them and read their environment)"
+SIGNALS = "signals to other processes, the agent's included"
 LIFETIME = "processes it leaves behind (setsid, daemons)"
 
 
@@ -73,7 +74,7 @@ class Support:
         if level == "none":
             return []
         missing = []
-        if self.landlock < 1:
+        if self.landlock < 1 and not self.namespaces:  # either holds writes: Landlock, or read-only mounts
             missing.append(WRITES)
         if level == "workspace" and not self.netns:
             # Landlock's network rules cover TCP only: without a network namespace, UDP gets out
@@ -81,7 +82,10 @@ class Support:
         if not self.namespaces:
             if self.landlock >= 1:  # Landlock holds writes, not chmod or timestamps: read-only mounts do
                 missing.append(METADATA)
-            missing += [PROCESSES, LIFETIME]
+            missing.append(PROCESSES)
+            if self.landlock < 6:  # Landlock's signal scope holds even without a PID namespace
+                missing.append(SIGNALS)
+            missing.append(LIFETIME)
         return missing
 
     def summary(self) -> str:

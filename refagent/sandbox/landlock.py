@@ -16,8 +16,9 @@ What refagent asks of it (see :func:`restrict`):
 * **Scopes** (ABI 6): signals to processes outside the domain are refused (the agent cannot be killed
   from inside), and so are abstract Unix sockets created outside it (with ``deny_tcp``).
 
-Landlock also refuses ptrace-style access to processes outside the domain, which covers reading
-``/proc/PID/environ`` of the agent even where no PID namespace hides it.
+What it does not do: hide other processes. ``/proc/PID/environ`` of a process outside the domain (the
+agent's, with its API key) stayed readable under ABI 7 on Linux 6.18 here; the PID namespace with its
+own ``/proc`` (:mod:`refagent.sandbox.namespaces`) is what hides them.
 
 Reference: the kernel's ``Documentation/userspace-api/landlock.rst`` and ``include/uapi/linux/landlock.h``.
 """

@@ -125,7 +125,7 @@ def main(argv: list[str]) -> None:
         if options.parent:
             namespaces.die_with_parent(signal.SIGKILL)
             if os.getppid() != options.parent:  # the agent is already gone
-                os._exit(CANNOT_CONFINE)
+                raise OSError(0, "the agent that started it has exited")
         if options.namespaces:
             _run_in_namespaces(options)
         _exec(options, options.tmp)
@@ -192,7 +192,10 @@ def _mount(options: Options) -> str:
     cwd = os.getcwd()
     namespaces.make_private()
     namespaces.writable_only(options.write, options.tmp or None)
-    os.chdir(cwd)  # the old working directory is on the read-only mount beneath: enter the new one
+    try:  # noqa: SIM105 (contextlib is one more import in a process that counts milliseconds)
+        os.chdir(cwd)  # the old working directory is on the read-only mount beneath: enter the new one
+    except OSError:
+        pass  # not inside a root (hidden under the private /tmp, say): it stays where it was, read-only
     if os.path.isdir("/dev/shm"):
         namespaces.fresh_tmpfs("/dev/shm")
     namespaces.fresh_proc()

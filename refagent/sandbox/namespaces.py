@@ -113,7 +113,14 @@ def writable_only(writable: Sequence[str], tmp: str | None) -> None:
     """
     roots = sorted(set(writable), key=len)  # a root inside another is mounted on top of it
     over_tmp = bool(tmp) and not any(_within("/tmp", root) for root in roots)
-    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for path in [*roots, *filter(None, [tmp])]}
+    held = {}
+    for path in [*roots, *filter(None, [tmp])]:
+        try:
+            held[path] = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:  # a root that is gone, or not a directory: nothing there to write to
+            continue
+    roots = [root for root in roots if root in held]
+    tmp = tmp if tmp in held else None
     mount_setattr("/", read_only=True)
     if tmp and over_tmp:
         _bind_writable(held[tmp], "/tmp")
@@ -136,8 +143,11 @@ def _bind_writable(fd: int, target: str) -> None:
     mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
     try:
         mount_setattr(target, read_only=False)
-    except NamespaceError:  # a mount beneath it that was read-only before us stays so (it is locked)
-        mount_setattr(target, read_only=False, recursive=False)
+    except NamespaceError:  # a mount beneath it was read-only before us: it stays so (the kernel locks it)
+        try:  # noqa: SIM105 (contextlib is one more import in a process that counts milliseconds)
+            mount_setattr(target, read_only=False, recursive=False)
+        except NamespaceError:  # so was the root's own: a workspace on a read-only file system stays one
+            pass
 
 
 def _within(path: str, ancestor: str) -> bool:
