@@ -258,6 +258,43 @@ async def test_level_none_is_really_unconfined(box: Sandboxed, listener: socket.
 
 
 @pytest.fixture
+def host_service(tmp_path: Path) -> Iterator[tuple[str, socket.socket]]:
+    """A service of the host on a Unix socket under /run, where Docker, D-Bus and databases listen."""
+    if not os.access("/run", os.W_OK):
+        pytest.skip("cannot make a socket under /run here")
+    path = f"/run/refagent-test-{os.getpid()}-{tmp_path.name}.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(8)
+    server.setblocking(False)
+    yield path, server
+    server.close()
+    os.unlink(path)
+
+
+UNIX_CONNECT = "import socket; s=socket.socket(socket.AF_UNIX); s.connect('{path}'); print('connected')"
+
+
+@pytest.mark.parametrize("level", ["workspace", "network"])
+async def test_the_hosts_services_on_unix_sockets_are_out_of_reach(
+    box: Sandboxed, host_service: tuple[str, socket.socket], level: Level
+) -> None:
+    path, server = host_service
+    result = await box.sh(f'{sys.executable} -c "{UNIX_CONNECT.format(path=path)}"; cat /etc/resolv.conf', level)
+    assert "connected" not in result.output
+    assert not _accepted(server)
+    if exists(Path("/etc/resolv.conf")):  # what name lookups need stays
+        assert read(Path("/etc/resolv.conf")).strip() in result.output
+
+
+async def test_level_none_reaches_the_hosts_services(box: Sandboxed, host_service: tuple[str, socket.socket]) -> None:
+    path, server = host_service
+    result = await box.sh(f'{sys.executable} -c "{UNIX_CONNECT.format(path=path)}"', "none")
+    assert "connected" in result.output
+    assert _accepted(server)
+
+
+@pytest.fixture
 def victim(tmp_path: Path) -> Iterator[tuple[int, str]]:
     """A process outside the sandbox with a secret in its environment (as the agent has its API key)."""
     secret = f"sk-victim-{tmp_path.name}"

@@ -6,8 +6,9 @@ Levels (the ``sandbox`` argument of ``run_command``):
 =============  ============================================================================================
 ``workspace``  writes only inside the session roots and a private temporary directory (``/tmp`` inside
                the sandbox, and ``TMPDIR``); no network at all; its own PID namespace and ``/proc``, so it
-               sees no other process; every process it starts dies with it. Reads are not restricted.
-``network``    the same, with the network.
+               sees no other process; an empty ``/run``, so no host service's Unix socket; every process
+               it starts dies with it. Reads are not restricted (the host's ``/tmp`` aside).
+``network``    the same, with the network (TCP and UDP; still not the host's Unix sockets).
 ``none``       unconfined: the user's full power (the resource limits and scrubbed environment still hold).
 =============  ============================================================================================
 

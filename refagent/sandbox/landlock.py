@@ -14,7 +14,7 @@ What refagent asks of it (see :func:`restrict`):
   would give more rights than its source.
 * **TCP** (ABI 4): with ``deny_tcp``, ``bind`` and ``connect`` are handled with no rule, so both fail.
 * **Scopes** (ABI 6): signals to processes outside the domain are refused (the agent cannot be killed
-  from inside), and so are abstract Unix sockets created outside it (with ``deny_tcp``).
+  from inside), and so are abstract Unix sockets created outside it (an X server or a session bus).
 
 What it does not do: hide other processes. ``/proc/PID/environ`` of a process outside the domain (the
 agent's, with its API key) stayed readable under ABI 7 on Linux 6.18 here; the PID namespace with its
@@ -105,8 +105,8 @@ def write_rights(abi: int) -> int:
 
 def restrict(writable: Iterable[str], *, abi: int, deny_tcp: bool, scope_signals: bool = True) -> None:
     """Restrict this process (and its future children) for good: writes only beneath ``writable`` (and
-    to :data:`DEVICES`); with ``deny_tcp`` (ABI 4+), no TCP bind or connect, and no abstract Unix sockets
-    from outside (ABI 6+); with ``scope_signals`` (ABI 6+), no signals to processes outside.
+    to :data:`DEVICES`); with ``deny_tcp`` (ABI 4+), no TCP bind or connect; with ``scope_signals``
+    (ABI 6+), no signals to processes outside and no abstract Unix sockets made outside.
 
     Paths that do not exist are skipped. Sets ``no_new_privs`` first, as Landlock requires of an
     unprivileged caller. Raises :class:`LandlockError` if the kernel refuses any step: the caller must
@@ -119,7 +119,7 @@ def restrict(writable: Iterable[str], *, abi: int, deny_tcp: bool, scope_signals
     handled_net = NET_BIND_TCP | NET_CONNECT_TCP if deny_tcp and abi >= 4 else 0
     scoped = 0
     if abi >= 6:
-        scoped = (SCOPE_SIGNAL if scope_signals else 0) | (SCOPE_ABSTRACT_UNIX_SOCKET if deny_tcp else 0)
+        scoped = SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET if scope_signals else 0
     # struct landlock_ruleset_attr grew with the ABI: pass only the fields this kernel knows.
     attr = struct.pack("=QQQ", handled_fs, handled_net, scoped)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8

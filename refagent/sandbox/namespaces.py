@@ -1,6 +1,6 @@
 """Linux namespaces for a confined command: a user namespace (so no privilege is needed), a mount
-namespace (everything read-only but the roots; a private ``/tmp`` and ``/dev/shm``; a ``/proc`` of its
-own), a PID namespace (its processes
+namespace (everything read-only but the roots; a private ``/tmp``, ``/dev/shm`` and ``/run``; a ``/proc``
+of its own), a PID namespace (its processes
 see no others, and all die with its first one), and, for the ``workspace`` level, a network namespace
 (no interface but a loopback that is down: no way out at all).
 
@@ -122,6 +122,8 @@ def writable_only(writable: Sequence[str], tmp: str | None) -> None:
     roots = [root for root in roots if root in held]
     tmp = tmp if tmp in held else None
     mount_setattr("/", read_only=True)
+    if not any(_within(root, run) or _within(run, root) for root in roots for run in _RUN):
+        private_run()
     if tmp and over_tmp:
         _bind_writable(held[tmp], "/tmp")
     elif tmp:
@@ -132,6 +134,32 @@ def writable_only(writable: Sequence[str], tmp: str | None) -> None:
         _bind_writable(held[root], root)
     for fd in held.values():
         os.close(fd)
+
+
+_RUN = ("/run", "/var/run")
+
+
+def private_run() -> None:
+    """An empty ``/run`` (and ``/var/run`` where it is a directory of its own): the host's services listen
+    there on Unix sockets (Docker, systemd and D-Bus, databases, the user's session in ``/run/user``),
+    and neither a network namespace nor Landlock stops a ``connect`` to a socket file. What commands need
+    of it comes back: the directory ``/etc/resolv.conf`` lives in (name lookups at level ``network``), the
+    ``shm`` link, ``lock``, and the user's own ``/run/user/UID`` (empty)."""
+    resolv = os.path.realpath("/etc/resolv.conf")
+    keep = os.path.dirname(resolv) if any(_within(resolv, run) for run in _RUN) else None
+    held = os.open(keep, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if keep and os.path.isdir(keep) else None
+    for run in _RUN:
+        if os.path.isdir(run) and not os.path.islink(run):
+            mount("tmpfs", run, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755")
+    if os.path.isdir("/run") and not os.path.exists("/run/shm"):
+        os.symlink("/dev/shm", "/run/shm")
+        os.makedirs("/run/lock", exist_ok=True)
+        os.chmod("/run/lock", 0o1777)  # as on the host (makedirs' mode goes through the umask)
+        os.makedirs(f"/run/user/{os.getuid()}", mode=0o700, exist_ok=True)
+    if held is not None and keep is not None:
+        os.makedirs(keep, exist_ok=True)
+        mount(f"/proc/self/fd/{held}", keep, None, MS_BIND | MS_REC)
+        os.close(held)
 
 
 def private_tmp_is_mounted(writable: Sequence[str]) -> bool:
