@@ -88,7 +88,9 @@ def print_support(support: Support) -> None:
 
 async def check_confined(terminals: LocalTerminals, root: str) -> None:
     """Show that ``workspace`` refuses a write outside the roots (where Landlock is there to refuse it)."""
-    with tempfile.TemporaryDirectory(prefix="refagent-bench-outside-") as outside:
+    # Not under /tmp: the sandbox shows its own /tmp, so a path there would fail for another reason.
+    parent = "/var/tmp" if os.access("/var/tmp", os.W_OK) else None
+    with tempfile.TemporaryDirectory(prefix="refagent-bench-outside-", dir=parent) as outside:
         target = os.path.join(outside, "written")
         result = await terminals.run(f"touch {shlex.quote(target)}", root, TRUE_TIME_LIMIT, sandbox="workspace")
         refused = result.exit_code != 0 and not await anyio.Path(target).exists()
