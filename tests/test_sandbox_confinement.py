@@ -518,3 +518,58 @@ def test_the_launcher_is_asked_for_what_the_machine_has() -> None:
     assert "--landlock" in network
     none = Confinement(["/ws"], Support(landlock=7, namespaces=True, netns=True)).argv(["x"], "none")
     assert not {"--namespaces", "--landlock", "--write"} & set(none)
+
+
+# -- what a command sees of the host --------------------------------------------------------------------
+
+
+async def test_package_caches_are_private_writable_copies(tmp_path: Path, outside: Path) -> None:
+    """``~/.cache`` and the like: a toolchain writes its locks and downloads, the host's cache never changes."""
+    home = outside / "home"
+    (home / ".cache" / "pip").mkdir(parents=True)
+    (home / ".cache" / "pip" / "old").write_text("cached\n")
+    (home / ".config").mkdir()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    confinement = Confinement([str(workspace)], SUPPORT, env={"HOME": str(home)})
+    terminals = LocalTerminals(confinement=confinement)
+    try:
+        first = await terminals.run(
+            f"echo new > {home}/.cache/pip/new && cat {home}/.cache/pip/old && echo evil > {home}/.config/x",
+            str(workspace),
+            30,
+        )
+        second = await terminals.run(f"cat {home}/.cache/pip/new", str(workspace), 30)
+    finally:
+        confinement.close()
+    assert confinement.caches == [str(home / ".cache")]
+    assert "cached" in first.output
+    assert second.output == "new\n"  # the session's copy lasts from one command to the next
+    assert sorted(p.name for p in (home / ".cache" / "pip").iterdir()) == ["old"]  # the host's is unchanged
+    assert not exists(home / ".config" / "x")  # and the rest of home stays read-only
+
+
+async def test_toolchains_under_tmp_stay_visible_and_the_rest_of_tmp_does_not(tmp_path: Path) -> None:
+    """A checkout in /tmp runs its own virtual environment (CI does): what PATH names there shows,
+    read-only; other files in the host's /tmp do not."""
+    tools = tmp_path / "tools" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "mytool").write_text("#!/bin/sh\necho tool ran\n")
+    (tools / "mytool").chmod(0o755)
+    (tmp_path / "secret.txt").write_text("not yours\n")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
+    confinement = Confinement([str(workspace)], SUPPORT, env=env)
+    terminals = LocalTerminals(env=env, confinement=confinement)
+    try:
+        result = await terminals.run(
+            f"mytool; cat {tmp_path}/secret.txt; echo x > {tools}/mine; echo done", str(workspace), 30
+        )
+    finally:
+        confinement.close()
+    assert str(tmp_path / "tools") in confinement.shown
+    assert "tool ran" in result.output
+    assert "not yours" not in result.output
+    assert not exists(tools / "mine")
+    assert "done" in result.output

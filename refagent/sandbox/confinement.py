@@ -7,7 +7,10 @@ Levels (the ``sandbox`` argument of ``run_command``):
 ``workspace``  writes only inside the session roots and a private temporary directory (``/tmp`` inside
                the sandbox, and ``TMPDIR``); no network at all; its own PID namespace and ``/proc``, so it
                sees no other process; an empty ``/run``, so no host service's Unix socket; every process
-               it starts dies with it. Reads are not restricted (the host's ``/tmp`` aside).
+               it starts dies with it. Reads are not restricted, but for the host's ``/tmp``, of which
+               only the roots and the toolchains there show (:func:`toolchains_in_tmp`). The user's
+               package caches (``~/.cache``, ``~/.cargo``, ...) are private copies: written to, never
+               changed on the host.
 ``network``    the same, with the network (TCP and UDP; still not the host's Unix sockets).
 ``none``       unconfined: the user's full power (the resource limits and scrubbed environment still hold).
 =============  ============================================================================================
@@ -160,13 +163,57 @@ def _probe_once() -> Support:
     return support
 
 
+CACHES = (".cache", ".cargo", ".npm", ".yarn", ".gradle", ".m2", ".nuget", "go")
+"""The user's package and build caches (under ``$HOME``) that commands get private, writable copies of."""
+CACHE_VARIABLES = ("XDG_CACHE_HOME", "CARGO_HOME", "GOPATH", "GOMODCACHE", "npm_config_cache")
+"""Variables that move those caches elsewhere."""
+
+
+def user_caches(env: Mapping[str, str], roots: Sequence[str]) -> list[str]:
+    """The cache directories that exist (real paths), outside the roots and ``/tmp``."""
+    home = env.get("HOME", "")
+    candidates = [os.path.join(home, name) for name in CACHES] if os.path.isabs(home) else []
+    candidates += [env[name] for name in CACHE_VARIABLES if os.path.isabs(env.get(name, ""))]
+    found: list[str] = []
+    for candidate in candidates:
+        path = os.path.realpath(candidate)
+        inside = any(_within(path, root) for root in [*roots, "/tmp"])
+        if not inside and path not in found and os.path.isdir(path):
+            found.append(path)
+    return found
+
+
+def toolchains_in_tmp(env: Mapping[str, str]) -> list[str]:
+    """Directories under ``/tmp`` that commands need to see although the sandbox has a ``/tmp`` of its
+    own: the Python environment the agent runs from (a CI checkout in ``/tmp`` with its ``.venv``), and
+    what ``PATH`` names there (for ``.../bin``, the directory above it, which holds its libraries)."""
+    found: list[str] = []
+    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.dirname(sys.executable))]
+    for entry in env.get("PATH", "").split(os.pathsep):
+        if os.path.isabs(entry):
+            candidates.append(os.path.dirname(entry) if os.path.basename(entry.rstrip("/")) == "bin" else entry)
+    for candidate in candidates:
+        path = os.path.realpath(candidate) if candidate else ""
+        if path and path != "/tmp" and _within(path, "/tmp") and path not in found and os.path.isdir(path):
+            found.append(path)
+    return found
+
+
+def _within(path: str, ancestor: str) -> bool:
+    return path == ancestor or path.startswith(ancestor.rstrip("/") + "/")
+
+
 class Confinement:
     """One session's confinement: its roots, this machine's :class:`Support`, and a private temporary
-    directory, made on first use and removed by :meth:`close`."""
+    directory, made on first use and removed by :meth:`close`. The user's caches (:func:`user_caches`,
+    from ``env``: this process's environment by default) get private, writable copies in it."""
 
-    def __init__(self, roots: Sequence[str], support: Support) -> None:
+    def __init__(self, roots: Sequence[str], support: Support, env: Mapping[str, str] | None = None) -> None:
         self.roots = [os.path.realpath(root) for root in roots]
         self.support = support
+        environ = os.environ if env is None else env
+        self.caches = user_caches(environ, self.roots) if support.namespaces else []
+        self.shown = toolchains_in_tmp(environ) if support.namespaces else []
         self._tmp: str | None = None
 
     def missing(self, level: Level) -> list[str]:
@@ -199,6 +246,11 @@ class Confinement:
             support = self.support
             for root in self.roots:
                 options += ["--write", root]
+            if support.namespaces:
+                for cache in self.caches:
+                    options += ["--cache", cache]
+                for shown in self.shown:
+                    options += ["--show", shown]
             options += ["--tmp", self.private_tmp()]
             if support.landlock:
                 options += ["--landlock", str(support.landlock)]

@@ -12,7 +12,9 @@ What it does, in order:
 2. With ``--namespaces``: a new user, mount and PID namespace (and with ``--netns`` a network namespace).
    Its first process is this launcher again, as the namespace's *init*. It makes every mount private and
    read-only except the ``--write`` directories, puts the private temporary directory (``--tmp``) over
-   ``/tmp`` and a fresh tmpfs over ``/dev/shm``, and mounts a ``/proc`` of the namespace; then it starts the
+   ``/tmp`` (with the ``--show`` directories of the host's ``/tmp`` back, read-only), fresh tmpfs over
+   ``/dev/shm`` and ``/run``, and layers the ``--cache`` directories (the user's
+   package caches) over private copies; it mounts a ``/proc`` of the namespace; then it starts the
    command and reaps orphans until the command ends. When init exits, the kernel kills every process
    left in the namespace, ``setsid`` and double-forked ones included. The outer launcher waits and ends
    as the command did (the same exit code or signal); a signal it gets is passed on; with ``--parent`` it
@@ -55,6 +57,8 @@ class Options:
 
     def __init__(self) -> None:
         self.write: list[str] = []
+        self.caches: list[str] = []
+        self.shown: list[str] = []
         self.tmp = ""
         self.landlock = 0
         self.deny_tcp = False
@@ -71,7 +75,7 @@ class Options:
 def parse(argv: list[str]) -> Options:
     """The options before ``--``, and the command after it. No argparse: it alone costs 5 ms to import."""
     options = Options()
-    values = {"--write", "--tmp", "--landlock", "--limits", "--lc-ctype", "--parent", "--unset"}
+    values = {"--write", "--cache", "--show", "--tmp", "--landlock", "--limits", "--lc-ctype", "--parent", "--unset"}
     index = 0
     while index < len(argv):
         name = argv[index]
@@ -85,6 +89,10 @@ def parse(argv: list[str]) -> Options:
             index += 2
             if name == "--write":
                 options.write.append(value)
+            elif name == "--cache":
+                options.caches.append(value)
+            elif name == "--show":
+                options.shown.append(value)
             elif name == "--tmp":
                 options.tmp = value
             elif name == "--landlock":
@@ -188,10 +196,11 @@ def _init(options: Options, alive: int, report: int) -> None:
 
 
 def _mount(options: Options) -> str:
-    """Private mounts for the command; returns its temporary directory as the command sees it."""
+    """Private mounts for the command; returns its temporary directory as the command sees it. The
+    caches that could be layered join ``options.write`` (Landlock must let the command write there)."""
     cwd = os.getcwd()
     namespaces.make_private()
-    namespaces.writable_only(options.write, options.tmp or None)
+    options.write += namespaces.writable_only(options.write, options.tmp or None, options.caches, options.shown)
     try:  # noqa: SIM105 (contextlib is one more import in a process that counts milliseconds)
         os.chdir(cwd)  # the old working directory is on the read-only mount beneath: enter the new one
     except OSError:

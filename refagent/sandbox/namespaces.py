@@ -102,30 +102,43 @@ def mount_setattr(path: str, *, read_only: bool, recursive: bool = True) -> None
     _check(0 if result == 0 else -1, f"mount_setattr {path}")
 
 
-def writable_only(writable: Sequence[str], tmp: str | None) -> None:
+def writable_only(
+    writable: Sequence[str], tmp: str | None, caches: Sequence[str] = (), shown: Sequence[str] = ()
+) -> list[str]:
     """Every mount read-only, then ``writable`` (session roots) mounted back writable at their places,
     and ``tmp`` (the private temporary directory) writable as ``/tmp``, or at its own place when a root
-    lies at or above ``/tmp``.
+    lies at or above ``/tmp``. Returns the ``caches`` made writable (see :func:`private_caches`).
 
     Read-only mounts hold what Landlock does not: ``chmod``, ``chown``, timestamps and extended
-    attributes of files outside the roots. Roots that lie under ``/tmp`` are mounted back on top of the
-    private one. The paths are opened before anything is mounted, so each refers to the real directory.
+    attributes of files outside the roots. Roots that lie under the host's ``/tmp`` are mounted back on
+    top of the private one, and so are the ``shown`` directories there (toolchains: a virtual
+    environment the agent runs from, what ``PATH`` names), read-only; the rest of the host's ``/tmp``
+    (other users' files, the sockets of tmux, X and SSH agents) is out of sight. The paths are opened
+    before anything is mounted, so each refers to the real directory.
     """
     roots = sorted(set(writable), key=len)  # a root inside another is mounted on top of it
     over_tmp = bool(tmp) and not any(_within("/tmp", root) for root in roots)
+    over_tmp_shown = [path for path in sorted(set(shown), key=len) if _within(path, "/tmp")] if over_tmp else []
     held = {}
-    for path in [*roots, *filter(None, [tmp])]:
+    for path in [*roots, *filter(None, [tmp]), *over_tmp_shown]:
         try:
             held[path] = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:  # a root that is gone, or not a directory: nothing there to write to
             continue
     roots = [root for root in roots if root in held]
     tmp = tmp if tmp in held else None
+    layered = private_caches(caches, tmp) if tmp else []  # before the file system turns read-only
     mount_setattr("/", read_only=True)
+    for cache in layered:
+        mount_setattr(cache, read_only=False, recursive=False)
     if not any(_within(root, run) or _within(run, root) for root in roots for run in _RUN):
         private_run()
     if tmp and over_tmp:
         _bind_writable(held[tmp], "/tmp")
+        for path in over_tmp_shown:
+            if path in held and not any(_within(path, root) for root in roots):
+                os.makedirs(path, exist_ok=True)
+                mount(f"/proc/self/fd/{held[path]}", path, None, MS_BIND | MS_REC)  # read-only, as "/" is
     elif tmp:
         _bind_writable(held[tmp], tmp)
     for root in roots:
@@ -134,6 +147,26 @@ def writable_only(writable: Sequence[str], tmp: str | None) -> None:
         _bind_writable(held[root], root)
     for fd in held.values():
         os.close(fd)
+    return layered
+
+
+def private_caches(caches: Sequence[str], tmp: str) -> list[str]:
+    """Each of ``caches`` (the user's package and build caches: ``~/.cache``, ``~/.cargo``, ...) under an
+    overlay whose upper layer lies in ``tmp``: a toolchain reads what the host's cache holds and writes
+    its locks and downloads into the session's own copy, so ``cargo build`` and ``go test`` work and the
+    host's caches never change (nothing a command writes there can poison a later, unconfined build). A
+    cache that cannot be layered (a file system overlayfs refuses) stays read-only. Returns those layered."""
+    layered = []
+    for index, cache in enumerate(caches):
+        upper, work = (os.path.join(tmp, ".refagent-caches", str(index), part) for part in ("upper", "work"))
+        try:
+            os.makedirs(upper, exist_ok=True)
+            os.makedirs(work, exist_ok=True)
+            mount("overlay", cache, "overlay", 0, f"lowerdir={cache},upperdir={upper},workdir={work}")
+        except OSError:
+            continue
+        layered.append(cache)
+    return layered
 
 
 _RUN = ("/run", "/var/run")
