@@ -185,9 +185,10 @@ NEEDS_STORE = frozenset({"session/load", "session/resume", "session/list", "sess
 
 
 def _probe_sandbox() -> None:
-    from refagent.sandbox.confinement import machine_support
+    from refagent.sandbox.confinement import machine_support, remove_stale_private_dirs
 
     machine_support()  # cached: the first session does not wait for it
+    remove_stale_private_dirs()
 
 
 def _import_sessions() -> None:

@@ -4,15 +4,25 @@ real API key in its environment, as it does in an editor."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import socket
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from refagent.agent import Settings
+from refagent.llm.protocol import ToolCallRequest
 from refagent.sandbox.confinement import machine_support
+from refagent.testing.memory import FakeClient, connect
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
+from refagent.testing.scripted_model import ScriptedModel, text
+from refagent.testing.terminals import FakeTerminalHost
 from tests.helpers_process import AgentProcess, agent_env
 from tests.procs import alive, gone, survivors
 
@@ -131,3 +141,68 @@ async def test_where_the_machine_cannot_confine_auto_asks_and_says_why(tmp_path:
     assert "Sandbox: commands are not fully confined on this machine" in said
     [auto] = [m for m in new["modes"]["availableModes"] if m["id"] == "auto"]
     assert "Commands still ask" in auto["description"]
+
+
+ATTACKS = (
+    "echo pwned > {home}/.bashrc-refagent-test; echo pwned > /tmp/refagent-host-{tag}; echo pwned > {outside}/x; "
+    "ln -s {outside} escape && echo pwned > escape/y; ln {outside}/keep hard; "
+    "chmod 000 {outside}/keep; touch -d 2001-01-01 {outside}/keep; "
+    "setsid sleep {marker}.1 & (nohup sleep {marker}.2 &); "
+    "kill -TERM {agent}; test -e /proc/{agent}/environ && echo AGENT-VISIBLE; "
+    "{python} -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=3)'; echo ran"
+)
+
+
+@pytest.mark.parametrize("backend", ["local", "editor"])
+async def test_full_access_attacks_in_process(backend: str, tmp_path: Path, check: Any) -> None:
+    """The model's attacks in one approved command, in ``full-access`` (nothing asks), through the agent's
+    real tools and sandbox, on the local path and the editor's terminal alike."""
+    outside = Path(tempfile.mkdtemp(prefix="refagent-outside-", dir="/var/tmp"))
+    (outside / "keep").write_text("keep\n")
+    before = (outside / "keep").stat()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    marker = f"9{os.getpid() % 1000:03d}{len(backend)}"
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.setblocking(False)
+        command = ATTACKS.format(
+            home=Path.home(),
+            tag=tmp_path.name,
+            outside=outside,
+            marker=marker,
+            agent=os.getpid(),
+            python=sys.executable,
+            port=listener.getsockname()[1],
+        )
+        model = ScriptedModel([[ToolCallRequest("c1", "run_command", json.dumps({"command": command}))], text("ok")])
+        async with FakeTerminalHost() as host:
+            client = FakeClient(extra=host.handlers())
+            capabilities = {"terminal": True} if backend == "editor" else {}
+            async with connect(Settings(make_model=lambda p: model), client=client, check=check) as editor:
+                await editor.initialize(capabilities)
+                sid = await editor.new_session(str(workspace))
+                await editor.request("session/set_mode", {"sessionId": sid, "modeId": "full-access"})
+                assert await editor.prompt(sid, "go") == {"stopReason": "end_turn"}
+            assert client.permission_requests == []
+            with pytest.raises(BlockingIOError):
+                listener.accept()
+    try:
+        result = next(m for m in model.requests[-1].messages if m["role"] == "tool")["content"]
+        assert "ran" in result  # the command ran to its end
+        assert "AGENT-VISIBLE" not in result
+        assert_untouched(outside, Path(f"/tmp/refagent-host-{tmp_path.name}"), workspace, before)
+        assert await gone(marker) == []
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+
+
+def assert_untouched(outside: Path, host_tmp_file: Path, workspace: Path, before: os.stat_result) -> None:
+    assert not (Path.home() / ".bashrc-refagent-test").exists()
+    assert not host_tmp_file.exists()
+    assert sorted(p.name for p in outside.iterdir()) == ["keep"]
+    after = (outside / "keep").stat()
+    assert (outside / "keep").read_text() == "keep\n"
+    assert (after.st_mode, after.st_mtime, after.st_nlink) == (before.st_mode, before.st_mtime, 1)
+    assert not (workspace / "hard").exists()

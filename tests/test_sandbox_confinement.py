@@ -39,6 +39,7 @@ from refagent.sandbox.confinement import (
     Level,
     Support,
     machine_support,
+    remove_stale_private_dirs,
 )
 from refagent.sandbox.launcher import CANNOT_CONFINE, parse
 from refagent.sandbox.process import LocalTerminals
@@ -573,3 +574,25 @@ async def test_toolchains_under_tmp_stay_visible_and_the_rest_of_tmp_does_not(tm
     assert "not yours" not in result.output
     assert not exists(tools / "mine")
     assert "done" in result.output
+
+
+def test_private_directories_no_agent_holds_are_removed() -> None:
+    """After a ``kill -9`` its lock is free: the next agent removes the directory (and only such ones)."""
+    stale = Path(tempfile.mkdtemp(prefix="refagent-tmp-"))
+    (stale / "sub").mkdir()
+    (stale / "sub" / "f").write_text("left by a kill -9")
+    (stale / "sub").chmod(0o500)
+    Path(f"{stale}.lock").write_text("")
+    live = Confinement(["/nonexistent"], SUPPORT)
+    held = Path(live.private_tmp())
+    try:
+        removed = remove_stale_private_dirs()
+        assert str(stale) in removed
+        assert not exists(stale)
+        assert not exists(Path(f"{stale}.lock"))
+        assert exists(held)  # its lock is held: its agent lives
+        assert str(held) not in removed
+    finally:
+        live.close()
+    assert not exists(held)
+    assert not exists(Path(f"{held}.lock"))

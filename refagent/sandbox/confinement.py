@@ -30,6 +30,8 @@ bring its own launcher options; everything above the launcher stays as it is.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import functools
 import logging
 import os
@@ -215,6 +217,7 @@ class Confinement:
         self.caches = user_caches(environ, self.roots) if support.namespaces else []
         self.shown = toolchains_in_tmp(environ) if support.namespaces else []
         self._tmp: str | None = None
+        self._lock: int | None = None
 
     def missing(self, level: Level) -> list[str]:
         return self.support.missing(level)
@@ -266,15 +269,63 @@ class Confinement:
         """The session's own temporary directory (mode 0700), made now if need be; removed by
         :meth:`close`, or when the agent exits."""
         if self._tmp is None or not os.path.isdir(self._tmp):
-            self._tmp = tempfile.mkdtemp(prefix="refagent-tmp-")
+            self.close()
+            tmp = tempfile.mkdtemp(prefix=TMP_PREFIX)
+            self._lock = os.open(tmp + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            fcntl.flock(self._lock, fcntl.LOCK_EX)  # held until close(), or until this process ends
+            self._tmp = tmp
             atexit.register(self.close)
         return self._tmp
 
     def close(self) -> None:
         """Remove the private temporary directory and everything in it."""
         tmp, self._tmp = self._tmp, None
+        lock, self._lock = self._lock, None
         if tmp is not None:
             _remove_tree(tmp)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp + ".lock")
+        if lock is not None:
+            os.close(lock)
+
+
+TMP_PREFIX = "refagent-tmp-"
+"""Private directories are ``refagent-tmp-...`` in the system's temporary directory, each beside a
+``.lock`` file that its agent holds locked (``flock``) for as long as it lives."""
+
+
+def remove_stale_private_dirs() -> list[str]:
+    """Remove the private directories no living agent holds (``kill -9`` leaves them); returns them.
+
+    A lock, not a process id, says whether the owner lives: an agent in another PID namespace that shares
+    this ``/tmp`` has a pid this one cannot see."""
+    removed: list[str] = []
+    root = tempfile.gettempdir()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(TMP_PREFIX) or name.endswith(".lock"):
+            continue
+        path = os.path.join(root, name)
+        try:
+            lock = os.open(path + ".lock", os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue  # no lock file: not ours to judge
+        try:
+            if os.fstat(lock).st_uid != os.getuid():
+                continue
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # held: its agent lives
+        finally:
+            os.close(lock)
+        _remove_tree(path)
+        with contextlib.suppress(OSError):
+            os.unlink(path + ".lock")
+        removed.append(path)
+    return removed
 
 
 def _remove_tree(path: str) -> None:
