@@ -529,7 +529,7 @@ def test_support_missing_per_level() -> None:
 
 
 def test_support_summary() -> None:
-    assert FULL.summary() == "Commands are confined to the workspace (Landlock and Linux namespaces)."
+    assert FULL.summary() == "Commands are confined to the workspace (Landlock ABI 6, Linux namespaces)."
     assert NOTHING.summary().startswith("Commands are not fully confined on this machine: nothing stops writes")
 
 

@@ -97,7 +97,8 @@ class Support:
     def summary(self) -> str:
         """One line on how commands are confined here."""
         if not self.missing("workspace"):
-            return "Commands are confined to the workspace (Landlock and Linux namespaces)."
+            used = [f"Landlock ABI {self.landlock}"] if self.landlock else []
+            return f"Commands are confined to the workspace ({', '.join([*used, 'Linux namespaces'])})."
         return "Commands are not fully confined on this machine: nothing stops " + ", ".join(self.missing("workspace"))
 
     def without(self, pieces: Sequence[str]) -> Support:
@@ -124,6 +125,25 @@ def machine_support(env: Mapping[str, str] | None = None) -> Support:
 
 
 _probing = threading.Lock()
+_started: list[subprocess.Popen[bytes]] = []
+"""The probe started early by :func:`start_probe`, until :func:`_probe_once` reads it."""
+
+
+def start_probe() -> None:
+    """Start the probe now, without waiting for it: the CLI calls this once the editor's ``initialize``
+    is answered, so the answer is ready by the first ``session/new``. Only Linux probes."""
+    if sys.platform.startswith("linux") and sys.executable and not _started:
+        with contextlib.suppress(OSError):  # _probe_once will try again, and say why it failed
+            _started.append(_spawn_probe())
+
+
+def _spawn_probe() -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", LAUNCHER, "--probe"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _probe() -> Support:
@@ -139,18 +159,16 @@ def _probe_once() -> Support:
     if not sys.executable:
         return Support(notes=("no Python interpreter to run the launcher with",))
     try:
-        done = subprocess.run(
-            [sys.executable, "-I", "-S", LAUNCHER, "--probe"],
-            capture_output=True,
-            timeout=_PROBE_SECONDS,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
+        probe = _started.pop() if _started else _spawn_probe()
+        try:
+            output, _ = probe.communicate(timeout=_PROBE_SECONDS)
+        except subprocess.TimeoutExpired:
+            probe.kill()
+            probe.communicate()
+            raise
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Support(notes=(f"the sandbox probe failed: {exc}",))
-    found = dict(
-        line.partition("=")[::2] for line in done.stdout.decode("utf-8", "replace").splitlines() if "=" in line
-    )
+    found = dict(line.partition("=")[::2] for line in output.decode("utf-8", "replace").splitlines() if "=" in line)
     notes = tuple(f"{key[4:]}: {value}" for key, value in found.items() if key.startswith("why."))
     try:
         landlock = int(found.get("landlock", "0"))
