@@ -26,7 +26,7 @@ from refagent.acp.types import ClientCapabilities
 from refagent.errors import ToolError
 from refagent.sandbox.confinement import Confinement, Level, Support
 from refagent.sandbox.process import ResourceLimits, is_secret_name
-from refagent.tools.base import CommandResult, Disk, Terminals, TextFiles
+from refagent.tools.base import CommandResult, Disk, PathPolicy, Terminals, TextFiles
 
 log = logging.getLogger(__name__)
 
@@ -39,18 +39,40 @@ class Peer(Protocol):
 
 
 class EditorFiles:
-    """Text files through the editor where it offers them, through ``disk`` where it does not."""
+    """Text files through the editor where it offers them, through ``disk`` where it does not.
 
-    def __init__(self, peer: Peer, session_id: str, disk: Disk, *, read: bool, write: bool) -> None:
+    Every path is resolved again right before its ``fs/*`` request (``policy``): the path a tool planned
+    with, and the user approved, must still be what it names. A directory swapped for a symbolic link
+    while a permission prompt was open (or a read was on its way) fails the call instead of sending the
+    editor outside the roots. The local disk holds the same with ``O_NOFOLLOW`` walks; through the
+    editor, which opens the file itself, a fresh resolution just before the request is what can be done.
+    """
+
+    def __init__(
+        self, peer: Peer, session_id: str, disk: Disk, *, read: bool, write: bool, policy: PathPolicy | None = None
+    ) -> None:
         self.peer = peer
         self.session_id = session_id
         self.disk = disk
         self.read = read
         self.write = write
+        self.policy = policy
+
+    def _unchanged(self, path: str, *, write: bool) -> None:
+        """Raise ToolError unless ``path`` resolves to itself now (and, to write, inside the roots)."""
+        if self.policy is None:
+            return
+        resolved = self.policy.check_write(path) if write else self.policy.resolve(path)
+        if resolved.path != path:
+            done = "written" if write else "read"
+            raise ToolError(
+                f"{path} changed while the call waited: it now leads to {resolved.path}. Nothing was {done}."
+            )
 
     async def read_text(self, path: str) -> str:
         if not self.read:
             return await self.disk.read_text(path)
+        self._unchanged(path, write=False)
         try:
             result = await self.peer.request("fs/read_text_file", {"sessionId": self.session_id, "path": path})
         except RequestError as exc:
@@ -69,6 +91,7 @@ class EditorFiles:
         if not self.write:
             await self.disk.write_text(path, content)
             return
+        self._unchanged(path, write=True)
         try:
             # The result is {} (or null from some editors): nothing to read from it.
             await self.peer.request(
@@ -87,12 +110,14 @@ def _reason(error: RequestError) -> str:
     return error.message
 
 
-def choose_files(caps: ClientCapabilities, peer: Peer, session_id: str, disk: Disk) -> TextFiles:
+def choose_files(
+    caps: ClientCapabilities, peer: Peer, session_id: str, disk: Disk, policy: PathPolicy | None = None
+) -> TextFiles:
     fs = caps.get("fs") or {}
     read, write = bool(fs.get("readTextFile")), bool(fs.get("writeTextFile"))
     if not read and not write:
         return disk
-    return EditorFiles(peer, session_id, disk, read=read, write=write)
+    return EditorFiles(peer, session_id, disk, read=read, write=write, policy=policy)
 
 
 class EditorTerminals:

@@ -15,8 +15,9 @@ Modes (also offered as the ``mode`` config option):
 
 Reading outside the roots asks in every mode. "Always" choices are remembered for the session, scoped
 by the plan's ``permission_key``: ``edit`` (all edits inside the roots), ``command:git status`` (commands
-with those leading words), ``read-outside:/dir`` (reads in that directory), ... A remembered rejection
-refuses without asking again.
+with those leading words), ``read-outside:/dir`` (the files directly in that directory),
+``read-outside-tree:/dir`` (anything under it), ... A remembered scope covers exactly what its option
+said (:func:`refagent.tools.base.scope_covers`). A remembered rejection refuses without asking again.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any, Literal
 
 from refagent.acp.errors import RequestError
 from refagent.acp.types import PermissionOption, ToolKind
-from refagent.tools.base import Plan
+from refagent.tools.base import Plan, scope_covers
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +65,9 @@ class Permissions:
                 "you would make instead, and the user can switch to another mode to let you make it."
             )
         key = plan.permission_key
-        if key and key in self.rejected:
+        if key and any(scope_covers(rejected, key) for rejected in self.rejected):
             return "refuse", f"The user chose to always reject {plan.permission_label or key} in this session."
-        if key and key in self.allowed:
+        if key and any(scope_covers(allowed, key) for allowed in self.allowed):
             return "allow", ""
         if plan.outside:
             return "ask", ""

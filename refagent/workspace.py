@@ -105,7 +105,7 @@ def build(
         cwd=cwd,
         roots=[cwd, *additional],
         policy=sandbox.policy,
-        files=choose_files(capabilities, peer, session_id, sandbox.disk),
+        files=choose_files(capabilities, peer, session_id, sandbox.disk, sandbox.policy),
         disk=sandbox.disk,
         terminals=choose_terminals(capabilities, peer, session_id, sandbox.terminals, sandbox.confinement),
         reads=sandbox.reads,

@@ -250,7 +250,7 @@ async def test_grep_tool_errors_and_permission(tree: Path) -> None:
         await Grep().prepare({"pattern": "x", "glob": "{a,{b,c}}"}, ctx)
     outside = await Grep().prepare({"pattern": "q", "path": str(tree / "docs")}, ctx)
     assert outside.outside
-    assert outside.permission_key == f"read-outside:{tree / 'docs'}"
+    assert outside.permission_key == f"read-outside-tree:{tree / 'docs'}"
     result = await outside.execute()
     assert result.output == "No matches for `q`."
     result = await call(Grep(), ctx, pattern="a.b", path=str(tree / "docs"), literal=True)

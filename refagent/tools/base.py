@@ -199,6 +199,35 @@ class Plan:
     """Human words for that scope, e.g. ``edits inside the workspace`` or ``commands starting with `git status```."""
 
 
+READ_FILES_SCOPE = "read-outside:"
+READ_TREE_SCOPE = "read-outside-tree:"
+
+
+def outside_read_scope(directory: str, *, tree: bool) -> tuple[str, str]:
+    """The ``(permission_key, permission_label)`` of a read outside the roots: the files directly in
+    ``directory`` (``read_file``, a search of one file), or with ``tree`` everything beneath it (a
+    search or listing of the directory). Whatever the tool, the same read gets the same scope, and the
+    label says exactly what "always" would remember (:func:`scope_covers` decides what it then covers)."""
+    if tree:
+        return f"{READ_TREE_SCOPE}{directory}", f"reads of anything under {directory}"
+    return f"{READ_FILES_SCOPE}{directory}", f"reads of the files directly in {directory}"
+
+
+def scope_covers(remembered: str, key: str) -> bool:
+    """Whether a remembered "always" scope covers a call's ``permission_key``: the same scope, or a read
+    of anything under a directory covering reads in it and in its subdirectories. Nothing else widens."""
+    if remembered == key:
+        return True
+    if not remembered.startswith(READ_TREE_SCOPE):
+        return False
+    base = remembered[len(READ_TREE_SCOPE) :].rstrip("/")
+    for prefix in (READ_TREE_SCOPE, READ_FILES_SCOPE):
+        if key.startswith(prefix):
+            directory = key[len(prefix) :]
+            return directory == base or directory.startswith(base + "/") or base == ""
+    return False
+
+
 class Tool(Protocol):
     """A tool: a name, a JSON schema for its arguments, an ACP kind, and :meth:`prepare`."""
 

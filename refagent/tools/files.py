@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from refagent.acp.types import DiffContent, ToolCallContent, ToolCallLocation
 from refagent.errors import ToolError
-from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult
+from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult, outside_read_scope
 
 DEFAULT_READ_LIMIT = 2000
 """Lines per read_file page when the model gives no ``limit``."""
@@ -250,8 +250,7 @@ class ReadFile(BaseTool):
         )
         if not resolved.inside:
             folder = resolved.path.rsplit("/", 1)[0] or "/"
-            plan.permission_key = f"read-outside:{folder}"
-            plan.permission_label = f"reads in {folder}"
+            plan.permission_key, plan.permission_label = outside_read_scope(folder, tree=False)
         return plan
 
     async def _read(self, ctx: ToolContext, resolved: ResolvedPath, offset: int, limit: int) -> ToolResult:

@@ -46,7 +46,7 @@ import anyio
 
 from refagent.errors import ToolError
 from refagent.gitignore import Rules, Stack, glob_regex, ignored_by
-from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult
+from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult, outside_read_scope
 from refagent.tools.files import arg_bool, arg_int, arg_str, location, plural, shown
 
 MAX_GLOB_RESULTS = 500
@@ -449,11 +449,13 @@ def _prefix(resolved: ResolvedPath) -> str:
     return display.rstrip("/") + "/"
 
 
-def _outside(plan: Plan, resolved: ResolvedPath) -> Plan:
+def _outside(plan: Plan, resolved: ResolvedPath, *, tree: bool) -> Plan:
+    """A search outside the roots asks, scoped as any read there is: one file's directory, or with
+    ``tree`` (a directory searched or listed) everything under it."""
     if not resolved.inside:
         plan.outside = True
-        plan.permission_key = f"read-outside:{resolved.path}"
-        plan.permission_label = f"reads in {resolved.path}"
+        directory = resolved.path if tree else (resolved.path.rsplit("/", 1)[0] or "/")
+        plan.permission_key, plan.permission_label = outside_read_scope(directory, tree=tree)
     return plan
 
 
@@ -541,7 +543,7 @@ class Glob(_Search):
                 )
             return ToolResult(output, raw_output={"files": listed, "total": len(paths), "complete": complete})
 
-        return _outside(Plan(title, execute, locations=[location(resolved.path)]), resolved)
+        return _outside(Plan(title, execute, locations=[location(resolved.path)]), resolved, tree=True)
 
 
 class Grep(_Search):
@@ -593,7 +595,8 @@ class Grep(_Search):
             raw = {"matches": hits.matches, "files": len(hits.counts), "complete": hits.complete}
             return ToolResult(render(hits, query, limit, prefix), raw_output=raw)
 
-        return _outside(Plan(title, execute, locations=[location(resolved.path)]), resolved)
+        plan = Plan(title, execute, locations=[location(resolved.path)])
+        return _outside(plan, resolved, tree=kind == "dir")
 
 
 def _query(args: dict[str, Any]) -> Query:
