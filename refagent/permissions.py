@@ -102,8 +102,12 @@ class Permissions:
             log.warning("permission request failed: %s", exc.message)
             return Verdict(False, f"Could not ask the user for permission ({exc.message}); the call did not run.")
         outcome = result.get("outcome") if isinstance(result, dict) else None
-        if not isinstance(outcome, dict) or outcome.get("outcome") == "cancelled":
+        if isinstance(outcome, dict) and outcome.get("outcome") == "cancelled":
             return Verdict(False, "The user cancelled the turn.", cancelled=True)
+        if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
+            # A buggy editor's answer is not the user's: the call does not run, and the turn goes on.
+            log.warning("malformed permission answer: %.200r", result)
+            return Verdict(False, "The editor's answer to the permission request was not valid; the call did not run.")
         choice = outcome.get("optionId")
         if choice in (ALLOW_ALWAYS, REJECT_ALWAYS) and plan.permission_key:
             (self.allowed if choice == ALLOW_ALWAYS else self.rejected).add(plan.permission_key)
@@ -111,4 +115,4 @@ class Permissions:
             return Verdict(True)
         if choice in (REJECT_ONCE, REJECT_ALWAYS):
             return Verdict(False, "The user declined this call. Do not retry it; ask the user how to proceed.")
-        return Verdict(False, f"The editor answered with an unknown option {choice!r}; the call did not run.")
+        return Verdict(False, f"The editor answered with an unknown option {str(choice)[:100]!r}; the call did not run.")
