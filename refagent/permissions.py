@@ -14,8 +14,9 @@ Modes (also offered as the ``mode`` config option):
 ==============  =================================================================================
 
 Reading outside the roots asks in every mode. "Always" choices are remembered for the session, scoped
-by the plan's ``permission_key``: ``edit`` (all edits inside the roots), ``command:git status`` (commands
-with those leading words), ``read-outside:/dir`` (the files directly in that directory),
+by the plan's ``permission_key``: ``edit`` (all edits inside the roots), ``command:git status`` (``git
+status`` with arguments its rule in :mod:`refagent.tools.command_scope` lets through; any other command
+is remembered exactly), ``read-outside:/dir`` (the files directly in that directory),
 ``read-outside-tree:/dir`` (anything under it), ... A remembered scope covers exactly what its option
 said (:func:`refagent.tools.base.scope_covers`). A remembered rejection refuses without asking again.
 """

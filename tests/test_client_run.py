@@ -117,7 +117,7 @@ async def test_always_is_remembered_for_the_session(project: Path, tmp_path: Pat
     assert outcome.exit_code == 0
     assert not buggy(project)
     assert shown.count("Permission requested") == 2  # the second test run was allowed by "always"
-    assert "→ Always allow commands starting with `python" in shown
+    assert "→ Always allow `python3 -m unittest` with reporting options" in shown
 
 
 @pytest.mark.slow
@@ -125,7 +125,7 @@ async def test_never_and_end_of_input_reject(project: Path, tmp_path: Path) -> N
     outcome, shown = await run_client(project, demo_env(tmp_path), typed=("never",))
     assert outcome.exit_code == 0
     assert buggy(project)
-    assert "→ Always reject commands" in shown
+    assert "→ Always reject `python3 -m unittest` with reporting options" in shown
     assert "no answer (end of input)" in shown  # the edit was asked next, and input had ended
 
 

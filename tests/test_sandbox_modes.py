@@ -34,6 +34,7 @@ from refagent.session import modes_for
 from refagent.testing.memory import Editor, FakeClient, allow_once, connect
 from refagent.testing.scripted_model import ScriptedModel, text
 from refagent.tools.base import CommandResult, Plan, ToolResult
+from refagent.tools.command_scope import permission_scope
 from refagent.tools.shell import RunCommand
 from refagent.workspace import Sandbox
 from tests.tool_fakes import ScriptedTerminals, call, check_plan, make_ctx
@@ -133,7 +134,7 @@ async def test_a_workspace_command_is_confined_and_says_so(tmp_path: Path) -> No
     assert p.title == "Run `make test`"
     assert p.confined
     assert p.permission_key == "command:make test"
-    assert p.permission_label == "commands starting with `make test`"
+    assert p.permission_label == permission_scope("make test")[1]
     shown = preview_text(p)
     assert "Sandbox: workspace: writes only inside the workspace and a private /tmp, no network" in shown
     assert "cannot confine" not in shown
@@ -157,7 +158,7 @@ async def test_a_network_command_says_so_with_its_reason(tmp_path: Path) -> None
     assert RunCommand().title({"command": "npm install", "sandbox": "network"}) == p.title
     assert not p.confined
     assert p.permission_key == "command@network:npm install"
-    assert p.permission_label == "commands starting with `npm install` (network access)"
+    assert p.permission_label == permission_scope("npm install")[1] + " (network access)"
     shown = preview_text(p)
     assert "Sandbox: network: writes only inside the workspace and a private /tmp, with network access." in shown
     assert "\nReason: installs the deps" in shown
@@ -173,7 +174,7 @@ async def test_an_unconfined_command_says_so(tmp_path: Path) -> None:
     assert p.title == "Run `cp a ~/.config/x` (unconfined)"
     assert RunCommand().title({"command": "cp a ~/.config/x", "sandbox": "none"}) == p.title
     assert not p.confined
-    assert p.permission_key == "command@none:cp"
+    assert p.permission_key == "command-exact@none:cp a ~/.config/x"  # cp may overwrite anything: exactly this
     assert p.permission_label.endswith(" (unconfined)")
     shown = preview_text(p)
     assert "Sandbox: none: unconfined: your full access to files, network and processes." in shown
@@ -310,7 +311,7 @@ async def test_auto_runs_confined_commands_and_asks_for_the_rest(tmp_path: Path,
     assert "Reason: fetches the packages" in network_text
     assert "Reason: copies it home" in unconfined["toolCall"]["content"][0]["content"]["text"]
     assert {o["name"] for o in network["options"]} >= {
-        "Always allow commands starting with `npm install` (network access)"
+        f"Always allow {permission_scope('npm install')[1]} (network access)"
     }
 
 

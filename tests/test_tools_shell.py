@@ -1,4 +1,6 @@
-"""run_command: permission scopes, real local processes, and an editor terminal embedded in the call."""
+"""run_command: permission scopes, real local processes, and an editor terminal embedded in the call.
+
+The attacks on "Always allow" are in tests/test_command_scope.py."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ import pytest
 
 from refagent.errors import ToolError
 from refagent.tools.base import CommandResult
-from refagent.tools.shell import MAX_OUTPUT_CHARS, RunCommand, permission_scope
+from refagent.tools.command_scope import permission_scope
+from refagent.tools.shell import MAX_OUTPUT_CHARS, RunCommand
 from tests.tool_fakes import ScriptedTerminals, call, make_ctx, sent
 
 pytestmark = pytest.mark.anyio
@@ -21,10 +24,10 @@ pytestmark = pytest.mark.anyio
         ("pytest tests/test_app.py -x", "command:pytest"),
         ("git status", "command:git status"),
         ("git status --short", "command:git status"),
-        ("git push origin main", "command:git push"),
+        ("git push origin main", "command-exact:git push origin main"),  # not in the table
         ("git -C other status", "command-exact:git -C other status"),
         ("npm run test", "command:npm run test"),
-        ("npm run test -- --watch", "command:npm run test"),
+        ("npm run test -- --watch", "command-exact:npm run test -- --watch"),  # arguments for the script
         ("npm test", "command:npm test"),
         ("uv run pytest -q", "command:uv run pytest"),
         ("cargo build --release", "command:cargo build"),
@@ -32,11 +35,11 @@ pytestmark = pytest.mark.anyio
         ("make test", "command:make test"),
         ("python -m pytest -q", "command:python -m pytest"),
         ("python3.11 -m mypy refagent", "command:python3.11 -m mypy"),
-        ("python script.py", "command:python"),
+        ("python script.py", "command-exact:python script.py"),  # any script: `python -c ...` too
         ("ls -la", "command:ls"),
         ("/usr/bin/env python x.py", "command-exact:/usr/bin/env python x.py"),
-        ("FOO=1 pytest -q", "command:FOO=1 pytest"),
-        ("PATH=/tmp/evil:$PATH git status", "command:PATH=/tmp/evil:$PATH git status"),
+        ("FOO=1 pytest -q", "command-exact:FOO=1 pytest -q"),  # PYTEST_ADDOPTS=-p... is one too
+        ("PATH=/tmp/evil:$PATH git status", "command-exact:PATH=/tmp/evil:$PATH git status"),
         ("pytest -q 2>&1", "command:pytest"),
         ("ls >/dev/null", "command:ls"),
         ("cd src && pytest", "command-exact:cd src && pytest"),
@@ -54,8 +57,12 @@ pytestmark = pytest.mark.anyio
         ("rm -rf build", "command-exact:rm -rf build"),
         ("find . -name '*.pyc' -delete", "command-exact:find . -name '*.pyc' -delete"),
         ("echo 'unbalanced", "command-exact:echo 'unbalanced"),
-        ("echo 'a; b'", "command:echo"),
-        ("'my tool' --flag", "command:'my tool'"),
+        ("echo 'a; b'", "command-exact:echo 'a; b'"),  # quotes can hide anything
+        ("'my tool' --flag", "command-exact:'my tool' --flag"),
+        ("git status -s src", "command:git status"),
+        ("git diff --stat src/", "command:git diff"),
+        ("ls -la src", "command:ls"),
+        (".venv/bin/python -m pytest -q", "command:.venv/bin/python -m pytest"),
     ],
 )
 def test_permission_scope(command: str, key: str) -> None:
@@ -63,7 +70,8 @@ def test_permission_scope(command: str, key: str) -> None:
 
 
 def test_permission_labels() -> None:
-    assert permission_scope("git status")[1] == "commands starting with `git status`"
+    assert permission_scope("git status")[1] == "`git status` with read-only options and relative paths"
+    assert permission_scope("npm run test")[1] == "`npm run test` with no other arguments"
     assert permission_scope("a && b")[1] == "exactly this command"
 
 

@@ -196,7 +196,7 @@ class Plan:
     permission_key: str = ""
     """What "always allow" remembers, e.g. ``edit`` or ``command:git status``."""
     permission_label: str = ""
-    """Human words for that scope, e.g. ``edits inside the workspace`` or ``commands starting with `git status```."""
+    """Human words for that scope, e.g. ``edits inside the workspace`` or ``exactly this command``."""
 
 
 READ_FILES_SCOPE = "read-outside:"

@@ -11,25 +11,12 @@ remembered ``workspace`` command does not allow the same command with ``none``.
 With an editor terminal, the call embeds it (``{type: "terminal", terminalId}``) as soon as it exists, so
 the user watches the output live; the runner gives each call its ``ctx.current_call_id`` for that.
 
-"Always allow" for commands (:func:`permission_scope`) remembers the command's *leading words*: the
-program, plus its subcommand for tools whose subcommands differ in power (``git status`` is not
-``git push``), plus the script name for runners (``npm run test``, ``uv run pytest``, ``python -m
-pytest``). Keys are compared whole: allowing ``git status`` allows ``git status -s``, not ``git push``.
-
-Whatever could make those words lie about what runs gets no prefix scope, only the exact command text
-(``command-exact:...``): compound commands (``&&``, ``||``, ``;``, ``|``, ``&``, newlines), redirections,
-substitutions (``$(...)``, backticks, ``<(...)``), wrappers that run another command (``sudo``, ``env``,
-``xargs``, ``sh -c`` ...), options before the subcommand (``git -C dir ...``), and programs that destroy
-(``rm``, ``dd``, ``kill``, ``find`` ...). ``2>&1`` and ``>/dev/null`` are ignored. Environment
-assignments in front (``FOO=1 pytest``) are kept in the key, since ``PATH=...`` or ``LD_PRELOAD=...``
-change what runs.
+"Always allow" for a command remembers what :mod:`refagent.tools.command_scope` says, per level.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
 from typing import Any, ClassVar
 
 from refagent.acp import updates
@@ -37,91 +24,13 @@ from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
 from refagent.sandbox.confinement import LEVELS, Level
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
+from refagent.tools.command_scope import permission_scope
 from refagent.tools.files import arg_int, arg_str, shown, text_content
 
 DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 600
 MAX_OUTPUT_CHARS = 30_000
 """What the model reads of the output: the head and the tail, the middle elided."""
-
-SUBCOMMAND_TOOLS = frozenset(
-    {
-        "git", "hg", "svn", "npm", "pnpm", "yarn", "bun", "deno", "npx", "cargo", "rustup", "go", "uv", "uvx",
-        "pip", "pip3", "pipx", "poetry", "pdm", "hatch", "conda", "mamba", "make", "just", "docker", "podman",
-        "docker-compose", "kubectl", "helm", "gh", "dotnet", "mvn", "gradle", "./gradlew", "brew", "apt",
-        "apt-get", "systemctl", "terraform", "bazel", "nix", "composer", "bundle", "rake", "mix", "swift",
-        "pre-commit", "ruff",
-    }
-)  # fmt: skip
-"""Tools whose first argument is a subcommand (``git status``): the key keeps it."""
-RUNNERS = {"run", "exec", "x", "dlx", "tool"}
-"""Subcommands that run a named script or tool (``npm run test``): the key keeps that name too."""
-INTERPRETERS = frozenset({"python", "python3", "node", "ruby", "perl", "php"})
-"""``python -m pytest``: ``-m`` and the module name are part of the key."""
-WRAPPERS = frozenset(
-    {
-        "sudo", "doas", "su", "env", "eval", "exec", "xargs", "sh", "bash", "zsh", "dash", "fish", "ksh",
-        "nohup", "time", "nice", "ionice", "timeout", "watch", "command", "builtin", "source", ".", "strace",
-        "chroot", "setsid", "stdbuf", "unbuffer", "parallel", "ssh",
-    }
-)  # fmt: skip
-"""They run another command given as arguments: ``sudo`` + anything is not a scope a user can judge."""
-DESTRUCTIVE = frozenset(
-    {
-        "rm", "rmdir", "dd", "shred", "mkfs", "chmod", "chown", "chgrp", "kill", "pkill", "killall",
-        "shutdown", "reboot", "halt", "poweroff", "truncate", "find",
-    }
-)  # fmt: skip
-""""Always allow `rm`" is too much to offer for one click: these get the exact command only (``find``
-because of ``-delete`` and ``-exec``)."""
-
-_OPERATOR = re.compile(r"^[;&|<>()]+$")
-_HARMLESS_REDIRECT = re.compile(r"\s+(?:2>&1|[12&]?>\s*/dev/null)(?=\s|$)")
-"""``2>&1`` and output thrown away change nothing a scope is about."""
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-
-
-def permission_scope(command: str) -> tuple[str, str]:
-    """The ``(permission_key, permission_label)`` of a command (see the module docstring)."""
-    exact = (f"command-exact:{command}", "exactly this command")
-    if "\n" in command or "`" in command or "$(" in command or "<(" in command or ">(" in command:
-        return exact
-    lexer = shlex.shlex(_HARMLESS_REDIRECT.sub("", command), posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = ""  # the shell's "#" rules differ from shlex's; a "#" just makes it compound-safe
-    try:
-        tokens = list(lexer)
-    except ValueError:  # unbalanced quotes: the shell will complain; nothing to scope
-        return exact
-    if not tokens or any(_OPERATOR.match(token) for token in tokens):
-        return exact
-    index = 0
-    while index < len(tokens) and _ASSIGNMENT.match(tokens[index]):
-        index += 1
-    if index == len(tokens):
-        return exact
-    program = tokens[index]
-    words = tokens[: index + 1]
-    rest = tokens[index + 1 :]
-    if os.path.basename(program) in WRAPPERS or os.path.basename(program).split(".")[0] in DESTRUCTIVE:
-        return exact
-    if program in SUBCOMMAND_TOOLS and rest:
-        if rest[0].startswith("-"):
-            return exact  # `git -C dir status`: the words before the subcommand change its meaning
-        words.append(rest[0])
-        if rest[0] in RUNNERS and len(rest) > 1:
-            if rest[1].startswith("-"):
-                return exact
-            words.append(rest[1])
-    elif os.path.basename(program).rstrip("0123456789.") in INTERPRETERS and rest[:1] == ["-m"] and len(rest) > 1:
-        words += rest[:2]
-    leading = " ".join(shlex.quote(word) if _needs_quotes(word) else word for word in words)
-    return f"command:{leading}", f"commands starting with `{leading}`"
-
-
-def _needs_quotes(word: str) -> bool:
-    return not word or any(char.isspace() or char in "'\"\\" for char in word)
-
 
 LEVEL_WORDS: dict[Level, str] = {
     "workspace": "writes only inside the workspace and a private /tmp, no network, no other processes",
