@@ -116,4 +116,6 @@ class Permissions:
             return Verdict(True)
         if choice in (REJECT_ONCE, REJECT_ALWAYS):
             return Verdict(False, "The user declined this call. Do not retry it; ask the user how to proceed.")
-        return Verdict(False, f"The editor answered with an unknown option {str(choice)[:100]!r}; the call did not run.")
+        return Verdict(
+            False, f"The editor answered with an unknown option {str(choice)[:100]!r}; the call did not run."
+        )
