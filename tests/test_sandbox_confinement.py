@@ -27,6 +27,7 @@ import pytest
 from refagent.backends import EditorTerminals
 from refagent.sandbox import landlock
 from refagent.sandbox.confinement import (
+    GIT,
     LAUNCHER,
     LIFETIME,
     METADATA,
@@ -495,8 +496,8 @@ def test_support_is_honest_about_what_is_missing() -> None:
     assert nothing.missing("none") == []
     assert nothing.missing("workspace") == [WRITES, NETWORK, PROCESSES, SIGNALS, LIFETIME]
     assert NETWORK not in nothing.missing("network")
-    assert Support(landlock=4).missing("workspace") == [NETWORK_UDP, METADATA, PROCESSES, SIGNALS, LIFETIME]
-    assert Support(landlock=6).missing("workspace") == [NETWORK_UDP, METADATA, PROCESSES, LIFETIME]
+    assert Support(landlock=4).missing("workspace") == [NETWORK_UDP, METADATA, GIT, PROCESSES, SIGNALS, LIFETIME]
+    assert Support(landlock=6).missing("workspace") == [NETWORK_UDP, METADATA, GIT, PROCESSES, LIFETIME]
     assert Support(landlock=3, namespaces=True, netns=False).missing("workspace") == [NETWORK]
     assert Support(landlock=3, namespaces=True, netns=True).missing("workspace") == []
 
@@ -596,3 +597,25 @@ def test_private_directories_no_agent_holds_are_removed() -> None:
         live.close()
     assert not exists(held)
     assert not exists(Path(f"{held}.lock"))
+
+
+async def test_a_command_may_commit_but_not_plant_what_git_runs_later(box: Sandboxed) -> None:
+    """Hooks and configuration run later, outside the sandbox (the user's next `git status` runs
+    ``core.fsmonitor``): they stay read-only, and ``.git`` cannot be swapped for a new one."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    git = "git -c user.name=t -c user.email=t@example.com"
+    setup = await anyio.run_process(f"git init -q . && {git} commit -q --allow-empty -m base", cwd=box.workspace)
+    assert setup.returncode == 0
+    config = read(box.workspace / ".git" / "config")
+    result = await box.sh(
+        "echo '[core]' >> .git/config; echo 'fsmonitor = touch pwned' >> .git/config; "
+        "git config core.pager 'touch pwned'; "
+        "printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; "
+        "mv .git .git-old; mkdir -p other/.git; echo x > .git/info/exclude; "
+        f"echo hi > f && git add f && {git} commit -qm second && git log --format=%s"
+    )
+    assert read(box.workspace / ".git" / "config") == config
+    assert not exists(box.workspace / ".git" / "hooks" / "pre-commit")
+    assert not exists(box.workspace / ".git-old")
+    assert result.output.strip().endswith("second\nbase"), result.output  # committing still works

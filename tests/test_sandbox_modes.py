@@ -16,6 +16,7 @@ from refagent.errors import ToolError
 from refagent.llm.protocol import ToolCallRequest
 from refagent.permissions import Permissions
 from refagent.sandbox.confinement import (
+    GIT,
     LIFETIME,
     METADATA,
     NETWORK,
@@ -398,7 +399,7 @@ def test_modes_name_only_what_is_missing() -> None:
     assert no_netns["auto"].endswith("this machine cannot confine the network.")
     assert "(the network)" in no_netns["full-access"]
     no_processes = descriptions(modes_for(Support(landlock=3, namespaces=False)))
-    assert f"cannot confine the network, {METADATA}, {PROCESSES}, {SIGNALS}, {LIFETIME}" in no_processes["auto"]
+    assert f"cannot confine the network, {METADATA}, {GIT}, {PROCESSES}, {SIGNALS}, {LIFETIME}" in no_processes["auto"]
     assert "writes outside" not in no_processes["auto"]
 
 
@@ -521,7 +522,7 @@ def test_support_missing_per_level() -> None:
     assert WRITES not in landlock_only
     assert {PROCESSES, LIFETIME} <= set(landlock_only)
     assert "the network over UDP" in landlock_only  # Landlock's network rules are TCP only
-    assert Support(landlock=3).missing("workspace") == [NETWORK, METADATA, PROCESSES, SIGNALS, LIFETIME]
+    assert Support(landlock=3).missing("workspace") == [NETWORK, METADATA, GIT, PROCESSES, SIGNALS, LIFETIME]
     namespaces_only = Support(namespaces=True, netns=True)
     assert namespaces_only.missing("workspace") == []  # read-only mounts hold writes without Landlock
     assert namespaces_only.missing("network") == []

@@ -57,6 +57,7 @@ WRITES = "writes outside the workspace"
 NETWORK = "the network"
 NETWORK_UDP = "the network over UDP"
 METADATA = "changing modes and times of files outside (chmod, touch)"
+GIT = "the repository's git configuration and hooks (which git runs later, outside the sandbox)"
 PROCESSES = "other processes (it can see them and read their environment)"
 SIGNALS = "signals to other processes, the agent's included"
 LIFETIME = "processes it leaves behind (setsid, daemons)"
@@ -87,7 +88,7 @@ class Support:
             missing.append(NETWORK_UDP if self.landlock >= 4 else NETWORK)
         if not self.namespaces:
             if self.landlock >= 1:  # Landlock holds writes, not chmod or timestamps: read-only mounts do
-                missing.append(METADATA)
+                missing += [METADATA, GIT]
             missing.append(PROCESSES)
             if self.landlock < 6:  # Landlock's signal scope holds even without a PID namespace
                 missing.append(SIGNALS)
@@ -272,6 +273,8 @@ class Confinement:
                     options += ["--cache", cache]
                 for shown in self.shown:
                     options += ["--show", shown]
+                for root in self.roots:  # the repositories at the roots: their configuration and hooks
+                    options += ["--git-dir", os.path.join(root, ".git")]
             options += ["--tmp", self.private_tmp()]
             if support.landlock:
                 options += ["--landlock", str(support.landlock)]

@@ -14,7 +14,8 @@ What it does, in order:
    read-only except the ``--write`` directories, puts the private temporary directory (``--tmp``) over
    ``/tmp`` (with the ``--show`` directories of the host's ``/tmp`` back, read-only), fresh tmpfs over
    ``/dev/shm`` and ``/run``, and layers the ``--cache`` directories (the user's
-   package caches) over private copies; it mounts a ``/proc`` of the namespace; then it starts the
+   package caches) over private copies, and holds what makes git run code (``--git-dir``: the
+   configuration and hooks) read-only; it mounts a ``/proc`` of the namespace; then it starts the
    command and reaps orphans until the command ends. When init exits, the kernel kills every process
    left in the namespace, ``setsid`` and double-forked ones included. The outer launcher waits and ends
    as the command did (the same exit code or signal); a signal it gets is passed on; with ``--parent`` it
@@ -59,6 +60,7 @@ class Options:
         self.write: list[str] = []
         self.caches: list[str] = []
         self.shown: list[str] = []
+        self.git_dirs: list[str] = []
         self.tmp = ""
         self.landlock = 0
         self.deny_tcp = False
@@ -75,7 +77,18 @@ class Options:
 def parse(argv: list[str]) -> Options:
     """The options before ``--``, and the command after it. No argparse: it alone costs 5 ms to import."""
     options = Options()
-    values = {"--write", "--cache", "--show", "--tmp", "--landlock", "--limits", "--lc-ctype", "--parent", "--unset"}
+    values = {
+        "--write",
+        "--cache",
+        "--show",
+        "--git-dir",
+        "--tmp",
+        "--landlock",
+        "--limits",
+        "--lc-ctype",
+        "--parent",
+        "--unset",
+    }
     index = 0
     while index < len(argv):
         name = argv[index]
@@ -93,6 +106,8 @@ def parse(argv: list[str]) -> Options:
                 options.caches.append(value)
             elif name == "--show":
                 options.shown.append(value)
+            elif name == "--git-dir":
+                options.git_dirs.append(value)
             elif name == "--tmp":
                 options.tmp = value
             elif name == "--landlock":
@@ -200,7 +215,9 @@ def _mount(options: Options) -> str:
     caches that could be layered join ``options.write`` (Landlock must let the command write there)."""
     cwd = os.getcwd()
     namespaces.make_private()
-    options.write += namespaces.writable_only(options.write, options.tmp or None, options.caches, options.shown)
+    options.write += namespaces.writable_only(
+        options.write, options.tmp or None, options.caches, options.shown, options.git_dirs
+    )
     try:  # noqa: SIM105 (contextlib is one more import in a process that counts milliseconds)
         os.chdir(cwd)  # the old working directory is on the read-only mount beneath: enter the new one
     except OSError:

@@ -103,7 +103,11 @@ def mount_setattr(path: str, *, read_only: bool, recursive: bool = True) -> None
 
 
 def writable_only(
-    writable: Sequence[str], tmp: str | None, caches: Sequence[str] = (), shown: Sequence[str] = ()
+    writable: Sequence[str],
+    tmp: str | None,
+    caches: Sequence[str] = (),
+    shown: Sequence[str] = (),
+    git_dirs: Sequence[str] = (),
 ) -> list[str]:
     """Every mount read-only, then ``writable`` (session roots) mounted back writable at their places,
     and ``tmp`` (the private temporary directory) writable as ``/tmp``, or at its own place when a root
@@ -113,8 +117,9 @@ def writable_only(
     attributes of files outside the roots. Roots that lie under the host's ``/tmp`` are mounted back on
     top of the private one, and so are the ``shown`` directories there (toolchains: a virtual
     environment the agent runs from, what ``PATH`` names), read-only; the rest of the host's ``/tmp``
-    (other users' files, the sockets of tmux, X and SSH agents) is out of sight. The paths are opened
-    before anything is mounted, so each refers to the real directory.
+    (other users' files, the sockets of tmux, X and SSH agents) is out of sight. The ``git_dirs`` inside
+    the roots keep what runs code read-only (:func:`protect_git`). The paths are opened before anything
+    is mounted, so each refers to the real directory.
     """
     roots = sorted(set(writable), key=len)  # a root inside another is mounted on top of it
     over_tmp = bool(tmp) and not any(_within("/tmp", root) for root in roots)
@@ -145,9 +150,45 @@ def writable_only(
         if over_tmp and _within(root, "/tmp"):
             os.makedirs(root, exist_ok=True)  # inside the private /tmp: where the root shows again
         _bind_writable(held[root], root)
+    for git_dir in git_dirs:
+        if any(_within(git_dir, root) for root in roots):
+            protect_git(git_dir)
     for fd in held.values():
         os.close(fd)
     return layered
+
+
+GIT_CODE = ("config", "config.worktree", "hooks", "info")
+"""What in a git directory makes git run code or reach elsewhere: the configuration (``core.fsmonitor``,
+``core.pager``, ``core.hooksPath``, aliases, filters), the hooks, and ``info`` (attributes that pick
+filters, ``info/exclude``)."""
+
+
+def protect_git(git_dir: str) -> None:
+    """A sandboxed command may commit (objects, refs, the index stay writable), but may not plant what
+    git runs later, outside the sandbox, when the user or an unconfined command uses the repository:
+    :data:`GIT_CODE` of ``git_dir`` and of its submodules (``modules/*``) is mounted read-only, and
+    ``git_dir`` itself becomes a mount point, so it can be neither removed nor renamed away (a new
+    ``.git`` with a configuration of the command's own cannot take its place)."""
+    if os.path.islink(git_dir) or not os.path.isdir(git_dir):
+        return
+    mount(git_dir, git_dir, None, MS_BIND)
+    directories = [git_dir]
+    modules = os.path.join(git_dir, "modules")
+    if os.path.isdir(modules) and not os.path.islink(modules):
+        for directory, subdirectories, _ in os.walk(modules):
+            if "HEAD" in os.listdir(directory):
+                directories.append(directory)
+            subdirectories[:] = [name for name in subdirectories if name not in ("objects", "refs", "logs")]
+    for directory in directories:
+        hooks = os.path.join(directory, "hooks")
+        if not os.path.lexists(hooks):
+            os.mkdir(hooks)  # git makes it at `init`; here it must exist to be held read-only
+        for name in GIT_CODE:
+            path = os.path.join(directory, name)
+            if os.path.lexists(path) and not os.path.islink(path):
+                mount(path, path, None, MS_BIND | MS_REC)
+                mount_setattr(path, read_only=True)
 
 
 def private_caches(caches: Sequence[str], tmp: str) -> list[str]:
