@@ -6,6 +6,10 @@
 - ``resource`` (embedded context): its text with its URI; a binary blob is described, not inlined.
 - ``image``: an image part, only when the model profile accepts images.
 - anything else (``audio``, unknown types): ``-32602``, since the agent did not advertise it.
+
+Text needs no cleaning here: the prompt's lone surrogates were replaced as the line was read
+(:mod:`refagent.acp.jsonrpc`), and what else the message holds (a file's text, an error naming a path) is
+cleaned as it joins the conversation (:class:`refagent.history.Conversation`).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from refagent.acp.text import clean
 from refagent.records import SessionLog, StoredSession, replay_line
 from refagent.store import SessionStore
 
@@ -255,13 +256,19 @@ def _fold_into(call: dict[str, Any], update: dict[str, Any]) -> None:
 
 class Conversation(list[dict[str, Any]]):
     """The model-facing conversation. Each message appended is recorded in ``log``; :meth:`replace`
-    records the whole new conversation (compaction, undo)."""
+    records the whole new conversation (compaction, undo).
+
+    Every message joins it cleaned of lone surrogates (:func:`refagent.acp.text.clean`): whatever it came
+    from (the prompt, a tool's output with a file name that is not UTF-8, a command's output, an MCP
+    server, a note of changed files), a message the model request cannot encode would fail this request
+    and every later one of the session. One scan per message, once."""
 
     def __init__(self, messages: list[dict[str, Any]] | None = None, log: SessionLog | None = None) -> None:
-        super().__init__(messages or [])
+        super().__init__(clean(messages or []))
         self.log = log
 
     def append(self, message: dict[str, Any]) -> None:
+        message = clean(message)
         super().append(message)
         if self.log is not None:
             self.log.append({"kind": "message", "message": message})
@@ -269,9 +276,10 @@ class Conversation(list[dict[str, Any]]):
     def restore(self, messages: list[dict[str, Any]]) -> None:
         """Become ``messages``, read from the record file (so not recorded again). Tool calls left without a
         result (the agent was stopped during them: a crash, a kill) are given one, as the API requires."""
-        super().__setitem__(slice(None), _answered(messages))
+        super().__setitem__(slice(None), _answered(clean(messages)))
 
     def replace(self, messages: list[dict[str, Any]]) -> None:
+        messages = clean(messages)
         self[:] = messages
         if self.log is not None:
             self.log.append({"kind": "history", "messages": messages})

@@ -34,6 +34,9 @@ Record kinds (``kind``; unknown kinds are skipped, so older agents can read newe
   replay file). A session without a replay file (an older agent's) is read the same way, every
   ``update`` record held.
 
+Encoding: UTF-8 JSON, one record a line; a record holding a lone surrogate (a file name that is not UTF-8)
+is written as ASCII JSON instead, with the surrogate escaped, so that it reads back exactly.
+
 Robustness: a truncated last line (a crash mid-write) and corrupt lines are skipped with one log line per
 file, and the next record starts on a line of its own; a replay file's cut last line is left out, and cut
 off before the next line is appended; a replay file whose lines are not all this session's notifications
@@ -173,9 +176,16 @@ class SessionLog:
         return self._replayed
 
     def append(self, record: dict[str, Any]) -> None:
+        """Append ``record`` as one line. A string with a lone surrogate in it (a file name that is not
+        UTF-8, as ``surrogateescape`` gives it) has no UTF-8 form: that record is written as ASCII JSON,
+        the surrogate as its ``\\udcff`` escape, which reads back as it was (``/undo`` needs the exact name).
+        A record that is not JSON at all is left out, with a warning."""
         try:
-            line = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
-        except (ValueError, TypeError) as exc:  # not JSON; a lone surrogate (ValueError) is not UTF-8
+            try:
+                line = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+            except UnicodeEncodeError:
+                line = json.dumps(record, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
+        except (ValueError, TypeError, RecursionError) as exc:  # not JSON
             self._failed(exc)
             return
         self._put(self._records, line)
@@ -287,8 +297,22 @@ def read_session(path: Path, session_id: str) -> StoredSession | None:
         shown = shown[: stored.replayed]
     if shown and not shown.endswith(b"\n"):
         shown = shown[: shown.rfind(b"\n") + 1]  # a last line cut short
-    stored.shown = _checked(shown, _replay_head(session_id), str(replay_path))
+    stored.shown = _sendable(_checked(shown, _replay_head(session_id), str(replay_path)))
     return stored
+
+
+def _sendable(shown: bytes) -> bytes:
+    """``shown`` with its lines that may hold a lone surrogate escape (written before the agent cleaned
+    what it sends: a strict client rejects such a line) encoded again, cleaned; ``shown`` itself when
+    none may (one scan)."""
+    if b"\\ud" not in shown:
+        return shown
+    lines = shown.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        if b"\\ud" in line:
+            with contextlib.suppress(ValueError):  # damaged inside: sent as it is (see the module docstring)
+                lines[index] = jsonrpc.encode(json.loads(line))
+    return b"".join(lines)
 
 
 def repair(path: Path, stored: StoredSession, lines: list[bytes]) -> None:

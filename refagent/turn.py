@@ -12,11 +12,14 @@ One call of :func:`run_turn` answers one ``session/prompt`` (ACP "Prompt Turn"):
    model requests, and ``cancelled`` when ``session/cancel`` arrived (never an error).
 
 The history stays valid for the next prompt whatever happens: a cancelled or failed response keeps
-the text that arrived, and every tool call gets a result.
+the text that arrived, and every tool call gets a result. It stays bounded too: a tool call's arguments
+over :data:`MAX_KEPT_ARGUMENTS` characters (a 20 MB ``write_file``) are kept with their long strings cut,
+each with a marker; the tool got them whole, but each later request would send them again.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,6 +28,7 @@ from typing import Any
 import anyio
 
 from refagent.acp import updates
+from refagent.acp.text import cut, shorten
 from refagent.acp.types import ContentBlock, StopReason
 from refagent.errors import ModelError, ModelRefused
 from refagent.ids import new_id
@@ -46,6 +50,10 @@ log = logging.getLogger(__name__)
 
 MAX_CHANGED_FILES = 50
 CANCELLED_RESULT = "The user cancelled this tool call before it ran."
+MAX_KEPT_ARGUMENTS = 1 << 20
+"""A tool call's arguments the history keeps whole: 1 MiB, more than a model writes in one response."""
+KEPT_STRING_CHARS = 100_000
+"""What the history keeps of each long string of arguments over :data:`MAX_KEPT_ARGUMENTS` (a page of read_file)."""
 
 
 @dataclass
@@ -54,6 +62,8 @@ class Turn:
 
     model: ModelClient
     history: list[dict[str, Any]]
+    """The conversation: a session's :class:`refagent.history.Conversation`, which records each message and
+    cleans it of lone surrogates (a plain list does neither)."""
     send: Callable[[dict[str, Any]], Awaitable[None]]
     system_prompt: str = ""
     tools: ToolRunner = field(default_factory=NoTools)
@@ -168,9 +178,27 @@ def _assistant_message(text: str, calls: list[ToolCallRequest]) -> dict[str, Any
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
     if calls:
         message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": kept_arguments(c.arguments)}}
+            for c in calls
         ]
     return message
+
+
+def kept_arguments(arguments: str) -> str:
+    """``arguments`` as the history keeps them: whole up to :data:`MAX_KEPT_ARGUMENTS` characters; else,
+    if they are JSON, with each string over :data:`KEPT_STRING_CHARS` cut (with a marker), and as a JSON
+    object saying they were left out if that is still too long (providers may parse them); if they are
+    not JSON (the call failed), cut."""
+    if len(arguments) <= MAX_KEPT_ARGUMENTS:
+        return arguments
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return cut(arguments, MAX_KEPT_ARGUMENTS)
+    kept = json.dumps(shorten(value, KEPT_STRING_CHARS), ensure_ascii=False)
+    if len(kept) <= MAX_KEPT_ARGUMENTS:
+        return kept
+    return json.dumps({"omitted": f"{len(arguments):,} characters of arguments, too long to keep"})
 
 
 def _tool_message(call_id: str, content: str) -> dict[str, Any]:

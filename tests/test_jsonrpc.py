@@ -15,6 +15,7 @@ from refagent.acp.errors import (
     RequestError,
 )
 from refagent.acp.jsonrpc import Invalid, Notification, Request, Response, encode, parse_line
+from refagent.acp.text import clean_text
 
 
 def line(obj: Any) -> bytes:
@@ -212,7 +213,29 @@ def test_encode_is_one_compact_ascii_line(text: str) -> None:
     assert data.isascii()
     assert b": " not in data
     assert b", " not in data
-    assert json.loads(data)["params"]["text"] == text
+    assert json.loads(data)["params"]["text"] == clean_text(text)  # lone surrogates: U+FFFD
+
+
+def test_encode_sends_lone_surrogates_as_replacement_and_keeps_pairs() -> None:
+    # Two halves held as two code points (a pair split across chunks, joined) are one character.
+    message = jsonrpc.request("id\ud83d", "m", {"a": "x\ud83dy", "b": ["\udcff"], "c": "\ud83d\ude00 🎉"})
+    decoded = json.loads(encode(message))
+    assert decoded["params"] == {"a": "x\ufffdy", "b": ["\ufffd"], "c": "😀 🎉"}
+    assert decoded["id"] == "id\ud83d"  # echoed as it came: the peer matches responses by it
+    plain = jsonrpc.notification("m", {"emoji": "🎉"})
+    assert encode(plain) == json.dumps(plain, separators=(",", ":")).encode() + b"\n"
+
+
+@pytest.mark.parametrize("escape", ["\\ud83d", "\\uD83D", "\\udcff", "\\ude00"])
+def test_parse_replaces_lone_surrogate_escapes(escape: str) -> None:
+    raw = '{"jsonrpc":"2.0","id":"i%s","method":"session/prompt","params":{"t":"a%sb","l":["%s"]}}' % ((escape,) * 3)
+    msg = parse_line(raw.encode())
+    assert msg == Request("i" + json.loads(f'"{escape}"'), "session/prompt", {"t": "a\ufffdb", "l": ["\ufffd"]})
+
+
+def test_parse_keeps_escaped_pairs_and_backslashes() -> None:
+    raw = rb'{"jsonrpc":"2.0","method":"m","params":{"t":"\ud83d\ude00","u":"\\ud83d"}}'
+    assert parse_line(raw) == Notification("m", {"t": "😀", "u": "\\ud83d"})
 
 
 def test_encoded_line_parses_back() -> None:

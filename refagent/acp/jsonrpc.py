@@ -5,6 +5,12 @@ ACP's stdio transport carries one JSON object per line (``\\n``-delimited, no em
 batches in v1). :func:`parse_line` classifies a line as a :class:`Request`, :class:`Notification` or
 :class:`Response`, or as :class:`Invalid` with the error to answer and the id to answer it under.
 :func:`encode` writes the compact single-line form.
+
+Both directions carry Unicode text only: a lone surrogate escape (``"\\ud83d"``, half an emoji) is valid
+JSON syntax, but no UTF-8 encoder, and no strict parser (serde_json, in Zed), takes the string it stands
+for. So a message read is cleaned of them, and so is a message written (U+FFFD each, :mod:`refagent.acp.text`):
+one bad string from the editor, a file name or a model cannot reach the rest of the agent, nor the editor.
+Ids are echoed exactly as they came (a peer matches responses by them).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from refagent.acp.errors import InvalidParams, InvalidRequest, ParseError, RequestError
+from refagent.acp.text import clean
 
 RequestId: TypeAlias = int | str | None
 """``RequestId`` in the schema: an int64, a string, or null. Echo the peer's exactly."""
@@ -67,6 +74,10 @@ def parse_line(line: bytes | str) -> Message:
         # Decode explicitly: json.loads(bytes) would also guess UTF-16/32, and ACP messages are UTF-8.
         text = line.decode("utf-8") if isinstance(line, bytes) else line
         obj = json.loads(text, parse_constant=_reject_constant)
+        # Strict UTF-8 holds no surrogates, so only an escape can make one: "\\ud" or "\\uD" finds them all
+        # (and some that are not: a pair, an escaped backslash), in one fast scan.
+        if "\\ud" in text or "\\uD" in text or not isinstance(line, bytes):
+            obj = _cleaned(obj)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         return Invalid(None, ParseError(f"Parse error: {_short(exc)}"))
     return parse_message(obj)
@@ -110,8 +121,22 @@ def parse_message(obj: object) -> Message:
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    """One compact JSON line, newline-terminated. ``ensure_ascii`` keeps it 7-bit clean and newline-free."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
+    """One compact JSON line, newline-terminated. ``ensure_ascii`` keeps it 7-bit clean and newline-free;
+    lone surrogates are sent as U+FFFD (see the module docstring)."""
+    data = json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    if b"\\ud" in data:  # a character beyond the BMP (written as a pair), or a lone surrogate: look closer
+        cleaned = _cleaned(message)
+        if cleaned is not message:
+            data = json.dumps(cleaned, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    return data + b"\n"
+
+
+def _cleaned(obj: Any) -> Any:
+    """``obj`` cleaned of lone surrogates (itself if it had none), its ``id`` kept as it was."""
+    cleaned = clean(obj)
+    if cleaned is not obj and isinstance(obj, dict) and "id" in obj:
+        cleaned["id"] = obj["id"]
+    return cleaned
 
 
 def notification_frame(method: str, params: dict[str, Any], key: str) -> tuple[bytes, bytes]:

@@ -8,6 +8,10 @@ Provider quirks stop here (the turn only sees :mod:`refagent.llm.protocol` event
 
 - text is yielded as it arrives; reasoning comes from ``reasoning_content`` or ``reasoning``, whichever the
   provider sends (extra fields on the delta);
+- text, reasoning and tool calls come out as valid Unicode: a surrogate pair split across two chunks (each
+  half a ``\\ud83d``-style escape of its own) is joined, a lone surrogate becomes U+FFFD
+  (:mod:`refagent.acp.text`); kept as they came, they would make every later request of the session fail
+  to encode;
 - tool-call deltas are assembled by index; a name (or id) repeated in every chunk is not concatenated; the
   id may come only on the first chunk; arguments that are not JSON are passed through raw; complete calls
   are yielded after the stream ends, then the :class:`~refagent.llm.protocol.Usage`, then ``Finished``;
@@ -15,7 +19,9 @@ Provider quirks stop here (the turn only sees :mod:`refagent.llm.protocol` event
 - ``length`` -> ``Finished("length")``; ``content_filter`` or a ``refusal`` delta -> ``Finished("refusal")``
   (the refusal text is yielded as text); ``stop`` with tool calls (some local servers) -> ``tool_calls``;
   a stream with no choices at all -> ``Finished("stop")``;
-- a server that rejects ``stream_options`` is asked again without it (and never again with it).
+- a server that rejects ``stream_options`` is asked again without it (and never again with it);
+- a request that cannot be encoded (a lone surrogate got into the conversation or a tool's description
+  past the boundaries that clean text) is sent again cleaned, with a warning, rather than failing.
 
 Retries (the ``openai`` client's own are disabled, ``max_retries=0``, so the policy is this one): 408, 409,
 429, 5xx, connection errors and timeouts, and a stream cut before it produced anything, are retried with
@@ -49,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
 
+from refagent.acp.text import StreamJoiner, clean, clean_text
 from refagent.errors import ModelAuthError, ModelError
 from refagent.llm.profiles import ModelProfile, key_hint, missing_key
 from refagent.llm.protocol import (
@@ -60,6 +67,7 @@ from refagent.llm.protocol import (
     Retrying,
     TextDelta,
     ToolCallRequest,
+    ToolSpec,
     Usage,
 )
 
@@ -139,6 +147,8 @@ class _Assembler:
         self.finish_reason: str | None = None
         self.refused = False
         self.usage: Usage | None = None
+        self._text = StreamJoiner()
+        self._reasoning = StreamJoiner()
 
     def feed(self, chunk: Any) -> Iterator[ModelEvent]:
         try:
@@ -161,15 +171,16 @@ class _Assembler:
             if not delta:
                 continue
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if reasoning and isinstance(reasoning, str):
+            if reasoning and isinstance(reasoning, str) and (reasoning := self._reasoning.feed(reasoning)):
                 yield ReasoningDelta(reasoning)
             content = delta.get("content")
-            if content and isinstance(content, str):
+            if content and isinstance(content, str) and (content := self._text.feed(content)):
                 yield TextDelta(content)
             refusal = delta.get("refusal")
             if refusal and isinstance(refusal, str):
                 self.refused = True
-                yield TextDelta(refusal)
+                if refusal := self._text.feed(refusal):
+                    yield TextDelta(refusal)
             for call in delta.get("tool_calls") or ():
                 self._add_call(call)
 
@@ -196,8 +207,17 @@ class _Assembler:
             call.arguments.append(arguments if isinstance(arguments, str) else json.dumps(arguments))
 
     def finish(self) -> Iterator[ModelEvent]:
-        calls = [
-            ToolCallRequest(c.id or f"call_{i}_{time.monotonic_ns():x}", c.name, "".join(c.arguments))
+        # A high surrogate that ended the stream never got its other half.
+        if reasoning := self._reasoning.flush():
+            yield ReasoningDelta(reasoning)
+        if text := self._text.flush():
+            yield TextDelta(text)
+        calls = [  # joined first, then cleaned: a pair split across two chunks of arguments is one character
+            ToolCallRequest(
+                clean_text(c.id) or f"call_{i}_{time.monotonic_ns():x}",
+                clean_text(c.name),
+                clean_text("".join(c.arguments)),
+            )
             for i, c in sorted(self.calls.items())
         ]
         yield from calls
@@ -257,6 +277,7 @@ class OpenAIModel:
         from openai import AsyncStream  # imported by now (in a thread, by _get_client): a dict lookup
 
         attempt = 1
+        cleaned = False
         while True:
             yielded = False
             try:
@@ -274,6 +295,12 @@ class OpenAIModel:
                         return
                     finally:
                         await _close(response.http_response)
+            except UnicodeEncodeError as exc:  # raised by the openai package while it encodes the request
+                if cleaned or yielded:
+                    raise ModelError(f"The request to {self.url} cannot be encoded as UTF-8 ({exc}).") from exc
+                log.warning("a lone surrogate got into the model request (%s); sending it cleaned", exc)
+                request, cleaned = _cleaned_request(request), True
+                continue
             except Exception as exc:
                 if self._stream_options and not yielded and _rejects_stream_options(exc):
                     self._stream_options = False  # not a real attempt: ask again at once, and from now on
@@ -386,6 +413,12 @@ class OpenAIModel:
 
 class _Malformed(ValueError):
     pass
+
+
+def _cleaned_request(request: ModelRequest) -> ModelRequest:
+    """``request`` with every string in its messages and tools valid Unicode (:func:`refagent.acp.text.clean`)."""
+    tools = [ToolSpec(clean_text(t.name), clean_text(t.description), clean(t.parameters)) for t in request.tools]
+    return ModelRequest(messages=clean(request.messages), tools=tools)
 
 
 class _Closeable(Protocol):

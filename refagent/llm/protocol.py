@@ -80,10 +80,11 @@ class ModelClient(Protocol):
     """Streams one model response.
 
     The stream ends with exactly one :class:`Finished`. Tool calls arrive complete, after the text that
-    preceded them. Failures that retrying cannot fix raise :class:`refagent.errors.ModelError`;
-    cancellation (the task's cancel scope) aborts the underlying HTTP stream at once. A consumer that
-    leaves early should close the iterator (``contextlib.aclosing``), so that the stream is closed then,
-    not whenever the abandoned generator is finalised.
+    preceded them. Text, reasoning and tool calls are valid Unicode (no lone surrogates: a pair split
+    across chunks is joined, :class:`refagent.acp.text.StreamJoiner`). Failures that retrying cannot fix
+    raise :class:`refagent.errors.ModelError`; cancellation (the task's cancel scope) aborts the underlying
+    HTTP stream at once. A consumer that leaves early should close the iterator (``contextlib.aclosing``),
+    so that the stream is closed then, not whenever the abandoned generator is finalised.
     """
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...

@@ -5,6 +5,15 @@ Each call goes ``tool_call`` (``pending``: title, kind, ``rawInput``) -> ``tool_
 the user's earlier choices say so -> ``in_progress`` -> ``completed`` or ``failed`` with ``content`` and
 ``rawOutput``. Whatever goes wrong, the model gets a result it can act on and the editor sees the call
 end; only cancellation propagates (after the call is marked ``failed``).
+
+What a call shows is bounded here, for every tool at once, so that one huge argument (a 20 MB
+``write_file``) cannot become a 40 MB notification, permission request and replay line: the content of
+one message (diffs, text, images) is at most :data:`MAX_CONTENT_BYTES` as JSON, in order, and what does
+not fit is summarised (a diff as a line that gives its size, text cut with a marker); ``rawInput`` and
+``rawOutput`` are at most :data:`MAX_RAW_BYTES` each (long strings cut with a marker saying how much was
+left out). The tool itself gets its arguments whole, the change is made whole, and the session's
+``before_change`` hook (``/undo``) gets the whole plan. The model's result is cut (head and tail) only past
+:data:`MAX_RESULT_CHARS`, a net for tools that do not cap their output themselves.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from typing import Any
 import anyio
 
 from refagent.acp import updates
+from refagent.acp.text import cut, json_size, shorten, text_length
 from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
 from refagent.ids import new_id
@@ -28,6 +38,15 @@ from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
 log = logging.getLogger(__name__)
 
 Request = Callable[[dict[str, Any]], Awaitable[Any]]
+
+MAX_CONTENT_BYTES = 1 << 20
+"""The content of one tool call message, as JSON: 1 MiB (a diff of a 500 KB file, before and after)."""
+MAX_RAW_BYTES = 64 << 10
+"""``rawInput`` or ``rawOutput`` of one message, as JSON (for debugging: the diff shows the change)."""
+RAW_STRING_CHARS = 4096
+"""What is kept of each long string of a ``rawInput`` or ``rawOutput`` over :data:`MAX_RAW_BYTES`."""
+MAX_RESULT_CHARS = 1 << 20
+"""What the model reads of one result, at most: the head and the tail (tools cap their own far lower)."""
 
 
 class ToolRunner:
@@ -78,21 +97,23 @@ class ToolRunner:
 
         announced = not tool.silent
         title = tool.title(args)
+        raw_input = bounded_raw(args)
         if announced:
-            await send(updates.tool_call(call_id, title, tool.kind, raw_input=args))
+            await send(updates.tool_call(call_id, title, tool.kind, raw_input=raw_input))
         try:
             context = dataclasses.replace(self.context, current_call_id=call_id)
             plan = await tool.prepare(args, context)
+            preview = bounded_content(plan.preview)
             if announced and (plan.locations or plan.preview or plan.title != title):
                 await send(
                     updates.tool_call_update(
-                        call_id, title=plan.title, locations=plan.locations or None, content=plan.preview or None
+                        call_id, title=plan.title, locations=plan.locations or None, content=preview or None
                     )
                 )
-            refusal = await self._permit(call_id, tool, args, plan)
+            refusal = await self._permit(call_id, tool, raw_input, preview, plan)
             if refusal is not None:
                 await self._finish(announced, call_id, ToolResult(refusal, failed=True))
-                return f"Not run: {refusal}"
+                return for_model(f"Not run: {refusal}")
             if announced:
                 await send(updates.tool_call_update(call_id, status="in_progress"))
             if plan.mutating and self.before_change is not None:
@@ -104,7 +125,7 @@ class ToolRunner:
                     self._changed(plan)
         except ToolError as exc:
             await self._finish(announced, call_id, ToolResult(f"Error: {exc}", failed=True))
-            return f"Error: {exc}"
+            return for_model(f"Error: {exc}")
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 await self._finish(announced, call_id, ToolResult("Cancelled.", failed=True))
@@ -113,9 +134,9 @@ class ToolRunner:
             log.exception("tool %s failed", call.name)
             message = f"Internal error in {call.name}: {type(exc).__name__}: {exc}"
             await self._finish(announced, call_id, ToolResult(message, failed=True))
-            return message
+            return for_model(message)
         await self._finish(announced, call_id, result)
-        return result.output
+        return for_model(result.output)
 
     def _changed(self, plan: Plan) -> None:
         """Tell the watcher which paths this call changed, so they are not reported back as someone else's."""
@@ -126,8 +147,11 @@ class ToolRunner:
         for path in sorted(paths):
             self.on_changed(path)
 
-    async def _permit(self, call_id: str, tool: BaseTool, args: dict[str, Any], plan: Plan) -> str | None:
-        """None if the call may run, else the reason it may not (for the model)."""
+    async def _permit(
+        self, call_id: str, tool: BaseTool, raw_input: Any, preview: list[ToolCallContent], plan: Plan
+    ) -> str | None:
+        """None if the call may run, else the reason it may not (for the model). ``raw_input`` and
+        ``preview``: the arguments and the plan's preview as shown (bounded)."""
         kind = plan.kind or tool.kind
         decision, reason = self.permissions.decide(self.mode(), kind, plan)
         if decision == "allow":
@@ -140,10 +164,10 @@ class ToolRunner:
             "title": title,
             "kind": kind,
             "status": "pending",
-            "rawInput": args,
+            "rawInput": raw_input,
         }
-        if plan.preview:
-            tool_call["content"] = plan.preview
+        if preview:
+            tool_call["content"] = preview
         if plan.locations:
             tool_call["locations"] = plan.locations
         params = {
@@ -163,24 +187,106 @@ class ToolRunner:
         content: list[ToolCallContent] = list(result.content)
         if not content and result.output:
             content = [{"type": "content", "content": updates.text(result.output)}]
+        raw_output = result.raw_output if result.raw_output is not None else {"output": result.output}
         await self.context.send_update(
             updates.tool_call_update(
                 call_id,
                 status="failed" if result.failed else "completed",
-                content=content,
+                content=bounded_content(content),
                 locations=result.locations,
-                raw_output=result.raw_output if result.raw_output is not None else {"output": result.output},
+                raw_output=bounded_raw(raw_output),
             )
         )
 
     async def _reject(self, call_id: str, title: str, message: str, raw: str | None = None) -> str:
         """A call that cannot even start: show it as failed, and tell the model why."""
         send = self.context.send_update
-        await send(
-            updates.tool_call(call_id, title, "other", status="failed", raw_input={"arguments": raw} if raw else None)
+        raw_input = bounded_raw({"arguments": raw}) if raw else None
+        await send(updates.tool_call(call_id, cut(title, 200), "other", status="failed", raw_input=raw_input))
+        shown: list[ToolCallContent] = [{"type": "content", "content": updates.text(message)}]
+        await send(updates.tool_call_update(call_id, content=bounded_content(shown)))
+        return for_model(f"Error: {message}")
+
+
+def bounded_raw(value: Any) -> Any:
+    """``value`` (a ``rawInput`` or ``rawOutput``) as shown: itself if its JSON fits in
+    :data:`MAX_RAW_BYTES`; else with its strings cut to :data:`RAW_STRING_CHARS`, each with a marker
+    saying how many characters were left out; if even that is too large, a line saying so."""
+    try:
+        if text_length(value) <= MAX_RAW_BYTES and json_size(value) <= MAX_RAW_BYTES:
+            return value
+        shortened = shorten(value, RAW_STRING_CHARS)
+        size = json_size(shortened)
+    except (TypeError, ValueError, RecursionError):  # not JSON: sending it fails and says so
+        return value
+    if size <= MAX_RAW_BYTES:
+        return shortened
+    return f"[not shown: {size:,} bytes of JSON even with its long strings cut]"
+
+
+def bounded_content(content: list[ToolCallContent]) -> list[ToolCallContent]:
+    """``content`` as shown: its items in order while they fit in :data:`MAX_CONTENT_BYTES` (as JSON);
+    then a diff is replaced by a line that says how large the change is, text is cut to what room is
+    left, and anything else (an image, a resource) is described. Terminals are always kept (they are
+    small, and the editor shows the command's output through them)."""
+    room = MAX_CONTENT_BYTES
+    shown: list[ToolCallContent] = []
+    for item in content:
+        if item.get("type") != "terminal":
+            try:
+                size = json_size(item) if text_length(item) <= room else room + 1
+            except (TypeError, ValueError, RecursionError):
+                size = 0  # not JSON: sending it fails and says so
+            if size > room:
+                item = _summary(item, room)
+                size = json_size(item)
+            room -= size
+        shown.append(item)
+    return shown
+
+
+def _summary(item: ToolCallContent, room: int) -> ToolCallContent:
+    """What is shown of a content item too large for the ``room`` left."""
+    if item.get("type") == "diff":
+        old, new = item.get("oldText"), item.get("newText")
+        old, new = (t if isinstance(t, str) else None for t in (old, new))
+        text = (
+            f"Large change to {item.get('path')}, not shown as a diff: "
+            f"before, {_extent(old, 'no file')}; after, {_extent(new, 'deleted')}."
         )
-        await send(updates.tool_call_update(call_id, content=[{"type": "content", "content": updates.text(message)}]))
-        return f"Error: {message}"
+        return {"type": "content", "content": updates.text(text)}
+    block: Any = item.get("content")
+    if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+        return {"type": "content", "content": {**block, "text": _fitted(block["text"], room)}}
+    kind = block.get("type") if isinstance(block, dict) else item.get("type")
+    mime = f" ({block['mimeType']})" if isinstance(block, dict) and isinstance(block.get("mimeType"), str) else ""
+    return {"type": "content", "content": updates.text(f"[{kind}{mime} content not shown: too large]")}
+
+
+def _extent(text: str | None, missing: str) -> str:
+    if text is None:
+        return missing
+    lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    return f"{lines:,} lines, {len(text.encode('utf-8', 'surrogatepass')):,} bytes"
+
+
+def _fitted(text: str, room: int) -> str:
+    """``text`` cut (with a marker) to what takes at most ``room`` bytes as JSON (escapes count)."""
+    keep = max(room, 0)
+    while True:
+        shown = cut(text, keep)
+        size = json_size(shown)
+        if size <= room or keep == 0:
+            return shown
+        keep = keep * max(room, 0) // size
+
+
+def for_model(output: str) -> str:
+    """``output`` as the model reads it: whole up to :data:`MAX_RESULT_CHARS`, else its head and tail."""
+    if len(output) <= MAX_RESULT_CHARS:
+        return output
+    half = MAX_RESULT_CHARS // 2
+    return f"{output[:half]}\n[... {len(output) - 2 * half:,} characters omitted ...]\n{output[-half:]}"
 
 
 def parse_arguments(raw: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -192,6 +298,8 @@ def parse_arguments(raw: str, schema: dict[str, Any]) -> dict[str, Any]:
         raise ToolError(
             f"The arguments are not valid JSON ({exc}). Send a JSON object matching the tool's schema."
         ) from None
+    except RecursionError:  # "[[[[...": the parser's stack, not ours to grow
+        raise ToolError("The arguments nest too deeply to be read. Send a flat JSON object.") from None
     if not isinstance(args, dict):
         raise ToolError("The arguments must be a JSON object.")
     properties: dict[str, Any] = schema.get("properties", {})
