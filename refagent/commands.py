@@ -19,7 +19,7 @@ from typing import Any
 
 from refagent.acp.types import AvailableCommand
 from refagent.errors import ToolError
-from refagent.session import MODES, Session
+from refagent.session import MODES, Session, text_digest
 
 _COMMAND = re.compile(r"^/([a-z][a-z0-9_-]*)(?:\s+(.*))?$", re.DOTALL)
 NAMES = frozenset({"init", "compact", "undo", "mode", "model"})
@@ -79,12 +79,16 @@ async def undo(session: Session) -> str:
     # first "before" is its state before the turn, and any recorded "after" is a state the agent left.
     files: dict[str, tuple[str | None, str | None]] = {}
     left: dict[str, list[str | None]] = {}
+    left_digests: dict[str, set[str]] = {}
     for change in changes:
         if "unsupported" in change:
             continue
         before, _ = files.get(change["path"], (change["before"], None))
-        files[change["path"]] = (before, change["after"])
-        left.setdefault(change["path"], []).append(change["after"])
+        files[change["path"]] = (before, change.get("after"))
+        if "afterSha256" in change:  # a large text, recorded by its digest (Session.record_change)
+            left_digests.setdefault(change["path"], set()).add(change["afterSha256"])
+        else:
+            left.setdefault(change["path"], []).append(change.get("after"))
     context = session.workspace.context
     outside = []
     for path in files:
@@ -111,7 +115,9 @@ async def undo(session: Session) -> str:
             continue
         if current == before:
             unchanged.append(path)  # the write never happened (it failed), or was undone by hand
-        elif current not in left[path]:
+        elif current not in left.get(path, []) and not (
+            current is not None and text_digest(current) in left_digests.get(path, set())
+        ):
             conflicts.append(path)
     if conflicts:
         listed = "\n".join(f"- {p}" for p in sorted(conflicts))

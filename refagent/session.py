@@ -9,6 +9,7 @@ prompts queued behind it: the user asked to stop.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,15 @@ DEFAULT_MODE = "ask"
 MODE_IDS = frozenset(m["id"] for m in MODES)
 
 SendUpdate = Callable[[dict[str, Any]], Awaitable[None]]
+
+LARGE_AFTER_CHARS = 1 << 20
+"""A change record keeps a text written over this size as its digest: ``/undo`` only needs to recognise
+it (the file still as the agent left it), and a 20 MB write would otherwise be recorded twice."""
+
+
+def text_digest(text: str) -> str:
+    """SHA-256 of a text as the record holds it (surrogates too: a file name's bytes may carry them)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass
@@ -227,13 +237,17 @@ class Session:
         for content in plan.preview:
             if content["type"] != "diff":
                 continue
-            change = {
+            change: dict[str, Any] = {
                 "kind": "change",
                 "turn": self.turns,
                 "path": content["path"],
                 "before": content.get("oldText"),
-                "after": None if kind == "delete" else content["newText"],
             }
+            after = None if kind == "delete" else content["newText"]
+            if after is not None and len(after) > LARGE_AFTER_CHARS:
+                change["afterSha256"] = text_digest(after)  # undo restores "before"; "after" it only recognises
+            else:
+                change["after"] = after
             self.changes.append(change)
             self.save(change)
         if kind in ("move", "delete") and not any(c["type"] == "diff" for c in plan.preview):

@@ -517,11 +517,10 @@ async def test_a_20_mb_write_stays_bounded_and_undoable(project: Path, sessions_
 
     replay = sessions_dir / f"{sid}.replay"
     records = (sessions_dir / f"{sid}.jsonl").read_bytes().splitlines()
-    changes = [line for line in records if line.startswith(b'{"kind":"change"')]
     assert replay.stat().st_size < MESSAGE_CAP
-    assert max(len(line) for line in records if line not in changes) < MESSAGE_CAP
-    # What is left is what /undo needs: the change record holds the text it checks the file against.
-    assert sum(len(line) for line in records) - sum(len(line) for line in changes) < 2 * MESSAGE_CAP
+    assert max(len(line) for line in records) < MESSAGE_CAP
+    # /undo needs the text before ("old") whole, and recognises the 20 MB after by its digest.
+    assert sum(path.stat().st_size for path in sessions_dir.iterdir()) < 3 * MESSAGE_CAP
 
     async with agent(settings(sessions_dir, ScriptedModel([text("hello")])), check) as editor:
         replayed = await load(editor, sid, project)
@@ -531,6 +530,21 @@ async def test_a_20_mb_write_stays_bounded_and_undoable(project: Path, sessions_
         assert await editor.prompt(sid, "and now?") == {"stopReason": "end_turn"}
         assert max(message_sizes(editor)) < MESSAGE_CAP
     assert target.read_text() == "old\n"
+
+
+async def test_a_large_write_changed_since_is_not_undone(project: Path, sessions_dir: Path, check: Any) -> None:
+    """The digest /undo keeps of a large text recognises only that text: a file edited since is kept."""
+    content = "line\n" * 400_000  # 2 MB: over the size kept whole in the change record
+    target = project / "big.txt"
+    target.write_text("old\n")
+    model = ScriptedModel([[call(1, "write_file", path="big.txt", content=content)], text("Written.")])
+    async with agent(settings(sessions_dir, model), check) as editor:
+        sid = await editor.new_session(str(project))
+        assert await editor.prompt(sid, "write it") == {"stopReason": "end_turn"}
+        target.write_text(content + "the user's own line\n")
+        assert await editor.prompt(sid, "/undo") == {"stopReason": "end_turn"}
+        assert "Undo refused" in editor.text(sid)
+    assert target.read_text().endswith("the user's own line\n")
 
 
 def test_bounded_content_keeps_what_fits_and_summarises_the_rest() -> None:
