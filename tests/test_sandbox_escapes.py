@@ -2,8 +2,9 @@
 them (check, then act on the resolved path), on pyfakefs and on the real disk.
 
 For every attempt: a read that leaves the roots is marked ``inside=False`` (the user is asked), and
-nothing outside the roots — nor ``.git``, nor a root itself — is changed, which is asserted on the real
-outcome (a snapshot of the outside tree and the protected files before and after), not on messages.
+nothing outside the roots — nor ``.git`` (a nested repository's too), nor a root itself — is changed, which
+is asserted on the real outcome (a snapshot of the outside tree and the protected files before and after),
+not on messages.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.anyio
 
 SECRET = "TOP SECRET\n"
 
-Expect = Literal["outside", "invalid", "inside", "protected", "toctou"]
+Expect = Literal["outside", "invalid", "inside", "protected", "toctou", "kept"]
 Op = Literal["write", "delete", "move_out", "move_in"]
 
 
@@ -46,11 +47,13 @@ class World:
         return f"{self.base}/outside"
 
     def build(self) -> None:
-        for directory in ("proj/src", "proj/.git/hooks", "extra", "outside", "proj2"):
+        for directory in ("proj/src", "proj/.git/hooks", "proj/vendor/lib/.git", "extra", "outside", "proj2"):
             os.makedirs(f"{self.base}/{directory}", exist_ok=True)
         for name, text in {
             "proj/src/app.py": "print('app')\n",
             "proj/.git/config": "[core]\n",
+            "proj/vendor/lib/.git/config": "[core]\n",
+            "proj/vendor/lib/lib.py": "x = 1\n",
             "extra/notes.md": "notes\n",
             "outside/secret.txt": SECRET,
             "proj2/x.txt": "sibling\n",
@@ -58,9 +61,9 @@ class World:
             Path(f"{self.base}/{name}").write_text(text)
 
     def snapshot(self) -> dict[str, str]:
-        """Everything that must never change: the outside tree, the sibling, .git, and the roots."""
+        """Everything that must never change: the outside tree, the sibling, the .git dirs, and the roots."""
         seen: dict[str, str] = {}
-        for top in (self.outside, f"{self.base}/proj2", f"{self.proj}/.git"):
+        for top in (self.outside, f"{self.base}/proj2", f"{self.proj}/.git", f"{self.proj}/vendor/lib/.git"):
             for path in _walk(top):
                 if os.path.islink(path):
                     seen[path] = "link -> " + os.readlink(path)
@@ -133,6 +136,11 @@ def _swap_subdir_for_link(world: World) -> None:
 
 def _chdir_outside(world: World) -> None:
     os.chdir(world.outside)
+
+
+def _clone_into_src(world: World) -> None:
+    os.makedirs(f"{world.proj}/src/clone/.git")
+    Path(f"{world.proj}/src/clone/.git/HEAD").write_text("ref: refs/heads/main\n")
 
 
 CASES = [
@@ -215,6 +223,18 @@ CASES = [
     Case("root-delete-trailing-slash", "src/../", "protected", op="delete"),
     Case("extra-root-delete", "{w.extra}/", "protected", op="delete"),
     Case("root-move-away", "{w.extra}", "protected", op="move_in"),
+    # -- a nested repository's .git (the policy refuses what is in it; the disk, a tree that holds it) --
+    Case("nested-git-config", "vendor/lib/.git/config", "protected"),
+    Case("nested-git-new-hook", "vendor/lib/.git/hooks/post-checkout", "protected"),
+    Case("nested-git-upper-case", "vendor/lib/.GIT/config", "protected"),
+    Case("nested-git-dir-delete", "vendor/lib/.git", "protected", op="delete"),
+    Case("nested-git-move-out", "vendor/lib/.git/config", "protected", op="move_in"),
+    Case("move-into-a-nested-git", "vendor/lib/.git/app.py", "protected", op="move_out"),
+    Case("nested-repo-delete", "vendor/lib", "kept", op="delete"),
+    Case("nested-repo-parent-delete", "vendor", "kept", op="delete"),
+    Case("nested-repo-move-away", "vendor/lib", "kept", op="move_in"),
+    Case("git-appears-before-a-delete", "src", "toctou", op="delete", swap=_clone_into_src),
+    Case("git-appears-before-a-move", "src", "toctou", op="move_in", swap=_clone_into_src),
     # -- time of check to time of use --
     Case("file-swapped-for-a-link", "src/app.py", "toctou", swap=_swap_file_for_link),
     Case("dir-swapped-for-a-link", "src/new.txt", "toctou", swap=_swap_dir_for_link),
@@ -304,6 +324,7 @@ async def test_escape_attempt(case: Case, world: World) -> None:
         "protected": "refused",
         "inside": "done",
         "toctou": "refused at use",
+        "kept": "refused at use",
     }[case.expect]
     assert outcome == expected
     if case.expect == "inside":

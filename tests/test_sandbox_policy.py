@@ -124,7 +124,21 @@ def test_write_through_a_link_message_names_the_link(fs: FakeFilesystem, policy:
 
 
 @pytest.mark.parametrize(
-    "path", [".git/config", ".git", ".git/hooks/pre-commit", "src/../.git/config", ".GIT/config", "sub/.git/HEAD"]
+    "path",
+    [
+        ".git/config",
+        ".git",
+        ".git/hooks/pre-commit",
+        "src/../.git/config",
+        ".GIT/config",
+        "sub/.git/HEAD",
+        # a nested repository's, at any depth, and a submodule's .git file
+        "vendor/lib/.git",
+        "vendor/lib/.git/config",
+        "a/b/c/d/e/.git/objects/ab/cdef",
+        "vendor/lib/.Git/hooks/post-checkout",
+        f"{EXTRA}/module/.git",
+    ],
 )
 def test_git_internals_cannot_be_written(fs: FakeFilesystem, policy: RootPolicy, path: str) -> None:
     with pytest.raises(ToolError, match=r"\.git internals cannot be edited"):

@@ -27,12 +27,21 @@ setuid/setgid bits are not kept (the kernel clears them on any write too).
 ``delete`` never follows a link: a link is unlinked, and a directory tree is removed with the same
 descriptor walk, so a subdirectory swapped for a link mid-way is unlinked, not descended into.
 ``move`` refuses an existing destination (checked just before ``rename``: a file created in that
-instant could still be replaced; Python has no ``RENAME_NOREPLACE``) and falls back to copy-and-delete
-(``shutil.move``) across file systems.
+instant could still be replaced; Python has no ``RENAME_NOREPLACE``). Across file systems, where
+``rename`` cannot go, it copies through descriptors to a temporary name beside the destination, renames
+that into place and then deletes the source (see :func:`_move_across` for what that can and cannot undo).
 
-This module is longer than most (its paged reader included): every operation goes through the same
-descriptor walk and error translation, and keeping them together keeps the time-of-check reasoning in
-one place.
+Nothing half done. A recursive delete first walks the whole tree (through descriptors, as above) and
+refuses before deleting anything when the tree holds a ``.git`` (:data:`PROTECTED_NAME`) or a directory
+whose entries we may not remove; the deleting walk then checks every directory again before it removes
+anything in it, so a ``.git`` that appears in between is never deleted either, and the error says exactly
+what was deleted before it stopped. A move of a tree that holds a ``.git`` is refused, checked before the
+``rename`` and again on the moved tree (which is then moved back). A write or move that fails after
+making parent directories removes the ones it made.
+
+This module is longer than most (its paged reader and tree walks included): every operation goes
+through the same descriptor walk and error translation, and keeping them together keeps the
+time-of-check reasoning in one place.
 """
 
 from __future__ import annotations
@@ -42,7 +51,6 @@ import contextlib
 import errno
 import os
 import secrets
-import shutil
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,6 +63,11 @@ from refagent.errors import ToolError
 TEMP_PREFIX = ".~refagent-"
 """Names of our temporary files start with this (the root watcher ignores them)."""
 TEMP_SUFFIX = ".tmp"
+
+PROTECTED_NAME = ".git"
+"""A recursive delete or a move never takes an entry of this name (in any case) along: a git repository's
+``.git`` directory, or a submodule's or worktree's ``.git`` file, at any depth. The path policy keeps the
+file tools out of ``.git`` itself; this keeps a tree operation from taking one with it."""
 
 BINARY_SNIFF_BYTES = 8192
 """A NUL byte in this many leading bytes marks a file as binary (git's heuristic)."""
@@ -121,12 +134,20 @@ class LocalFileSystem:
         return await _in_thread(lambda: _kind(path))
 
     async def delete(self, path: str, *, recursive: bool = False) -> None:
-        """Delete a file, a symlink (not its target) or, with ``recursive``, a directory tree."""
+        """Delete a file, a symlink (not its target) or, with ``recursive``, a directory tree: all of it, or
+        (refused) none of it when it holds a ``.git`` or a directory we may not empty; a tree whose removal
+        fails midway anyway is reported with what was deleted."""
         await _in_thread(lambda: _delete(path, recursive))
 
     async def move(self, source: str, destination: str) -> None:
-        """Rename ``source`` to ``destination`` (parents created); refuses an existing destination."""
+        """Rename ``source`` to ``destination`` (parents created); refuses an existing destination, and a
+        tree that holds a ``.git``. Across file systems: copied, then deleted (:func:`_move_across`)."""
         await _in_thread(lambda: _move(source, destination))
+
+    async def remove_dir(self, path: str) -> None:
+        """Remove the empty directory ``path`` (walked without links); ToolError if it is not an empty
+        directory. For undoing a change that made directories (a patch rolled back)."""
+        await _in_thread(lambda: _remove_dir(path))
 
     # -- paging -----------------------------------------------------------------------------------------
 
@@ -197,10 +218,11 @@ def _split(path: str) -> tuple[str, str]:
     return parent or "/", name
 
 
-def _open_dir(path: str, *, create: bool = False, whole: str | None = None) -> int:
+def _open_dir(path: str, *, create: bool = False, whole: str | None = None, made: list[str] | None = None) -> int:
     """A descriptor for the directory ``path``, reached without following any symbolic link.
 
-    ``create`` makes missing directories (``mkdir -p``). Raises FileNotFoundError (missing),
+    ``create`` makes missing directories (``mkdir -p``), appending each one it made to ``made`` (so a
+    caller that then fails can remove them: :func:`_remove_made`). Raises FileNotFoundError (missing),
     NotADirectoryError (a component is not a directory; ``filename`` says which), or :class:`_LinkInPath`.
     """
     fd = os.open("/", _DIR_OPEN_FLAGS)
@@ -216,8 +238,12 @@ def _open_dir(path: str, *, create: bool = False, whole: str | None = None) -> i
                 if not create:
                     raise
                 # Made by someone else in the meantime? Then open that (still without following links).
-                with contextlib.suppress(FileExistsError):
+                try:
                     os.mkdir(name, 0o777, dir_fd=fd)
+                    if made is not None:
+                        made.append(walked)
+                except FileExistsError:
+                    pass
                 child = _open_child_dir(fd, name, walked, whole or path)
             except OSError as exc:
                 if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
@@ -342,14 +368,23 @@ def _write_atomic(path: str, data: bytes) -> None:
     parent, name = _split(path)
     if not name:
         raise ToolError(f"{path} is a directory, not a file.")
+    made: list[str] = []
     try:
-        dir_fd = _open_dir(parent, create=True, whole=path)
+        dir_fd = _open_dir(parent, create=True, whole=path, made=made)
     except NotADirectoryError as exc:
+        _remove_made(made)
         raise ToolError(f"Cannot write {path}: '{exc.filename}' is a file, not a directory.") from None
     except OSError as exc:
+        _remove_made(made)
         raise _error("write", path, exc) from None
+    except BaseException:
+        _remove_made(made)
+        raise
     try:
         _replace_in(dir_fd, path, name, data)
+    except BaseException:
+        _remove_made(made)  # a failed write leaves no trace, not even the directories made for it
+        raise
     finally:
         os.close(dir_fd)
 
@@ -429,13 +464,13 @@ def _kind(path: str) -> Literal["file", "dir", "other"] | None:
     return "other"
 
 
-def _open_parent(path: str, doing: str, *, create: bool = False) -> tuple[int, str]:
+def _open_parent(path: str, doing: str, *, create: bool = False, made: list[str] | None = None) -> tuple[int, str]:
     """The descriptor of ``path``'s directory (walked without links) and the final name."""
     parent, name = _split(path)
     if not name:
         raise ToolError(f"Cannot {doing} '/'.")
     try:
-        return _open_dir(parent, create=create, whole=path), name
+        return _open_dir(parent, create=create, whole=path, made=made), name
     except (FileNotFoundError, NotADirectoryError):
         raise ToolError(f"Cannot {doing} {path}: it does not exist.") from None
     except OSError as exc:
@@ -449,6 +484,196 @@ def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
         return None
 
 
+def _remove_dir(path: str) -> None:
+    dir_fd, name = _open_parent(path, "remove")
+    try:
+        os.rmdir(name, dir_fd=dir_fd)
+    except OSError as exc:
+        raise _error("remove the directory", path, exc) from None
+    finally:
+        os.close(dir_fd)
+
+
+def _remove_made(made: list[str]) -> None:
+    """Remove the directories a failed write or move made (deepest first), those still empty."""
+    for path in reversed(made):
+        with contextlib.suppress(ToolError):
+            _remove_dir(path)
+
+
+# -- trees: survey, removal, copy ---------------------------------------------------------------------------
+
+
+def is_protected(name: str) -> bool:
+    """``name`` is :data:`PROTECTED_NAME` in any case (``.GIT`` *is* ``.git`` on a case-insensitive file system)."""
+    return name.lower() == PROTECTED_NAME
+
+
+def _join(relative: str, name: str) -> str:
+    return f"{relative}/{name}" if relative else name
+
+
+def _under(path: str, relative: str) -> str:
+    return f"{path}/{relative}" if relative not in ("", ".") else path
+
+
+def _count(number: int, noun: str, nouns: str) -> str:
+    return f"{number} {noun if number == 1 else nouns}"
+
+
+@dataclass
+class _Survey:
+    """What a directory tree holds, walked through descriptors before a delete or a move touches it."""
+
+    protected: str | None = None
+    """The first entry named ``.git`` (relative to the top; the shallowest in its directory): the walk
+    stopped there."""
+    blocked: str | None = None
+    """The first directory (relative, ``.`` for the top) whose entries we may not remove."""
+    special: str | None = None
+    """The first entry that is not a file, a directory or a link (a FIFO, a socket, a device)."""
+
+
+def _survey(dir_fd: int, name: str, survey: _Survey, relative: str = "") -> None:
+    """Walk the tree ``name`` in ``dir_fd`` without following links, filling in ``survey``."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            raise
+        return  # no longer a directory: the caller's removal or rename acts on the entry itself
+    try:
+        entries = sorted(os.listdir(fd))
+        # Every name of a directory first: a .git here is reported before any deeper one.
+        protected = next((entry for entry in entries if is_protected(entry)), None)
+        if protected is not None:
+            survey.protected = _join(relative, protected)
+            return
+        # Advisory (the removal itself is what counts), but it turns "half deleted" into "refused" for the
+        # common cases: a read-only directory (a Go module cache) or a read-only file system.
+        if entries and survey.blocked is None and not os.access(name, os.W_OK | os.X_OK, dir_fd=dir_fd):
+            survey.blocked = relative or "."
+        for entry in entries:
+            info = _lstat_at(fd, entry)
+            if info is None:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                _survey(fd, entry, survey, _join(relative, entry))
+                if survey.protected is not None:
+                    return
+            elif survey.special is None and not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+                survey.special = _join(relative, entry)
+    finally:
+        os.close(fd)
+
+
+class _Appeared(Exception):
+    """A ``.git`` is in a tree that had none when it was surveyed: stop before touching that directory."""
+
+    def __init__(self, relative: str) -> None:
+        super().__init__(relative)
+        self.relative = relative
+
+
+class _Removal:
+    """``rm -r`` through descriptors: links are unlinked, never followed; a directory that holds a ``.git``
+    is left alone; and it can say how far it got."""
+
+    def __init__(self) -> None:
+        self.files = 0
+        self.dirs = 0
+        self.at = ""
+        """Where it is (relative to the top): where it stopped, when it fails."""
+
+    def done(self) -> str:
+        if not self.files and not self.dirs:
+            return "nothing"
+        return f"{_count(self.files, 'file', 'files')} and {_count(self.dirs, 'directory', 'directories')}"
+
+    def remove(self, dir_fd: int, name: str, relative: str = "") -> None:
+        self.at = relative
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                raise
+            os.unlink(name, dir_fd=dir_fd)  # it became a link or a file since the lstat: remove just the entry
+            self.files += 1
+            return
+        try:
+            entries = os.listdir(fd)
+            # Checked again right before anything in this directory goes: a .git made since the survey stays.
+            protected = next((entry for entry in sorted(entries) if is_protected(entry)), None)
+            if protected is not None:
+                raise _Appeared(_join(relative, protected))
+            for entry in entries:
+                info = _lstat_at(fd, entry)
+                if info is None:
+                    continue
+                if stat.S_ISDIR(info.st_mode):
+                    self.remove(fd, entry, _join(relative, entry))
+                else:
+                    self.at = _join(relative, entry)
+                    os.unlink(entry, dir_fd=fd)
+                    self.files += 1
+        finally:
+            os.close(fd)
+        self.at = relative
+        os.rmdir(name, dir_fd=dir_fd)
+        self.dirs += 1
+
+
+def _copy(src_fd: int, name: str, dst_fd: int, new_name: str, relative: str = "") -> None:
+    """Copy the entry ``name`` of ``src_fd`` to ``new_name`` in ``dst_fd`` through descriptors: a link as a
+    link, a file with its permission bits and times (fsynced), a directory with everything in it. Hard
+    links become separate files. ToolError for a special file; :class:`_Appeared` for a ``.git``."""
+    info = os.stat(name, dir_fd=src_fd, follow_symlinks=False)
+    mode = stat.S_IMODE(info.st_mode) & 0o777
+    if stat.S_ISLNK(info.st_mode):
+        os.symlink(os.readlink(name, dir_fd=src_fd), new_name, dir_fd=dst_fd)
+    elif stat.S_ISREG(info.st_mode):
+        source = os.open(name, _FILE_READ_FLAGS, dir_fd=src_fd)
+        try:
+            if not stat.S_ISREG(os.fstat(source).st_mode):
+                raise ToolError(f"'{relative or name}' changed while it was being copied.")
+            target = os.open(
+                new_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC, 0o600, dir_fd=dst_fd
+            )
+            try:
+                while chunk := os.read(source, 1024 * 1024):
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(target, view) :]
+                os.fchmod(target, mode)
+                os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+                os.fsync(target)  # the source is deleted next: the copy must be on disk first
+            finally:
+                os.close(target)
+        finally:
+            os.close(source)
+    elif stat.S_ISDIR(info.st_mode):
+        os.mkdir(new_name, 0o700, dir_fd=dst_fd)  # ours to fill; its own bits are set once it is full
+        source = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC, dir_fd=src_fd)
+        try:
+            target = os.open(new_name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC, dir_fd=dst_fd)
+            try:
+                for entry in sorted(os.listdir(source)):
+                    if is_protected(entry):
+                        raise _Appeared(_join(relative, entry))
+                    _copy(source, entry, target, entry, _join(relative, entry))
+                os.fchmod(target, mode)
+                os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+            finally:
+                os.close(target)
+        finally:
+            os.close(source)
+    else:
+        raise ToolError(f"'{relative or name}' is {_kind_name(info.st_mode)}, which cannot be copied.")
+
+
+# -- kind, delete, move -------------------------------------------------------------------------------------
+
+
 def _delete(path: str, recursive: bool) -> None:
     dir_fd, name = _open_parent(path, "delete")
     try:
@@ -460,7 +685,7 @@ def _delete(path: str, recursive: bool) -> None:
                 raise ToolError(
                     f"{path} is a directory; deleting it needs recursive=true (which deletes everything in it)."
                 )
-            _remove_tree(dir_fd, name)
+            _delete_tree(dir_fd, name, path)
         else:
             os.unlink(name, dir_fd=dir_fd)
     except RecursionError:
@@ -471,27 +696,49 @@ def _delete(path: str, recursive: bool) -> None:
         os.close(dir_fd)
 
 
-def _remove_tree(dir_fd: int, name: str) -> None:
-    """``rm -r`` of ``name`` in ``dir_fd`` through descriptors: links are unlinked, never followed."""
+def _delete_tree(dir_fd: int, name: str, path: str) -> None:
+    """Survey the tree, refuse before deleting anything if it may not all go, then remove it."""
+    survey = _Survey()
+    _survey(dir_fd, name, survey)
+    if survey.protected is not None:
+        raise ToolError(
+            f"Cannot delete {path}: it contains {_under(path, survey.protected)}, a git repository's .git, and "
+            "the file tools never delete a .git, at any depth. Nothing was deleted."
+        )
+    blocked = _under(path, survey.blocked) if survey.blocked is not None else None
+    parent = os.path.dirname(path) or "/"
+    if blocked is None and not os.access(parent, os.W_OK | os.X_OK):
+        blocked = parent  # by name, but only advisory: the removal still goes through descriptors
+    if blocked is not None:
+        raise ToolError(
+            f"Cannot delete {path}: the entries of {blocked} may not be removed (no write permission, or a "
+            "read-only file system), so only part of the tree could go. Nothing was deleted."
+        )
+    removal = _Removal()
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
+        removal.remove(dir_fd, name)
+    except _Appeared as exc:
+        raise ToolError(
+            f"Stopped deleting {path}: {_under(path, exc.relative)} (a .git) appeared in it while it was being "
+            f"deleted, and the file tools never delete a .git. Deleted before that: {removal.done()}; the rest "
+            f"of {path} is still there."
+        ) from None
     except OSError as exc:
-        if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-            raise
-        os.unlink(name, dir_fd=dir_fd)  # it became a link or a file since the lstat: remove just the entry
-        return
-    try:
-        for entry in os.listdir(fd):
-            info = _lstat_at(fd, entry)
-            if info is None:
-                continue
-            if stat.S_ISDIR(info.st_mode):
-                _remove_tree(fd, entry)
-            else:
-                os.unlink(entry, dir_fd=fd)
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=dir_fd)
+        raise ToolError(
+            f"Deleting {path} failed at {_under(path, removal.at)}: {exc.strerror or exc}. Deleted before that: "
+            f"{removal.done()}; the rest of {path} is still there."
+        ) from None
+
+
+def _refuse_protected(dir_fd: int, name: str, source: str, destination: str) -> _Survey:
+    survey = _Survey()
+    _survey(dir_fd, name, survey)
+    if survey.protected is not None:
+        raise ToolError(
+            f"Cannot move {source}: it contains {_under(source, survey.protected)}, a git repository's .git, "
+            "and the file tools never move a .git, at any depth (its paths would break). Nothing was moved."
+        )
+    return survey
 
 
 def _move(source: str, destination: str) -> None:
@@ -501,11 +748,17 @@ def _move(source: str, destination: str) -> None:
         raise ToolError(f"Cannot move {source} into itself ({destination}).")
     src_fd, src_name = _open_parent(source, "move")
     try:
-        if _lstat_at(src_fd, src_name) is None:
+        info = _lstat_at(src_fd, src_name)
+        if info is None:
             raise ToolError(f"Cannot move {source}: it does not exist.")
+        tree = stat.S_ISDIR(info.st_mode)
+        if tree:
+            _refuse_protected(src_fd, src_name, source, destination)
+        made: list[str] = []
         try:
-            dst_fd, dst_name = _open_parent(destination, "move to", create=True)
+            dst_fd, dst_name = _open_parent(destination, "move to", create=True, made=made)
         except ToolError as exc:
+            _remove_made(made)
             raise ToolError(str(exc).replace("Cannot move to", f"Cannot move {source} to")) from None
         try:
             if _lstat_at(dst_fd, dst_name) is not None:
@@ -518,14 +771,116 @@ def _move(source: str, destination: str) -> None:
             except OSError as exc:
                 if exc.errno != errno.EXDEV:
                     raise
-                # Another file system: copy, then delete (links are copied as links).
-                shutil.move(source, destination)
+                _move_across(src_fd, src_name, dst_fd, dst_name, source, destination)
+            else:
+                if tree:
+                    _check_moved(src_fd, src_name, dst_fd, dst_name, source, destination)
+        except BaseException:
+            _remove_made(made)  # only the empty ones go: after a half-done move they hold what is there
+            raise
         finally:
             os.close(dst_fd)
+    except RecursionError:
+        raise ToolError(f"Cannot move {source}: the directory tree is too deep.") from None
     except OSError as exc:
         raise _error("move", source, exc) from None
     finally:
         os.close(src_fd)
+
+
+def _check_moved(src_fd: int, src_name: str, dst_fd: int, dst_name: str, source: str, destination: str) -> None:
+    """The tree just renamed is the one that was surveyed, without a ``.git``; if one appeared in between,
+    rename it back (``rename`` is atomic both ways) and refuse."""
+    survey = _Survey()
+    _survey(dst_fd, dst_name, survey)
+    if survey.protected is None:
+        return
+    found = _under(source, survey.protected)
+    try:
+        if _lstat_at(src_fd, src_name) is not None:
+            raise FileExistsError(errno.EEXIST, "something else is there now", source)
+        os.rename(dst_name, src_name, src_dir_fd=dst_fd, dst_dir_fd=src_fd)
+    except OSError as exc:
+        raise ToolError(
+            f"Moved {source} to {destination}, then found {found} (a .git) in it, which appeared during the "
+            f"move; moving it back failed ({exc.strerror or exc}), so it is at {destination} now."
+        ) from None
+    raise ToolError(
+        f"Cannot move {source}: {found} (a .git) appeared in it while it was being moved, and the file tools "
+        "never move a .git. It was moved back; nothing was moved."
+    )
+
+
+def _move_across(src_fd: int, src_name: str, dst_fd: int, dst_name: str, source: str, destination: str) -> None:
+    """``rename`` cannot cross file systems: copy (:func:`_copy`) to a temporary name beside the destination,
+    rename that into place, then delete the source.
+
+    Up to the last step a failure removes the copy, and nothing has moved. The source is surveyed first so
+    that deleting it is unlikely to fail; if it fails anyway, a file's copy is removed again (nothing
+    moved), while a tree keeps its whole copy and the error says what is left of the source."""
+    info = os.stat(src_name, dir_fd=src_fd, follow_symlinks=False)
+    tree = stat.S_ISDIR(info.st_mode)
+    across = "they are on different file systems, so it would be copied and then deleted"
+    if tree:
+        survey = _refuse_protected(src_fd, src_name, source, destination)
+        if survey.special is not None:
+            raise ToolError(
+                f"Cannot move {source} to {destination}: {across}, and {_under(source, survey.special)} is a "
+                "special file (a FIFO, a socket or a device), which cannot be copied. Nothing was moved."
+            )
+        if survey.blocked is not None:
+            raise ToolError(
+                f"Cannot move {source} to {destination}: {across}, and the entries of "
+                f"{_under(source, survey.blocked)} may not be removed. Nothing was moved."
+            )
+    elif not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+        raise ToolError(
+            f"Cannot move {source} to {destination}: {across}, and it is {_kind_name(info.st_mode)}. Nothing was moved."
+        )
+    temp = f"{TEMP_PREFIX}{secrets.token_hex(8)}{TEMP_SUFFIX}"
+    try:
+        _copy(src_fd, src_name, dst_fd, temp)
+        if _lstat_at(dst_fd, dst_name) is not None:
+            raise FileExistsError(errno.EEXIST, "the destination appeared while copying", destination)
+        os.rename(temp, dst_name, src_dir_fd=dst_fd, dst_dir_fd=dst_fd)
+    except BaseException as exc:
+        with contextlib.suppress(OSError, _Appeared, RecursionError):
+            if _lstat_at(dst_fd, temp) is not None:
+                _Removal().remove(dst_fd, temp)
+        if isinstance(exc, _Appeared):
+            raise ToolError(
+                f"Cannot move {source}: {_under(source, exc.relative)} (a .git) appeared in it while it was "
+                "being copied, and the file tools never move a .git. The partial copy was removed; nothing was moved."
+            ) from None
+        if isinstance(exc, ToolError):
+            raise ToolError(f"Cannot move {source} to {destination} ({across}): {exc} Nothing was moved.") from None
+        if isinstance(exc, OSError):
+            raise ToolError(
+                f"Cannot move {source} to {destination} ({across}): copying failed: {exc.strerror or exc}. The "
+                "partial copy was removed; nothing was moved."
+            ) from None
+        raise
+    _fsync_dir(dst_fd)
+    removal = _Removal()
+    try:
+        if tree:
+            removal.remove(src_fd, src_name)
+        else:
+            os.unlink(src_name, dir_fd=src_fd)
+    except (OSError, _Appeared) as exc:
+        reason = f"{_under(source, exc.relative)} (a .git) appeared in it" if isinstance(exc, _Appeared) else exc
+        if not tree:
+            with contextlib.suppress(OSError):
+                os.unlink(dst_name, dir_fd=dst_fd)
+            raise ToolError(
+                f"Cannot move {source} to {destination} ({across}): deleting the original failed ({reason}); "
+                "the copy was removed again. Nothing was moved."
+            ) from None
+        raise ToolError(
+            f"{source} was copied to {destination} ({across}), but deleting the original then failed at "
+            f"{_under(source, removal.at)} ({reason}). The whole copy is at {destination}; of {source}, "
+            f"{removal.done()} had been deleted, and the rest is still there."
+        ) from None
 
 
 # -- paged reading --------------------------------------------------------------------------------------------

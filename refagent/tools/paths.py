@@ -5,6 +5,11 @@ Both act on the directory entry the model names: a symbolic link is deleted or m
 target (when the policy supports ``follow_symlinks=False``, as :class:`~refagent.sandbox.policy.RootPolicy`
 does). The policy refuses roots, anything outside the roots and ``.git``; a directory is deleted only with
 ``recursive``; a move never overwrites.
+
+A ``.git`` at any depth is never deleted or moved along with a tree (a nested or vendored repository,
+a submodule): a directory that holds one is refused here, before permission is asked, and again by the
+disk at the moment of the delete or move (:data:`~refagent.sandbox.local_fs.PROTECTED_NAME`), which
+refuses before it deletes or moves anything.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import anyio
 
 from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
+from refagent.sandbox.local_fs import is_protected
 from refagent.tools.base import BaseTool, PathPolicy, Plan, ResolvedPath, ToolContext, ToolResult
 from refagent.tools.files import arg_bool, arg_str, diff, location, plural, shown, text_content
 
@@ -47,8 +53,16 @@ class Tree:
         self.files = self.dirs = self.size = 0
         self.complete = True
         self.entries: list[str] = []
+        self.git: str | None = None
+        """The first ``.git`` found in the tree (relative to it): then the walk stopped."""
         for directory, dirs, files in os.walk(root):
             if stop is not None and stop.is_set():
+                break
+            dirs.sort()  # the same walk, and so the same "first .git", every time
+            protected = next((name for name in sorted(dirs + files) if is_protected(name)), None)
+            if protected is not None:
+                self.git = os.path.relpath(os.path.join(directory, protected), root)
+                self.complete = False
                 break
             self.dirs += len(dirs)
             for name in files:
@@ -82,7 +96,8 @@ class DeletePath(BaseTool):
     name = "delete_path"
     description = (
         "Delete a file, a symbolic link (not its target), or a directory with everything in it (only with "
-        "`recursive: true`). A workspace root and .git cannot be deleted."
+        "`recursive: true`). A workspace root, .git, and a directory that holds a .git at any depth (a nested "
+        "repository) cannot be deleted."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -113,6 +128,7 @@ class DeletePath(BaseTool):
         preview: list[ToolCallContent]
         if kind == "dir":
             tree = await _tree(path)
+            _refuse_git(tree, display, "delete", "deleted")
             if not recursive:
                 raise ToolError(
                     f"{display} is a directory ({tree.summary()}). Set recursive to true to delete it and "
@@ -155,6 +171,18 @@ class DeletePath(BaseTool):
         )
 
 
+def _refuse_git(tree: Tree, display: str, verb: str, done: str) -> None:
+    """ToolError if ``tree`` holds a ``.git``: a repository inside the workspace is not the file tools' to
+    delete or move (its history; its paths)."""
+    if tree.git is None:
+        return
+    found = os.path.join(display, tree.git)
+    raise ToolError(
+        f"{display} contains {found}, a git repository's .git, and the file tools never {verb} a .git, at any "
+        f"depth. Nothing was {done}. {verb.capitalize()} the other entries by name instead, or ask the user."
+    )
+
+
 async def _text_or_none(ctx: ToolContext, path: str) -> str | None:
     """The file's text for a deletion diff, or None when it is not text or too big to show."""
     try:
@@ -169,7 +197,8 @@ class MovePath(BaseTool):
     name = "move_path"
     description = (
         "Move or rename a file, directory or symbolic link. `destination` is the new path itself (not a "
-        "directory to move into) and must not exist; missing parent directories are created."
+        "directory to move into) and must not exist; missing parent directories are created. .git, and a "
+        "directory that holds a .git at any depth, cannot be moved."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -200,6 +229,8 @@ class MovePath(BaseTool):
             )
         if kind == "dir" and destination.path.startswith(source.path.rstrip("/") + "/"):
             raise ToolError(f"Cannot move {source.display} into itself ({destination.display}).")
+        if kind == "dir":
+            _refuse_git(await _tree(source.path), source.display, "move", "moved")
         what = {"dir": "directory ", "other": "symbolic link "}.get(kind, "")
         message = f"Move {what}{source.display} to {destination.display}"
         preview = [text_content(message + ".")]
