@@ -44,12 +44,14 @@ from refagent.llm.protocol import (
     Usage,
 )
 from refagent.settings import DEFAULT_MAX_REQUESTS
+from refagent.tools.base import cancel_note
 from refagent.tools.protocol import NoTools, ToolRunner
 
 log = logging.getLogger(__name__)
 
 MAX_CHANGED_FILES = 50
 CANCELLED_RESULT = "The user cancelled this tool call before it ran."
+"""For the calls a cancel kept from starting; one cut off while it ran says so itself (its cancel note)."""
 MAX_KEPT_ARGUMENTS = 1 << 20
 """A tool call's arguments the history keeps whole: 1 MiB, more than a model writes in one response."""
 KEPT_STRING_CHARS = 100_000
@@ -152,7 +154,14 @@ class Turn:
         done = 0
         try:
             for call in calls:
-                result = await self.tools.run(call)
+                try:
+                    result = await self.tools.run(call)
+                except BaseException as exc:  # cancelled: the call may say what it really did
+                    said = cancel_note(exc)
+                    if said is not None:
+                        self.history.append(_tool_message(call.id, said))
+                        done += 1
+                    raise
                 self.history.append(_tool_message(call.id, result))
                 done += 1
         finally:

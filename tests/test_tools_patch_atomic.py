@@ -413,3 +413,47 @@ async def test_the_model_hears_the_truth_and_undo_finds_nothing_to_undo(tmp_path
         )
     assert answer.startswith("There is nothing to undo: the files the last turn meant to change are as they were")
     assert list(real_snapshot(root)) == before
+
+
+@pytest.mark.slow  # the write the editor never answers gets its grace (5 s) before the rollback
+async def test_a_cancelled_patch_tells_the_model_it_was_rolled_back(tmp_path: Path, check: Any) -> None:
+    """After ``session/cancel`` mid-patch, the next request tells the model what the patch really did (it
+    was taken back), not that it was cancelled before it ran."""
+    root = tmp_path / "proj"
+    build(str(root))
+    before = list(real_snapshot(root))
+    model = ScriptedModel(
+        [[ToolCallRequest(id="c1", name="apply_patch", arguments=_json({"patch": patch()}))], text("understood")]
+    )
+    writes = 0
+    stuck = anyio.Event()
+
+    async def write_then_hang(params: dict[str, Any]) -> None:
+        nonlocal writes
+        writes += 1
+        if writes == 10:
+            stuck.set()
+            await anyio.sleep_forever()
+        os.makedirs(os.path.dirname(params["path"]), exist_ok=True)  # as editors do
+        write(params["path"], params["content"])
+
+    client = FakeClient(extra={"fs/write_text_file": write_then_hang})
+    async with connect(Settings(make_model=lambda profile: model), client=client, check=check) as editor:
+        await editor.initialize({"fs": {"writeTextFile": True}})
+        sid = await editor.new_session(str(root))
+        await editor.request("session/set_mode", {"sessionId": sid, "modeId": "full-access"})
+        async with anyio.create_task_group() as tasks:
+            outcome: dict[str, Any] = {}
+
+            async def prompt() -> None:
+                outcome.update(await editor.prompt(sid, "patch it"))
+
+            tasks.start_soon(prompt)
+            await stuck.wait()
+            await editor.cancel(sid)
+        assert outcome == {"stopReason": "cancelled"}
+        assert await editor.prompt(sid, "what happened?") == {"stopReason": "end_turn"}
+    [told] = [m["content"] for m in model.requests[-1].messages if m["role"] == "tool"]
+    assert "cancelled this patch while it was being written" in told
+    assert "before it ran" not in told
+    assert list(real_snapshot(root)) == before

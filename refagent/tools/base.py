@@ -199,6 +199,20 @@ class Plan:
     """Human words for that scope, e.g. ``edits inside the workspace`` or ``exactly this command``."""
 
 
+CANCEL_NOTE = "refagent tool result: "
+"""A note (``BaseException.add_note``) with this prefix on the cancellation a call re-raises says what the
+cancelled call really did (a patch rolled back, a call cut off while it ran): the turn tells the model
+that, not "cancelled before it ran" (:func:`cancel_note`)."""
+
+
+def cancel_note(error: BaseException) -> str | None:
+    """What a cancelled call said it did (its :data:`CANCEL_NOTE`), if it said."""
+    for note in getattr(error, "__notes__", ()):
+        if isinstance(note, str) and note.startswith(CANCEL_NOTE):
+            return note[len(CANCEL_NOTE) :]
+    return None
+
+
 READ_FILES_SCOPE = "read-outside:"
 READ_TREE_SCOPE = "read-outside-tree:"
 

@@ -38,7 +38,7 @@ from unidiff.patch import Hunk, PatchedFile, PatchSet
 from refagent.acp.types import ToolCallContent, ToolCallLocation
 from refagent.errors import ToolError
 from refagent.sandbox.local_fs import TEMP_PREFIX
-from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult
+from refagent.tools.base import CANCEL_NOTE, BaseTool, Plan, ResolvedPath, ToolContext, ToolResult
 from refagent.tools.files import EDIT_PERMISSION, arg_str, diff, is_crlf, location, numbered, plural, read_existing
 from refagent.tools.paths import forget_path
 
@@ -51,9 +51,6 @@ GRACE_SECONDS = 5.0
 finished rather than abandoned, so the rollback knows exactly what it is taking back."""
 ROLLBACK_SECONDS = 30.0
 """How long restoring may take, shielded from the cancellation that may have caused it."""
-CANCEL_NOTE = "refagent tool result: "
-"""A note (``BaseException.add_note``) with this prefix on the cancellation an execution re-raises says
-what the cancelled call really did, for whoever tells the model (the tool runner and the turn)."""
 
 Line = tuple[str, str]
 """A line's text and its ending (``\\n``, ``\\r\\n`` or ``""`` for a last line without one)."""

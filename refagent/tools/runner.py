@@ -33,12 +33,15 @@ from refagent.errors import ToolError
 from refagent.ids import new_id
 from refagent.llm.protocol import ToolCallRequest, ToolSpec
 from refagent.permissions import Permissions
-from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
+from refagent.tools.base import CANCEL_NOTE, BaseTool, Plan, ToolContext, ToolResult, cancel_note
 
 log = logging.getLogger(__name__)
 
 Request = Callable[[dict[str, Any]], Awaitable[Any]]
 
+CANCELLED_WHILE_RUNNING = (
+    "The user cancelled this call while it was running: it may have been partly done. Check before retrying."
+)
 MAX_CONTENT_BYTES = 1 << 20
 """The content of one tool call message, as JSON: 1 MiB (a diff of a 500 KB file, before and after)."""
 MAX_RAW_BYTES = 64 << 10
@@ -120,15 +123,20 @@ class ToolRunner:
                 self.before_change(plan.kind or tool.kind, plan)  # before the change: the way back survives a crash
             try:
                 result = await plan.execute()
+            except anyio.get_cancelled_exc_class() as exc:
+                if cancel_note(exc) is None:  # the tool did not say: say the truth we know
+                    exc.add_note(CANCEL_NOTE + CANCELLED_WHILE_RUNNING)
+                raise
             finally:
                 if plan.mutating:
                     self._changed(plan)
         except ToolError as exc:
             await self._finish(announced, call_id, ToolResult(f"Error: {exc}", failed=True))
             return for_model(f"Error: {exc}")
-        except anyio.get_cancelled_exc_class():
+        except anyio.get_cancelled_exc_class() as exc:
+            said = cancel_note(exc)
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-                await self._finish(announced, call_id, ToolResult("Cancelled.", failed=True))
+                await self._finish(announced, call_id, ToolResult(f"Cancelled. {said or ''}".strip(), failed=True))
             raise
         except Exception as exc:  # a bug in a tool must not end the turn, let alone the agent
             log.exception("tool %s failed", call.name)
