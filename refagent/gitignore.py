@@ -27,18 +27,28 @@ Both match bytes, not characters: ``?`` is one byte of a UTF-8 name (``caf?`` do
 so patterns and paths are compared as their bytes, one character per byte (:func:`byte_view`). A line
 the dialect rejects (an unclosed ``[``, a trailing ``\``) is skipped, as both skip it.
 
-The module is ~480 lines: one reader for both dialects keeps each difference a branch, side by side,
-checked against git and ``rg`` themselves on random trees (``tests/test_tools_search.py``).
+Untrusted input: a ``.gitignore`` comes with the repository, a ``glob`` from the model. Matching takes
+time linear in the path for every pattern (:class:`GlobMatcher`): a pattern such as ``*a*a*a*a*a*b``,
+which makes a backtracking regex engine take exponential time, is matched by simulating its automaton.
+Files are read by :func:`read_regular`: only regular files, without blocking, within a size cap.
+
+The module is ~860 lines: one reader for both dialects keeps each difference a branch, side by side,
+checked against git and ``rg`` themselves on random trees (``tests/test_tools_search.py``); the matcher
+and the careful reading are what both dialects share.
 """
 
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import re
+import stat
+import sys
 import threading
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
 
 Dialect = Literal["git", "rg"]
 
@@ -76,15 +86,62 @@ def glob_regex(glob: str, dialect: Dialect = "rg") -> str:
 
     ``*`` and ``?`` never match ``/`` (nor does a class, in git's dialect); ``**`` between slashes, or
     at either end, matches any number of directories. Raises ValueError for a glob the dialect rejects
-    (ripgrep reports an error for it; git reads it as matching nothing).
+    (ripgrep reports an error for it; git reads it as matching nothing). This is the glob's meaning;
+    to match many paths, use :class:`GlobMatcher`, whose time does not depend on the pattern's shape.
     """
-    return _translate(glob, dialect, quirk=False)
+    return _regex(_translate(glob, dialect, quirk=False))
 
 
-def _translate(glob: str, dialect: Dialect, *, quirk: bool) -> str:
+# A glob is a sequence of tokens: one byte of the path (_Char), a {a,b} group (rg), or one of these
+# three, written as the regex they stand for.
+_STAR = "[^/]*"
+_ANY = ".*"
+_DIRS = "(?:.*/)?"  # `**/`: any number of leading directories
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Char:
+    """One byte of the path (a :func:`byte_view` character): ``literal``, or one that ``regex`` matches."""
+
+    regex: str
+    literal: str | None = None
+    _known: dict[str, bool] = field(default_factory=dict, repr=False)
+
+    def matches(self, char: str) -> bool:
+        if self.literal is not None:
+            return char == self.literal
+        known = self._known.get(char)
+        if known is None:
+            known = self._known[char] = re.fullmatch(self.regex, char, re.DOTALL) is not None
+        return known
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """``{a,b}`` (rg): one of the alternatives (no nesting)."""
+
+    alternatives: tuple[tuple[_Token, ...], ...]
+
+
+_Token: TypeAlias = "str | _Char | _Group"
+
+
+def _regex(tokens: Sequence[_Token]) -> str:
+    parts = []
+    for token in tokens:
+        if isinstance(token, _Char):
+            parts.append(token.regex)
+        elif isinstance(token, _Group):
+            parts.append("(?:" + "|".join(_regex(alternative) for alternative in token.alternatives) + ")")
+        else:
+            parts.append(token)
+    return "".join(parts)
+
+
+def _translate(glob: str, dialect: Dialect, *, quirk: bool) -> list[_Token]:
     git = dialect == "git"
     if not git and glob in ("**", "**/"):
-        return ".*"  # globset: a lone recursive prefix matches everything
+        return [_ANY]  # globset: a lone recursive prefix matches everything
     if git:
         glob = byte_view(glob)  # wildmatch reads bytes; globset reads characters (and emits their bytes)
     starts = {0}
@@ -92,9 +149,10 @@ def _translate(glob: str, dialect: Dialect, *, quirk: bool) -> str:
         # git matches a pattern's literal head with a plain compare, then the rest with wildmatch, where
         # a leading `**` counts as at the start: `x**/a` matches `x/y/a`.
         starts.add(next((i for i, char in enumerate(glob) if char in "*?[\\"), 0))
-    out: list[str] = []
+    tokens: list[_Token] = []
+    out = tokens  # where the next token goes: `tokens`, or the current alternative of a {a,b} group
+    group: list[list[_Token]] | None = None  # inside {a,b} (rg)
     index = 0
-    depth = 0  # inside {a,b} (rg)
     length = len(glob)
     while index < length:
         char = glob[index]
@@ -109,45 +167,50 @@ def _translate(glob: str, dialect: Dialect, *, quirk: bool) -> str:
                 and (not rest or rest[0] == "/" or (git and rest.startswith("\\/")))
             ):
                 if rest.startswith("/"):  # `**/`: any leading directories, or none
-                    out.append("(?:.*/)?")
+                    out.append(_DIRS)
                     end += 1
                 else:  # `/**` at the end: everything below
-                    out.append(".*")
+                    out.append(_ANY)
             else:
-                out.append("[^/]*")
+                out.append(_STAR)
             index = end
             continue
         if char == "?":
-            out.append("[^/]")
+            out.append(_Char("[^/]"))
         elif char == "[":
             regex, index = _git_class(glob, index) if git else _rg_class(glob, index)
-            out.append(regex)
+            out.append(_Char(regex))
             continue
         elif char == "{" and not git:
-            if depth:
+            if group is not None:
                 raise ValueError(f"The glob {glob!r} nests {{...}} groups, which is not supported.")
-            depth += 1
-            out.append("(?:")
-        elif char == "}" and depth:
-            depth -= 1
-            out.append(")")
-        elif char == "," and depth:
-            out.append("|")
+            group = [[]]
+            out = group[0]
+        elif char == "}" and group is not None:
+            tokens.append(_Group(tuple(tuple(alternative) for alternative in group)))
+            group, out = None, tokens
+        elif char == "," and group is not None:
+            group.append([])
+            out = group[-1]
         elif char == "\\":
             index += 1
             if index == length:
                 raise ValueError(f"The glob {glob!r} ends with a lone '\\'.")
-            out.append(_literal(glob[index], git))
+            out.extend(_literal(glob[index], git))
         else:
-            out.append(_literal(char, git))
+            out.extend(_literal(char, git))
         index += 1
-    if depth:
+    if group is not None:
         raise ValueError(f"The glob {glob!r} has an unclosed '{{'.")
-    return "".join(out)
+    return tokens
 
 
-def _literal(char: str, git: bool) -> str:
-    return re.escape(char if git else byte_view(char))
+def _literal(char: str, git: bool) -> list[_Token]:
+    return [_Char(re.escape(byte), byte) for byte in (char if git else byte_view(char))]
+
+
+def _escaped(char: str) -> str:
+    return re.escape(byte_view(char))
 
 
 def _rg_class(glob: str, start: int) -> tuple[str, int]:
@@ -183,7 +246,7 @@ def _rg_class(glob: str, start: int) -> tuple[str, int]:
     if in_range:
         ranges.append(["-", "-"])
     # globset writes each character as its UTF-8 bytes: `[é]` is one of two bytes, as here.
-    body = "".join(_literal(low, False) + ("" if low == high else "-" + _literal(high, False)) for low, high in ranges)
+    body = "".join(_escaped(low) + ("" if low == high else "-" + _escaped(high)) for low, high in ranges)
     return ("[^" if negate else "[") + body + "]", index
 
 
@@ -240,12 +303,206 @@ def _git_class(glob: str, start: int) -> tuple[str, int]:
     return ("[^" + "".join(parts) + "/]" if negate else "(?!/)[" + "".join(parts) + "]"), index + 1
 
 
+# -- matching in bounded time --------------------------------------------------------------------------
+
+_BACKTRACK_BUDGET = 100_000
+"""The most steps (about 1 ms) we let ``re`` take on one match: it backtracks, so a glob with ``k``
+unbounded wildcards can take ``n ** k`` steps on an ``n``-byte path (``*a*a*a*a*a*b``: hours)."""
+
+_MAX_REGEX_CHARS = 10_000
+"""A longer glob is only ever run as an automaton (compiling a regex that size costs more than it saves)."""
+
+_SLASH = _Char("/", "/")
+_NOT_SLASH = _Char("[^/]")
+_ANY_CHAR = _Char(".")
+
+_Program: TypeAlias = tuple[list["_Char | None"], list[int], list[int], int]
+"""An automaton: state ``s`` consumes a byte ``chars[s]`` matches and goes to ``nexts[s]``, or, when
+``chars[s]`` is None, goes to both ``nexts[s]`` and ``alts[s]`` without consuming; state 0 accepts.
+The last item is the start state."""
+
+
+class GlobMatcher:
+    """``fullmatch`` of one glob against :func:`byte_view` paths, in time linear in the path.
+
+    Two engines with the same answers: ``re`` (fast, but it backtracks) when the glob's shape bounds its
+    backtracking on this path within :data:`_BACKTRACK_BUDGET` steps, else a simulation of the glob's
+    automaton (Thompson's construction: every state at once, so each byte is looked at once per state).
+    Nearly every real pattern takes the first; a pattern like ``*a*a*a*a*a*a*b`` takes the second,
+    where backtracking would take exponential time. A glob that starts with ``**/`` and cannot match
+    ``/`` otherwise (git's and ripgrep's patterns without a slash) is matched against the last
+    component alone, which is what it means, and short.
+    """
+
+    __slots__ = ("_basename", "_dfa", "_max_regex_length", "_program", "_regex", "_tokens")
+
+    def __init__(self, tokens: Sequence[_Token]) -> None:
+        tokens = _simplify(tokens)
+        self._basename = bool(tokens) and tokens[0] == _DIRS and not any(_crosses(t) for t in tokens[1:])
+        self._tokens = tokens[1:] if self._basename else tokens
+        self._regex: re.Pattern[str] | None = None
+        self._program: _Program | None = None
+        self._dfa: _DFA = {}  # the automaton's moves, as they are met (a DFA, built lazily)
+        self._max_regex_length = -1  # paths up to this long go to `re`
+        text = _regex(self._tokens)
+        if len(text) <= _MAX_REGEX_CHARS:
+            self._regex = re.compile(text, re.DOTALL)  # re.error for a bad glob: raised here, not later
+            self._max_regex_length = _max_length(*_cost(self._tokens))
+
+    def fullmatch(self, view: str) -> bool:
+        """Whether the glob matches all of ``view`` (a path relative to the glob's directory)."""
+        subject = view[view.rfind("/") + 1 :] if self._basename else view
+        if self._regex is not None and len(subject) <= self._max_regex_length:
+            return self._regex.fullmatch(subject) is not None
+        if self._program is None:
+            self._program = _automaton(self._tokens)
+        return _run(self._program, subject, self._dfa)
+
+
+def _simplify(tokens: Sequence[_Token]) -> list[_Token]:
+    """The same glob with runs of wildcards merged (``**`` pairs, ``*/**``...): fewer loops to run."""
+    out: list[_Token] = []
+    for token in tokens:
+        if isinstance(token, _Group):
+            token = _Group(tuple(tuple(_simplify(alternative)) for alternative in token.alternatives))
+        previous = out[-1] if out else None
+        if isinstance(token, str) and previous == token:
+            continue
+        if token == _ANY and previous in (_STAR, _DIRS):
+            out[-1] = _ANY
+            continue
+        if previous == _ANY and token in (_STAR, _DIRS):
+            continue
+        out.append(token)
+    if out[-2:] == [_DIRS, _STAR]:
+        out[-2:] = [_ANY]  # `**/*` at the end: any directories, then a name, is anything
+    return out
+
+
+def _crosses(token: _Token) -> bool:
+    """Whether the token can match a ``/``."""
+    if isinstance(token, _Char):
+        return token.matches("/")
+    if isinstance(token, _Group):
+        return any(_crosses(t) for alternative in token.alternatives for t in alternative)
+    return token != _STAR
+
+
+def _cost(tokens: Sequence[_Token], at_end: bool = True) -> tuple[int, int]:
+    """(the most unbounded wildcards on one path through the glob, the product of the groups' sizes):
+    backtracking on an ``n``-byte path takes at most ``(n + 1) ** wildcards * branches`` steps. A ``.*``
+    at the very end does not count: once reached, it matches the rest at the first try."""
+    wildcards = 0
+    branches = 1
+    last = len(tokens) - 1
+    for index, token in enumerate(tokens):
+        end = at_end and index == last
+        if isinstance(token, _Group):
+            costs = [_cost(alternative, end) for alternative in token.alternatives]
+            wildcards += max(cost[0] for cost in costs)
+            branches = min(branches * sum(cost[1] for cost in costs), _BACKTRACK_BUDGET + 1)
+        elif isinstance(token, str) and not (end and token == _ANY):
+            wildcards += 1
+    return wildcards, branches
+
+
+def _max_length(wildcards: int, branches: int) -> int:
+    """The longest path ``re`` may be given for a glob of this cost (-1: none)."""
+    if branches > _BACKTRACK_BUDGET:
+        return -1
+    if wildcards == 0:
+        return sys.maxsize
+    return int((_BACKTRACK_BUDGET / branches) ** (1 / wildcards)) - 1
+
+
+def _automaton(tokens: Sequence[_Token]) -> _Program:
+    """Thompson's construction, built back to front: each token's states lead to what follows it."""
+    chars: list[_Char | None] = [None]  # state 0: accept
+    nexts = [0]
+    alts = [0]
+
+    def add(char: _Char | None, next_state: int, alt: int = 0) -> int:
+        chars.append(char)
+        nexts.append(next_state)
+        alts.append(alt)
+        return len(chars) - 1
+
+    def repeat(char: _Char, then: int) -> int:  # char*, then `then`
+        split = add(None, 0, then)
+        nexts[split] = add(char, split)
+        return split
+
+    def sequence(tokens: Sequence[_Token], then: int) -> int:
+        for token in reversed(tokens):
+            if isinstance(token, _Char):
+                then = add(token, then)
+            elif isinstance(token, _Group):
+                starts = [sequence(alternative, then) for alternative in token.alternatives]
+                then = starts[-1]
+                for start in reversed(starts[:-1]):
+                    then = add(None, start, then)
+            elif token == _STAR:
+                then = repeat(_NOT_SLASH, then)
+            elif token == _ANY:
+                then = repeat(_ANY_CHAR, then)
+            else:  # _DIRS: (?:.*/)?
+                then = add(None, repeat(_ANY_CHAR, add(_SLASH, then)), then)
+        return then
+
+    start = sequence(tokens, 0)
+    return chars, nexts, alts, start
+
+
+_MAX_DFA_STATES = 4096
+"""The most sets of automaton states a matcher remembers the moves of (about 1 MB at worst)."""
+
+_DFA: TypeAlias = dict[frozenset[int], dict[str, frozenset[int]]]
+
+
+def _run(program: _Program, subject: str, dfa: _DFA | None = None) -> bool:
+    """Whether the automaton accepts ``subject``: every state at once, one byte at a time. ``dfa``
+    remembers each (set of states, byte) move, so a long path mostly costs a dictionary look-up a byte."""
+    chars, nexts, _, start = program
+    if dfa is None:
+        dfa = {}
+    current = frozenset(_closure(program, [start]))
+    for byte in subject:
+        moves = dfa.get(current)
+        if moves is None:
+            moves = {} if len(dfa) >= _MAX_DFA_STATES else dfa.setdefault(current, {})
+        following = moves.get(byte)
+        if following is None:
+            moved = [nexts[state] for state in current if (char := chars[state]) is not None and char.matches(byte)]
+            following = moves[byte] = frozenset(_closure(program, moved))
+        if not following:
+            return False
+        current = following
+    return 0 in current
+
+
+def _closure(program: _Program, states: list[int]) -> list[int]:
+    """``states`` and every state reachable from them without consuming: those that consume, or accept."""
+    chars, nexts, alts, _ = program
+    seen: set[int] = set()
+    out = []
+    while states:
+        state = states.pop()
+        if state in seen:
+            continue
+        seen.add(state)
+        if state and chars[state] is None:
+            states += (nexts[state], alts[state])
+        else:
+            out.append(state)
+    return out
+
+
 # -- rules -------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    regex: re.Pattern[str]
+    glob: GlobMatcher
     """Matches the :func:`byte_view` of a path relative to the rule's directory."""
     whitelist: bool
     dir_only: bool
@@ -275,10 +532,10 @@ def _parse_git(line: str) -> Rule | None:
     if not line:
         return None
     if "/" in line:  # matched against the path relative to the .gitignore's directory
-        regex = _translate(line.removeprefix("/"), "git", quirk=True)
+        tokens = _translate(line.removeprefix("/"), "git", quirk=True)
     else:  # matched against the name alone, at any depth
-        regex = "(?:.*/)?" + _translate(line, "git", quirk=False)
-    return Rule(re.compile(regex, re.DOTALL), whitelist, dir_only)
+        tokens = [_DIRS, *_translate(line, "git", quirk=False)]
+    return Rule(GlobMatcher(tokens), whitelist, dir_only)
 
 
 def _trim_trailing_spaces(line: str) -> str:
@@ -324,7 +581,7 @@ def _parse_rg(line: str) -> Rule | None:
         line = "**/" + line
     if line.endswith("/**"):
         line += "/*"  # everything inside, not the directory itself
-    return Rule(re.compile(_translate(line, "rg", quirk=False), re.DOTALL), whitelist, dir_only)
+    return Rule(GlobMatcher(_translate(line, "rg", quirk=False)), whitelist, dir_only)
 
 
 class Rules:
@@ -334,26 +591,33 @@ class Rules:
         self.rules = [rule for rule in (parse_rule(line, dialect) for line in lines) if rule is not None]
 
     @classmethod
-    def read(
-        cls, file: str, dialect: Dialect, *, max_bytes: int | None = None, follow_symlinks: bool = True
-    ) -> Rules | None:
-        """The rules in ``file``; None when it cannot be read, is over ``max_bytes`` or has no rules."""
-        try:
-            flags = os.O_RDONLY | (0 if follow_symlinks else os.O_NOFOLLOW)
-            with open(os.open(file, flags), "rb") as handle:
-                data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
-        except OSError:
-            return None
-        if max_bytes is not None and len(data) > max_bytes:
+    def parse(cls, data: bytes | None, dialect: Dialect) -> Rules | None:
+        """The rules in an ignore file's bytes; None for None, more than :data:`MAX_IGNORE_BYTES` or no rules."""
+        if data is None or len(data) > MAX_IGNORE_BYTES:
             return None
         rules = cls(_lines(data, dialect), dialect)
         return rules if rules.rules else None
+
+    @classmethod
+    def read(
+        cls,
+        file: str,
+        dialect: Dialect,
+        *,
+        dir_fd: int | None = None,
+        follow_symlinks: bool = False,
+        within: Sequence[str] = (),
+    ) -> Rules | None:
+        """The rules in ``file`` (relative to ``dir_fd`` when given), read by :func:`read_regular`; None
+        when it is not a regular file, is bigger than :data:`MAX_IGNORE_BYTES` or has no rules."""
+        data = read_regular(file, MAX_IGNORE_BYTES, dir_fd=dir_fd, follow_symlinks=follow_symlinks, within=within)
+        return cls.parse(data, dialect)
 
     def match(self, relative: str, is_dir: bool) -> bool | None:
         """True: ignored; False: re-included (``!``); None: no rule matches. The last match wins."""
         view = byte_view(relative)
         for rule in reversed(self.rules):
-            if (is_dir or not rule.dir_only) and rule.regex.fullmatch(view):
+            if (is_dir or not rule.dir_only) and rule.glob.fullmatch(view):
                 return not rule.whitelist
         return None
 
@@ -389,10 +653,121 @@ def ignored_by(stack: Stack, path: str, is_dir: bool) -> bool:
     return False
 
 
-# -- what git ignores under a root ------------------------------------------------------------------
+# -- reading files the repository provides ---------------------------------------------------------
 
-_MAX_BYTES = 1024 * 1024
-"""A bigger ``.gitignore`` is not read (it is data, not rules)."""
+MAX_IGNORE_BYTES = 1024 * 1024
+"""A bigger ignore file is not read (it is data, not rules): the biggest real ones are a few tens of KiB."""
+
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | _O_CLOEXEC  # a FIFO opens at once instead of waiting for a writer
+
+
+def open_directory(path: str, *, dir_fd: int | None = None) -> int:
+    """A descriptor (``O_RDONLY``, close-on-exec) of the directory ``path``, reached one component at a time
+    without following a symbolic link: from ``/`` for an absolute path, else from ``dir_fd``.
+
+    Raises OSError when a component is missing, is not a directory, or is a link (``ELOOP`` or
+    ``ENOTDIR``), and for ``..`` (which could lead out). The caller closes the descriptor.
+    """
+    absolute = path.startswith("/")
+    fd = os.open("/" if absolute else ".", _DIRECTORY_FLAGS, dir_fd=None if absolute else dir_fd)
+    try:
+        for name in path.split("/"):
+            if name in ("", "."):
+                continue
+            if name == "..":
+                raise OSError(errno.EINVAL, "a path with '..' is not walked", path)
+            child = os.open(name, _DIRECTORY_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(
+    path: str,
+    max_bytes: int,
+    *,
+    dir_fd: int | None = None,
+    follow_symlinks: bool = False,
+    within: Sequence[str] = (),
+) -> bytes | None:
+    """The first ``max_bytes + 1`` bytes of ``path`` (so the caller can tell a file over the cap), or None
+    when it is not a regular file, cannot be read, or, given ``within`` (absolute, resolved directories),
+    its real path is in none of them.
+
+    For files the repository provides, read before anyone is asked: a FIFO, socket or device is never
+    read and never waited on (checked before the open, which is non-blocking, and with ``fstat`` on the
+    open descriptor, so a swap in between cannot win), and a link to ``/dev/zero`` or to a secret
+    outside ``within`` reads nothing. A final symbolic link is followed only with ``follow_symlinks``.
+    """
+    try:
+        link = stat.S_ISLNK(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        if link and not follow_symlinks:
+            return None
+        if not stat.S_ISREG(os.stat(path, dir_fd=dir_fd).st_mode):
+            return None  # so most non-regular files are never even opened
+        fd = os.open(path, _READ_FLAGS | (0 if follow_symlinks else os.O_NOFOLLOW), dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        if within:
+            real = _real_path(fd, path, dir_fd)
+            # Where the OS cannot tell (no /proc), a file that was not a link is in the directory given.
+            if not (_is_within(real, within) or (real is None and dir_fd is not None and not link)):
+                return None
+        chunks = []
+        left = max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _real_path(fd: int, path: str, dir_fd: int | None) -> str | None:
+    """Where the open file ``fd`` really is (None if that cannot be told): the kernel's answer where there
+    is one, which no rename or link swap after the open can change."""
+    if sys.platform.startswith("linux"):
+        try:
+            return os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass  # no /proc: ask the path, and check it still leads to this file
+    elif sys.platform == "darwin":
+        import fcntl
+
+        try:
+            name: bytes = fcntl.fcntl(fd, fcntl.F_GETPATH, bytes(1024))  # type: ignore[attr-defined,unused-ignore]
+            return os.fsdecode(name.split(b"\0", 1)[0])
+        except OSError:
+            pass
+    if dir_fd is not None:
+        return None
+    real = os.path.realpath(path)
+    try:
+        return real if os.path.samestat(os.stat(real), os.fstat(fd)) else None
+    except OSError:
+        return None
+
+
+def _is_within(path: str | None, directories: Sequence[str]) -> bool:
+    if path is None:
+        return False
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in directories)
+
+
+# -- what git ignores under a root ------------------------------------------------------------------
 
 _EXCLUDE_KEY = "\x00exclude"  # no directory has this name
 
@@ -467,12 +842,23 @@ class GitIgnore:
         with self._lock:
             if key in self._rules:
                 return self._rules[key]
-        if key == _EXCLUDE_KEY:
-            rules = Rules.read(os.path.join(self.root, ".git", "info", "exclude"), "git", max_bytes=_MAX_BYTES)
+        # The directories are walked from "/" without following links, so a directory swapped for a link
+        # to elsewhere is not read from. git (2.32+) does not follow a .gitignore that is a link; it
+        # follows .git/info/exclude, which is read here only if it stays inside the root.
+        exclude = key == _EXCLUDE_KEY
+        rules = None
+        try:
+            fd = open_directory(os.path.join(self.root, ".git", "info") if exclude else os.path.join(self.root, key))
+        except OSError:
+            pass
         else:
-            # git (2.32+) does not follow a .gitignore that is a symbolic link.
-            file = os.path.join(self.root, key, ".gitignore")
-            rules = Rules.read(file, "git", max_bytes=_MAX_BYTES, follow_symlinks=False)
+            try:
+                if exclude:
+                    rules = Rules.read("exclude", "git", dir_fd=fd, follow_symlinks=True, within=[self.root])
+                else:
+                    rules = Rules.read(".gitignore", "git", dir_fd=fd)
+            finally:
+                os.close(fd)
         with self._lock:
             self._rules[key] = rules
         return rules

@@ -35,7 +35,7 @@ from refagent.history import load as load_session
 from refagent.ids import new_id
 from refagent.llm.protocol import Usage
 from refagent.mcp import McpHub
-from refagent.prompt import system_prompt
+from refagent.prompt import make_system_prompt
 from refagent.records import SessionLog, StoredSession
 from refagent.sandbox.confinement import machine_support
 from refagent.session import MODE_IDS, Session
@@ -327,7 +327,7 @@ class Sessions:
             model=self.agent.model(session.profile),
             history=session.history,
             send=session.update,
-            system_prompt=system_prompt(session.cwd, session.roots),
+            system_prompt=await make_system_prompt(session.cwd, session.roots),
             tools=session.tools,
             max_requests=self.agent.settings.max_requests,
             on_usage=functools.partial(self._report_usage, session),

@@ -9,17 +9,37 @@ ripgrep themselves do.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyfakefs.fake_filesystem import FakeFilesystem
 
-from refagent.gitignore import GitIgnore, Rules, parse_rule
-from refagent.tools.search import find_rg, python_files, rg_files
+from refagent.gitignore import (
+    _DIRS,
+    MAX_IGNORE_BYTES,
+    Dialect,
+    GitIgnore,
+    GlobMatcher,
+    Rules,
+    _automaton,
+    _regex,
+    _run,
+    _simplify,
+    _translate,
+    byte_view,
+    parse_rule,
+    read_regular,
+)
+from refagent.tools.search import find_rg, list_files, python_files, rg_files
 
 ROOT = "/repo"
 GIT = shutil.which("git")
@@ -222,10 +242,143 @@ def test_where_git_and_ripgrep_differ(tmp_path: Path, gitignore: str | bytes, pa
 
 def test_git_does_not_follow_a_symlinked_gitignore(tmp_path: Path) -> None:
     _tree(tmp_path / "repo", "", "a.log")
-    (tmp_path / "rules").write_text("*.log\n")
+    (tmp_path / "repo" / "rules").write_text("*.log\n")
     (tmp_path / "repo" / ".gitignore").unlink()
-    (tmp_path / "repo" / ".gitignore").symlink_to(tmp_path / "rules")
+    (tmp_path / "repo" / ".gitignore").symlink_to(tmp_path / "repo" / "rules")
     answers = _answers(tmp_path / "repo", "a.log")
     assert answers == {"watcher": False, "walker": True} | {
         k: v for k, v in (("git", False), ("rg", True)) if k in answers
     }
+
+
+def test_a_symlinked_gitignore_is_followed_only_into_the_roots(tmp_path: Path) -> None:
+    """ripgrep follows the link anywhere; the walker reads nothing outside the roots without asking, and
+    the search tools then leave such a tree to the walker, so both engines list the same files."""
+    _tree(tmp_path / "repo", "", "a.log")
+    (tmp_path / "rules").write_text("*.log\n")
+    (tmp_path / "repo" / ".gitignore").unlink()
+    (tmp_path / "repo" / ".gitignore").symlink_to(tmp_path / "rules")
+    root = str(tmp_path / "repo")
+    assert "a.log" in python_files([], root)[0]
+    assert "a.log" not in python_files([], root, confine=[str(tmp_path)])[0]  # inside these roots: followed
+    for rg in (RG, None):
+        assert "a.log" in anyio.run(functools.partial(list_files, [], root, rg, roots=[root]))[0]
+
+
+# -- bounded time, careful reading: the repository is untrusted ------------------------------------------
+
+GLOB_PARTS = st.sampled_from(
+    ["a", "b", "/", "*", "**", "**/", "/**", "?", "[ab]", "[!a]", "{a,b*}", "{,a/}", "\\*", "é"]
+)
+SUBJECTS = st.text(alphabet="ab/*é", max_size=12).map(byte_view)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(GLOB_PARTS, max_size=7), subjects=st.lists(SUBJECTS, min_size=1, max_size=8))
+def test_the_automaton_matches_what_the_regex_matches(parts: list[str], subjects: list[str]) -> None:
+    """The two engines of GlobMatcher agree with the glob's regex, on every glob, in both dialects."""
+    glob = "".join(parts)
+    for dialect in ("git", "rg"):
+        try:
+            tokens = _translate(glob, dialect, quirk=False)
+        except ValueError:
+            continue
+        for shape in (tokens, [_DIRS, *tokens]):  # as written, and as a pattern without a slash is read
+            regex = re.compile(_regex(shape), re.DOTALL)
+            program = _automaton(shape)
+            simplified = _automaton(_simplify(shape))
+            matcher = GlobMatcher(shape)
+            for subject in subjects:
+                expected = regex.fullmatch(subject) is not None
+                assert _run(program, subject) is expected, (glob, dialect, subject)
+                assert _run(simplified, subject) is expected, (glob, dialect, subject)
+                assert matcher.fullmatch(subject) is expected, (glob, dialect, subject)
+
+
+PATHOLOGICAL = [
+    # (glob, matching paths, paths that do not match): each took minutes to forever with a backtracking regex
+    ("*a*a*a*a*a*a*a*a*a*a*a*a*b", ["a" * 12 + "b", "x/" + "a" * 4000 + "b"], ["a" * 4000, "a" * 30 + "!"]),
+    ("/**/a/**/a/**/a/**/a/**/a/**/b", ["a/" * 5 + "b", "a/" * 2000 + "b"], ["a/" * 2000 + "c", "a/a/b"]),
+    ("a*" * 200 + "b", ["a" * 200 + "b", "a" * 4000 + "b"], ["a" * 4000, "a" * 199 + "b"]),
+]
+
+
+@pytest.mark.parametrize("dialect", ["git", "rg"])
+@pytest.mark.parametrize(("glob", "matches", "misses"), PATHOLOGICAL, ids=lambda value: str(value)[:12])
+def test_a_pathological_glob_is_matched_in_linear_time(
+    glob: str, matches: list[str], misses: list[str], dialect: Dialect
+) -> None:
+    """The first took 213 s on one name of 30 a's. The deadline is generous: the matcher takes milliseconds."""
+    rules = Rules([glob], dialect)
+    started = time.monotonic()
+    for path in matches:
+        assert rules.match(path, False) is True, path[:20]
+    for path in misses:
+        assert rules.match(path, False) is None, path[:20]
+    assert time.monotonic() - started < 5
+
+
+def test_alternatives_that_multiply_are_matched_in_linear_time() -> None:
+    rules = Rules(["{a,a}" * 24 + "b"], "rg")  # 2**24 ways for a regex to fail
+    started = time.monotonic()
+    assert rules.match("a" * 24 + "b", False) is True
+    assert rules.match("a" * 24 + "!", False) is None
+    assert rules.match("a" * 25 + "b", False) is None
+    assert time.monotonic() - started < 5
+
+
+def test_the_watcher_matches_a_pathological_gitignore_quickly(tmp_path: Path) -> None:
+    (tmp_path / ".gitignore").write_text("*a*a*a*a*a*a*a*a*a*a*a*a*b\n")
+    rules = GitIgnore(str(tmp_path))
+    started = time.monotonic()
+    assert not rules.is_ignored("a" * 40)
+    assert rules.is_ignored("d/" + "a" * 40 + "b")
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "outside", "huge", "directory"])
+def test_a_hostile_gitignore_is_not_read(tmp_path: Path, kind: str) -> None:
+    """Neither waited on (a FIFO), nor read without end (a link to /dev/zero), nor followed (git does not
+    follow a linked .gitignore), nor read when bigger than the cap. No rule from it applies."""
+    root = tmp_path / "repo"
+    (root / "sub").mkdir(parents=True)
+    (tmp_path / "rules").write_text("*.log\n")
+    ignore = root / "sub" / ".gitignore"
+    if kind == "fifo":
+        os.mkfifo(ignore)
+    elif kind == "zero":
+        ignore.symlink_to("/dev/zero")
+    elif kind == "outside":
+        ignore.symlink_to(tmp_path / "rules")
+    elif kind == "huge":
+        ignore.write_text("*.log\n" + "#" * MAX_IGNORE_BYTES)
+    else:
+        ignore.mkdir()
+    started = time.monotonic()
+    assert not GitIgnore(str(root)).is_ignored("sub/a.log")
+    assert Rules.read(str(ignore), "rg", follow_symlinks=True, within=[str(root)]) is None
+    assert time.monotonic() - started < 5
+
+
+def test_a_directory_swapped_for_a_link_is_not_read_through(tmp_path: Path) -> None:
+    """GitIgnore walks from the root without following links: a directory that became a link to
+    elsewhere does not lend it that place's .gitignore."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / ".gitignore").write_text("*.log\n")
+    (root / "sub").symlink_to(tmp_path / "elsewhere")
+    assert not GitIgnore(str(root)).is_ignored("sub/a.log")
+
+
+def test_read_regular_reads_at_most_the_cap(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 100)
+    assert read_regular(str(path), 10) == b"x" * 11  # one more: the caller can tell it is over
+    assert read_regular(str(path), 1000) == b"x" * 100
+    link = tmp_path / "link"
+    link.symlink_to(path)
+    assert read_regular(str(link), 1000) is None  # not followed unless asked
+    assert read_regular(str(link), 1000, follow_symlinks=True, within=[str(tmp_path)]) == b"x" * 100
+    assert read_regular(str(link), 1000, follow_symlinks=True, within=[str(tmp_path / "other")]) is None

@@ -6,6 +6,7 @@ Events arrive in order, so once the sentinel is in, everything written before it
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -106,6 +107,37 @@ async def test_a_changed_gitignore_applies_from_then_on(watched: tuple[Path, Roo
     write(root / "scratch.tmpx")
     write(root / "sentinel")
     assert await until(watcher, "sentinel") == {"sentinel"}
+
+
+async def test_a_pathological_gitignore_does_not_stop_the_watcher(watched: tuple[Path, RootWatcher]) -> None:
+    """Matching one name against this glob took 213 s with a backtracking matcher, in the watcher's thread
+    and with the GIL held: the agent stopped answering whenever a file changed."""
+    root, watcher = watched
+    write(root / ".gitignore", "*a*a*a*a*a*a*a*a*a*a*a*a*b\n")
+    await until(watcher, ".gitignore")
+    write(root / ("a" * 40))
+    write(root / ("a" * 40 + "b"))  # ignored
+    write(root / "sentinel")
+    assert await until(watcher, "sentinel") == {"a" * 40, "sentinel"}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+async def test_a_gitignore_that_is_a_fifo_or_a_device_is_skipped(tmp_path: Path, kind: str) -> None:
+    """Reading it would wait for a writer forever, or never end: the watch goes on, without its rules."""
+    root = tmp_path / "root"
+    write(root / "sub" / "keep")
+    if kind == "fifo":
+        os.mkfifo(root / "sub" / ".gitignore")
+    else:
+        (root / "sub" / ".gitignore").symlink_to("/dev/zero")
+    watcher = RootWatcher([str(root)], debounce_ms=100, step_ms=20)
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(watcher.run)
+        write(root / "sub" / "a.log")
+        write(root / "sentinel")
+        seen = await until(watcher, "sentinel")
+        tasks.cancel_scope.cancel()
+    assert "sub/a.log" in seen
 
 
 async def test_changes_beyond_the_cap_are_counted(tmp_path: Path) -> None:

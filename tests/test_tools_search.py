@@ -217,7 +217,7 @@ async def test_invalid_patterns_are_explained(tree: Path) -> None:
 # -- the tools --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("engine", ["rg", "python"])
+@pytest.mark.parametrize("engine", ["rg", pytest.param("python", marks=pytest.mark.slow)])  # a process a call
 async def test_grep_tool_output(tree: Path, engine: str) -> None:
     if engine == "rg" and RG is None:
         pytest.skip("ripgrep is not installed")

@@ -25,29 +25,57 @@ is run by the fallback engine, so the model gets results rather than a dialect e
 line: a pattern cannot match across lines. Bytes that are not UTF-8 are shown as U+FFFD by both; ripgrep
 matches them with nothing (not even ``.``), Python with what matches U+FFFD.
 
-The module is long (~700 lines) on purpose: the walker, the ripgrep driver and the Python engine must
+The tree being searched is untrusted (a cloned repository), and so is the pattern (the model's):
+
+- Only regular files are ever opened: not FIFOs, sockets or devices, which could block a read forever
+  or never end. The walker sees each entry's type before opening it and checks it again with ``fstat``
+  after a non-blocking open; ripgrep skips them when it walks, and a file named as the target is opened
+  here and given to ripgrep on its standard input. ripgrep reads every ``.gitignore`` on its way
+  (ancestors too) by following links and without a size limit, so a tree where one is not a plain
+  regular file within :data:`~refagent.gitignore.MAX_IGNORE_BYTES` (a FIFO, a link to ``/dev/zero``)
+  is searched by the Python engine instead, which reads only those (and a linked one only when it
+  leads inside the roots).
+- Nothing outside the searched directory is read through a link swapped in after the path was
+  checked: the Python engine walks with directory descriptors (``O_NOFOLLOW``), ripgrep starts in the
+  directory reached the same way (``/proc/self/fd/N``) and every file it reports is checked afterwards
+  to be where it says (a real path inside the directory, not a link), else dropped.
+- ripgrep's regex engine runs in linear time. Python's backtracks, and a pattern such as ``(a+)+$``
+  takes exponential time (with the GIL held): the Python engine runs in a child process that is
+  killed at a time limit, and the model is told to simplify the pattern. Glob matching is linear
+  (:class:`refagent.gitignore.GlobMatcher`).
+
+The module is long (~1150 lines) on purpose: the walker, the ripgrep driver and the Python engine must
 agree line for line, and are easiest to check against each other in one place.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
+import dataclasses
+import json
+import logging
+import math
 import os
 import re
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import anyio
 
 from refagent.errors import ToolError
-from refagent.gitignore import Rules, Stack, glob_regex, ignored_by
+from refagent.gitignore import MAX_IGNORE_BYTES, Rules, Stack, glob_regex, ignored_by, open_directory
 from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult, outside_read_scope
 from refagent.tools.files import arg_bool, arg_int, arg_str, location, plural, shown
+
+log = logging.getLogger(__name__)
 
 MAX_GLOB_RESULTS = 500
 DEFAULT_GREP_RESULTS = 200
@@ -55,8 +83,19 @@ MAX_GREP_RESULTS = 2000
 MAX_GREP_LINE_CHARS = 500
 HARD_LIMIT = 20_000
 """Stop reading matches (and kill rg) past this many: the answer is "narrow your search" anyway."""
+PYTHON_GREP_SECONDS = 10.0
+"""The Python engine's time limit. With ripgrep at hand, that engine runs only the patterns ripgrep
+rejects (look-around, back-references); Python searches a typical repository in well under a second,
+so past this a pattern is backtracking catastrophically (or the tree is too big for this engine), and
+the model is better told so than kept waiting."""
+PYTHON_GREP_MEMORY = 2 << 30
+"""The Python engine's address-space limit (it reads each file whole): a huge file is skipped there."""
 
 OutputMode = Literal["content", "files", "count"]
+
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC
+"""For a file the walker listed as regular: not through a link, and never waiting (a FIFO swapped in)."""
 
 # -- the walker (ripgrep's rules; the globs and .gitignore lines are read by refagent.gitignore) ------
 
@@ -85,73 +124,200 @@ class Overrides:
         return verdict
 
 
-def _load_rules(directory: str) -> Rules | None:
-    return Rules.read(os.path.join(directory, ".gitignore"), "rg")
+@dataclass
+class _Audit:
+    """What the walker saw that ripgrep must not be left to read itself."""
+
+    unsafe: str | None = None
+    """A ``.gitignore`` that is not a plain regular file within the cap (ripgrep would wait on it, or
+    read it whole, or follow its link anywhere)."""
 
 
-def _has_git(directory: str) -> bool:
-    return os.path.exists(os.path.join(directory, ".git"))
+def _audit_ignore_file(directory: str, dir_fd: int | None, audit: _Audit | None) -> os.stat_result | None:
+    """``directory``'s ``.gitignore`` as it is (not followed), noted in ``audit`` when ripgrep must not read it."""
+    try:
+        info = os.stat(
+            ".gitignore" if dir_fd is not None else _join(directory, ".gitignore"), dir_fd=dir_fd, follow_symlinks=False
+        )
+    except OSError:
+        return None
+    plain = stat.S_ISREG(info.st_mode) and info.st_size <= MAX_IGNORE_BYTES
+    if audit is not None and not plain and not stat.S_ISDIR(info.st_mode):  # rg cannot read a directory
+        audit.unsafe = audit.unsafe or _join(directory, ".gitignore")
+    return info
+
+
+def _ignore_rules(directory: str, dir_fd: int | None, confine: Sequence[str], audit: _Audit | None) -> Rules | None:
+    """The rules of ``directory``'s ``.gitignore`` (found from ``dir_fd`` when given): a regular file within
+    the cap, or a link to one inside ``confine``. ripgrep follows any link; this reads no further than
+    the roots, although the lines are only rules (never shown), because nothing outside them is read
+    without asking."""
+    info = _audit_ignore_file(directory, dir_fd, audit)
+    if info is None:
+        return None
+    name = ".gitignore" if dir_fd is not None else _join(directory, ".gitignore")
+    if stat.S_ISLNK(info.st_mode):
+        return Rules.read(name, "rg", dir_fd=dir_fd, follow_symlinks=True, within=confine)
+    return Rules.read(name, "rg", dir_fd=dir_fd)  # not a link: if one is swapped in now, it is not followed
+
+
+def _has_git(directory: str, dir_fd: int | None = None) -> bool:
+    try:
+        os.stat(".git" if dir_fd is not None else _join(directory, ".git"), dir_fd=dir_fd)
+    except OSError:
+        return False
+    return True
+
+
+def _join(directory: str, name: str) -> str:
+    return (directory if directory.endswith("/") else directory + "/") + name
 
 
 def _cut(directory: str) -> int:
     return len(directory) if directory.endswith("/") else len(directory) + 1
 
 
-def walk(root: str, globs: list[str], stop: threading.Event | None = None) -> Iterator[str]:
-    """Files under ``root`` (paths relative to it, ``/``-separated) by the module's rules, in no order."""
-    # From above, the ignore files of the ancestors up to the repository's top apply (none outside one).
+def walk(
+    root: str, globs: list[str], stop: threading.Event | None = None, *, confine: Sequence[str] = ()
+) -> Iterator[str]:
+    """Files under ``root`` (paths relative to it, ``/``-separated) by the module's rules, in no order.
+
+    ``confine``: where a ``.gitignore`` that is a link may lead (default: ``root``)."""
+    for relative, _, _ in _entries(root, globs, stop, confine):
+        yield relative
+
+
+def _open_root(directory: str) -> int:
+    """A descriptor of the directory to search, reached without following links (ToolError if it cannot be)."""
+    try:
+        return open_directory(directory)
+    except OSError as exc:
+        raise ToolError(
+            f"{directory} is not the directory that was checked any more (it is gone, or a directory on its "
+            f"path is now a symbolic link or a file: {exc.strerror}); nothing was searched."
+        ) from None
+
+
+def _ancestors(root: str, confine: Sequence[str], audit: _Audit | None) -> tuple[Stack, bool]:
+    """The ignore files above ``root`` that apply (those up to the repository's top; none outside one)."""
     stack: Stack = []
     in_repo = _has_git(root)
-    if not in_repo:
-        ancestors: list[str] = []
-        current = root
-        while os.path.dirname(current) != current:
-            current = os.path.dirname(current)
-            ancestors.append(current)
-            if _has_git(current):
-                in_repo = True
-                break
-        if in_repo:
-            for ancestor in reversed(ancestors):
-                rules = _load_rules(ancestor)
-                if rules is not None:
-                    stack.append((_cut(ancestor), rules))
-    yield from _walk_dir(root, "", stack, in_repo, Overrides(globs), stop)
+    ancestors: list[str] = []
+    current = root
+    while os.path.dirname(current) != current:
+        current = os.path.dirname(current)
+        ancestors.append(current)
+    top = 0 if in_repo else next((i + 1 for i, a in enumerate(ancestors) if _has_git(a)), 0)
+    for ancestor in ancestors[top:]:
+        _audit_ignore_file(ancestor, None, audit)  # ripgrep reads these too, up to "/", and applies none
+    for ancestor in reversed(ancestors[:top]):
+        rules = _ignore_rules(ancestor, None, confine, audit)
+        if rules is not None:
+            stack.append((_cut(ancestor), rules))
+    return stack, in_repo or top > 0
 
 
-def _walk_dir(
-    directory: str, prefix: str, stack: Stack, in_repo: bool, overrides: Overrides, stop: threading.Event | None
-) -> Iterator[str]:
-    if stop is not None and stop.is_set():
-        return
-    if prefix and _has_git(directory):
-        stack, in_repo = [], True  # a nested repository: the outer one's rules end at its top
-    rules = _load_rules(directory)
-    if rules is not None:
-        stack = [*stack, (_cut(directory), rules)]
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return
-    for entry in entries:
-        if entry.name == ".git":
-            continue
+_Listing = tuple[list[tuple[str, str]], list[tuple[str, str, str]], Stack, bool]
+"""A directory's (files: (relative, name)), (subdirectories: (relative, name, path)), rules and repo state."""
+
+
+def _entries(
+    root: str,
+    globs: list[str],
+    stop: threading.Event | None,
+    confine: Sequence[str],
+    audit: _Audit | None = None,
+    *,
+    files: bool = True,
+) -> Iterator[tuple[str, int, str]]:
+    """(path relative to ``root``, descriptor of its directory, name) of each file by the module's rules.
+
+    The descriptor is valid until the next item is asked for. Every directory is opened from its parent's
+    descriptor with ``O_NOFOLLOW``, so a directory swapped for a link mid-walk is not entered. With
+    ``files`` False, only the directories are walked (to fill ``audit``); it stops at the first finding.
+    """
+    confine = confine or [root]
+    overrides = Overrides(globs)
+    stack, in_repo = _ancestors(root, confine, audit)
+    root_fd = _open_root(root)
+
+    def listing(fd: int, prefix: str, path: str, stack: Stack, in_repo: bool) -> _Listing:
+        if prefix and _has_git(path, fd):
+            stack, in_repo = [], True  # a nested repository: the outer one's rules end at its top
+        rules = _ignore_rules(path, fd, confine, audit)
+        if rules is not None:
+            stack = [*stack, (_cut(path), rules)]
+        found: list[tuple[str, str]] = []
+        below: list[tuple[str, str, str]] = []
         try:
-            if entry.is_symlink():
-                continue
-            is_dir = entry.is_dir(follow_symlinks=False)
+            with os.scandir(fd) as listed:
+                entries = list(listed)
         except OSError:
-            continue
-        relative = prefix + entry.name
-        include = overrides.match(relative, is_dir)
-        if include is None:
-            include = not (in_repo and ignored_by(stack, entry.path, is_dir))
-        if not include:
-            continue
-        if is_dir:
-            yield from _walk_dir(entry.path, relative + "/", stack, in_repo, overrides, stop)
-        elif entry.is_file(follow_symlinks=False):  # not a socket or FIFO (reading one would block)
-            yield relative
+            return found, below, stack, in_repo
+        for entry in entries:
+            name = entry.name
+            if name == ".git":
+                continue
+            try:
+                if entry.is_symlink():
+                    continue
+                is_dir = entry.is_dir(follow_symlinks=False)
+                # Not a FIFO, socket or device: reading one could block forever, or never end.
+                if not is_dir and not (files and entry.is_file(follow_symlinks=False)):
+                    continue
+            except OSError:
+                continue
+            relative = prefix + name
+            include = overrides.match(relative, is_dir)
+            if include is None:
+                include = not (in_repo and ignored_by(stack, _join(path, name), is_dir))
+            if not include:
+                continue
+            if is_dir:
+                below.append((relative, name, _join(path, name)))
+            else:
+                found.append((relative, name))
+        return found, below, stack, in_repo
+
+    # Depth first, holding one descriptor per level: (descriptor, subdirectories left, rules, in a repository).
+    fd = root_fd
+    frames: list[tuple[int, list[tuple[str, str, str]], Stack, bool]] = [(fd, [], stack, in_repo)]
+    try:
+        found, below, stack, in_repo = listing(fd, "", root, stack, in_repo)
+        frames[-1] = (fd, below, stack, in_repo)
+        while True:
+            for relative, name in found:
+                yield relative, fd, name
+            found = []
+            while frames and not frames[-1][1]:
+                os.close(frames.pop()[0])
+            if not frames or (stop is not None and stop.is_set()) or (audit is not None and audit.unsafe):
+                return
+            parent, below, stack, in_repo = frames[-1]
+            relative, name, path = below.pop()
+            try:
+                fd = open_directory(name, dir_fd=parent)
+            except OSError:
+                continue  # swapped for a link or a file since it was listed, gone, or too deep for our descriptors
+            frames.append((fd, [], stack, in_repo))
+            found, below, stack, in_repo = listing(fd, relative + "/", path, stack, in_repo)
+            frames[-1] = (fd, below, stack, in_repo)
+    finally:
+        for frame in frames:
+            os.close(frame[0])
+
+
+def rg_can_walk(
+    directory: str, globs: list[str], confine: Sequence[str] = (), stop: threading.Event | None = None
+) -> bool:
+    """Whether ripgrep may walk ``directory`` itself: every ``.gitignore`` it would read on the way (the
+    ancestors' too) is a plain regular file within the cap. Costs a walk of the directories alone."""
+    audit = _Audit()
+    for _ in _entries(directory, globs, stop, confine, audit, files=False):
+        pass
+    if audit.unsafe is not None:
+        log.info("searching %s without ripgrep: %s is not a plain regular file within the cap", directory, audit.unsafe)
+    return audit.unsafe is None
 
 
 # -- ripgrep ----------------------------------------------------------------------------------------
@@ -186,12 +352,28 @@ class RgPatternError(Exception):
     """ripgrep rejected the pattern (the Python engine may accept it)."""
 
 
-async def _run_rg(argv: list[str], cwd: str, on_lines: Callable[[bytes], bool]) -> None:
+_PROC_FD = sys.platform.startswith("linux") and os.path.isdir("/proc/self/fd")
+
+
+@contextlib.asynccontextmanager
+async def _held_directory(directory: str) -> AsyncIterator[str]:
+    """A working directory for a child process that is ``directory`` as it is now, whatever happens to the
+    path later: ``/proc/self/fd/N`` of a descriptor reached without following links (the child changes
+    into it between fork and exec, while it still has the descriptor). Without ``/proc``, the path."""
+    fd: int = await anyio.to_thread.run_sync(_open_root, directory)
+    try:
+        yield f"/proc/self/fd/{fd}" if _PROC_FD else directory
+    finally:
+        os.close(fd)
+
+
+async def _run_rg(
+    argv: list[str], cwd: str, on_lines: Callable[[bytes], bool], stdin: int = subprocess.DEVNULL
+) -> None:
     """Run rg, feeding its stdout to ``on_lines`` in blocks of whole lines (each ending with ``\n``) until
-    it returns False (then rg is killed). Blocks, not lines: the parsing runs in C (``re.findall``)."""
-    process = await anyio.open_process(
-        argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+    it returns False (then rg is killed). Blocks, not lines: the parsing runs in C (``re.findall``).
+    Cancelling kills rg."""
+    process = await anyio.open_process(argv, cwd=cwd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     stopped = False
     errors = b""
     try:
@@ -243,6 +425,10 @@ class Hits:
     """False: the search stopped at :data:`HARD_LIMIT`."""
     matches: int = 0
 
+    def drop(self, path: str) -> None:
+        self.matches -= self.counts.pop(path, 0)
+        self.lines.pop(path, None)
+
 
 @dataclass(frozen=True, slots=True)
 class Query:
@@ -265,7 +451,24 @@ _BINARY_WARNING = b": WARNING: stopped searching binary file"
 
 
 async def rg_grep(rg: str, query: Query, directory: str, target: str) -> Hits:
-    """Search ``target`` (``.`` or a file name) in ``directory`` with ripgrep."""
+    """Search ``target`` (``.`` or a file name) in ``directory`` with ripgrep.
+
+    A named file is opened here (a regular file, not through a link) and given to rg on its standard
+    input, so rg never opens a path that could have become a FIFO or a link since it was checked; a
+    file that is not regular is not searched. A binary one is not either (rg would search it)."""
+    if target != ".":
+        fd = await in_thread(lambda stop: _open_text_file(directory, target, stop))
+        if fd is None:
+            return Hits()
+        try:
+            return await _rg_grep(rg, query, "/", "-", fd, target)
+        finally:
+            os.close(fd)
+    async with _held_directory(directory) as cwd:
+        return await _rg_grep(rg, query, cwd, ".", subprocess.DEVNULL, None)
+
+
+async def _rg_grep(rg: str, query: Query, cwd: str, target: str, stdin: int, label: str | None) -> Hits:
     hits = Hits()
     argv = [rg, *RG_BASE, "--crlf", "--null"]
     if query.literal:
@@ -283,6 +486,8 @@ async def rg_grep(rg: str, query: Query, directory: str, target: str) -> Hits:
     argv += [*_rg_globs(query.globs), "--regexp", query.pattern, "--", target]
     binary: set[str] = set()
     names: dict[bytes, str] = {}
+    if label is not None:
+        names[b"<stdin>"] = label  # rg 14.1 has no --label
 
     def path_of(name: bytes) -> str:
         path = names.get(name)
@@ -316,11 +521,10 @@ async def rg_grep(rg: str, query: Query, directory: str, target: str) -> Hits:
                 hits.matches += 1
         return hits.matches <= HARD_LIMIT
 
-    await _run_rg(argv, directory, on_lines if query.mode == "content" else on_counts)
+    await _run_rg(argv, cwd, on_lines if query.mode == "content" else on_counts, stdin)
     hits.complete = hits.matches <= HARD_LIMIT and len(hits.counts) <= HARD_LIMIT
     for path in binary:
-        hits.matches -= hits.counts.pop(path, 0)
-        hits.lines.pop(path, None)
+        hits.drop(path)
     return hits
 
 
@@ -331,8 +535,32 @@ async def rg_files(rg: str, globs: list[str], directory: str) -> tuple[list[str]
         paths.extend(_strip_dot(raw.decode("utf-8", "surrogateescape")) for raw in block.split(b"\n") if raw)
         return len(paths) <= HARD_LIMIT * 5
 
-    await _run_rg([rg, *RG_BASE, "--files", *_rg_globs(globs), "--", "."], directory, on_lines)
+    async with _held_directory(directory) as cwd:
+        await _run_rg([rg, *RG_BASE, "--files", *_rg_globs(globs), "--", "."], cwd, on_lines)
     return paths, len(paths) <= HARD_LIMIT * 5
+
+
+def _where_it_says(directory: str, paths: Sequence[str], *, files: bool) -> list[str]:
+    """The ``paths`` (relative to ``directory``) that are where they say, now: no link on the way, each
+    directory's real path is what it is called (and so inside ``directory``), and, with ``files``, a
+    regular file at the end. ripgrep walks by path, so a directory swapped for a link while it ran
+    would have led it out; what it found there is dropped."""
+    real: dict[str, bool] = {}
+    kept = []
+    for path in paths:
+        parent, _, name = path.rpartition("/")
+        folder = _join(directory, parent) if parent else directory
+        ok = real.get(folder)
+        if ok is None:
+            ok = real[folder] = os.path.realpath(folder) == folder
+        if ok and files:
+            try:
+                ok = stat.S_ISREG(os.lstat(_join(folder, name)).st_mode)
+            except OSError:
+                ok = False
+        if ok:
+            kept.append(path)
+    return kept
 
 
 # -- the pure-Python engine -------------------------------------------------------------------------
@@ -369,19 +597,22 @@ def _rust_to_python(found: re.Match[str]) -> str:
     return {"\\\\": "\\\\", "\\z": "\\Z", "(?<": "(?P<"}[found.group(0)]
 
 
-def python_grep(query: Query, directory: str, target: str, stop: threading.Event | None = None) -> Hits:
-    """The fallback engine: same inputs and results as :func:`rg_grep`."""
+def python_grep(
+    query: Query, directory: str, target: str, stop: threading.Event | None = None, *, confine: Sequence[str] = ()
+) -> Hits:
+    """The fallback engine: same inputs and results as :func:`rg_grep`. It backtracks: run it through
+    :func:`python_grep_in_process` on anything but trusted patterns."""
     regex = python_regex(query.pattern, query.literal, query.case_insensitive)
     hits = Hits()
-    paths = [target] if target != "." else walk(directory, query.globs, stop)
-    for relative in paths:
+    if target != ".":
+        items: Iterator[tuple[str, int, str]] = _one_file(directory, target)
+    else:
+        items = _entries(directory, query.globs, stop, confine)
+    for relative, dir_fd, name in items:
         if stop is not None and stop.is_set():
             break
-        try:
-            with open(os.path.join(directory, relative), "rb") as handle:
-                text = _decode(handle.read())
-        except OSError:
-            continue
+        data = _read_file(dir_fd, name)
+        text = None if data is None else _decode(data)
         if text is None:
             continue
         found = _search_text(regex, text, query)
@@ -396,6 +627,76 @@ def python_grep(query: Query, directory: str, target: str, stop: threading.Event
             hits.complete = False
             break
     return hits
+
+
+def _one_file(directory: str, name: str) -> Iterator[tuple[str, int, str]]:
+    fd = _open_root(directory)
+    try:
+        if _is_regular(name, fd):
+            yield name, fd, name
+    finally:
+        os.close(fd)
+
+
+def _is_regular(name: str, dir_fd: int) -> bool:
+    """Whether ``name`` is a regular file (not followed): checked before opening a file nobody listed, so
+    that a FIFO or a device is not even opened (the descriptor is checked again after the open)."""
+    try:
+        return stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _read_file(dir_fd: int, name: str) -> bytes | None:
+    """All of the regular file ``name`` in ``dir_fd``; None for anything else (checked on the descriptor:
+    the walker saw a regular file, but it may have been swapped since)."""
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with open(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    except (OSError, MemoryError):  # MemoryError: bigger than PYTHON_GREP_MEMORY
+        return None
+    finally:
+        os.close(fd)
+
+
+def _open_text_file(directory: str, name: str, stop: threading.Event) -> int | None:
+    """A descriptor of the regular, non-binary file ``name`` in ``directory`` (reached without links),
+    at its start; None when it is anything else."""
+    dir_fd = _open_root(directory)
+    try:
+        if not _is_regular(name, dir_fd):
+            return None
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(dir_fd)
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode) and not _is_binary(fd, stop):
+            os.lseek(fd, 0, os.SEEK_SET)
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _is_binary(fd: int, stop: threading.Event) -> bool:
+    """A NUL byte anywhere (after a UTF-16 BOM: never), as the rules say; ripgrep would search a named file."""
+    head = os.read(fd, 1 << 20)
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return False
+    while head and not stop.is_set():
+        if b"\0" in head:
+            return True
+        head = os.read(fd, 1 << 20)
+    return False
 
 
 def _search_text(regex: re.Pattern[str], text: str, query: Query) -> tuple[int, list[tuple[int, bool, str]]] | None:
@@ -420,9 +721,11 @@ def _search_text(regex: re.Pattern[str], text: str, query: Query) -> tuple[int, 
     return len(matched), shown_lines
 
 
-def python_files(globs: list[str], directory: str, stop: threading.Event | None = None) -> tuple[list[str], bool]:
+def python_files(
+    globs: list[str], directory: str, stop: threading.Event | None = None, *, confine: Sequence[str] = ()
+) -> tuple[list[str], bool]:
     paths: list[str] = []
-    for path in walk(directory, globs, stop):
+    for path in walk(directory, globs, stop, confine=confine):
         paths.append(path)
         if len(paths) > HARD_LIMIT * 5:
             return paths, False
@@ -436,6 +739,123 @@ async def in_thread(work: Callable[[threading.Event], Any]) -> Any:
         return await anyio.to_thread.run_sync(work, stop, abandon_on_cancel=True)
     finally:
         stop.set()
+
+
+# -- the Python engine in a child process --------------------------------------------------------------
+
+_WORKER = (
+    "import json, sys\n"
+    "request = json.load(sys.stdin)\n"
+    "sys.path[:] = request['path']\n"
+    "from refagent.tools.search import serve_python_grep\n"
+    "serve_python_grep(request)\n"
+)
+
+
+async def python_grep_in_process(
+    query: Query, directory: str, target: str, *, confine: Sequence[str] = (), seconds: float = PYTHON_GREP_SECONDS
+) -> Hits:
+    """:func:`python_grep` in a child process, killed after ``seconds`` (ToolError: simplify the pattern)
+    or when cancelled.
+
+    Python's ``re`` backtracks, and holds the GIL while it does: a pattern such as ``(a+)+$`` on a long
+    line would take exponential time and stop the event loop (every session) with it. A thread cannot
+    be stopped, a process can. It costs a Python start (~0.15 s), on the fallback engine only.
+    """
+    python_regex(query.pattern, query.literal, query.case_insensitive)  # a bad pattern fails here, at no cost
+    request = {
+        "path": _child_path(),
+        "query": dataclasses.asdict(query),
+        "directory": directory,
+        "target": target,
+        "confine": list(confine),
+        "seconds": seconds,
+    }
+    output = bytearray()
+    errors = bytearray()
+    with anyio.move_on_after(seconds) as deadline:
+        # Isolated (-I: no environment, no script directory; -S: no site hooks; it gets our sys.path)
+        # and in "/": the child must not import modules from the searched tree, or wherever we are.
+        process = await anyio.open_process(
+            [sys.executable, "-I", "-S", "-c", _WORKER],
+            cwd="/",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            assert process.stdin is not None
+            assert process.stdout is not None
+            await process.stdin.send(json.dumps(request).encode())
+            await process.stdin.aclose()
+
+            async def drain_errors() -> None:
+                assert process.stderr is not None
+                async for chunk in process.stderr:
+                    errors.extend(chunk)
+                    del errors[:-4096]
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(drain_errors)
+                async for chunk in process.stdout:
+                    output.extend(chunk)
+            await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()
+            with anyio.CancelScope(shield=True):
+                await process.aclose()
+    if deadline.cancelled_caught:
+        raise ToolError(
+            f"The search took longer than {seconds:g} s and was stopped: the pattern took too long. It probably "
+            "backtracks catastrophically on some lines (nested or repeated quantifiers such as `(a+)+` or "
+            "`(a|aa)*`, often inside a look-around): simplify it, or narrow the search with path or glob."
+        )
+    try:
+        answer = json.loads(output)
+    except ValueError:
+        log.warning("the Python grep engine failed: %s", errors.decode("utf-8", "replace").strip())
+        raise ToolError("The search failed (the Python search engine stopped unexpectedly).") from None
+    if "error" in answer:
+        raise ToolError(answer["error"])
+    hits = Hits(counts=answer["counts"], complete=answer["complete"], matches=answer["matches"])
+    hits.lines = {path: [(n, m, t) for n, m, t in lines] for path, lines in answer["lines"].items()}
+    return hits
+
+
+def _child_path() -> list[str]:
+    """The child's ``sys.path``: ours, without relative entries (``""`` is the working directory, which
+    may be the tree being searched), and with the directory refagent itself was imported from."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return list(dict.fromkeys([here, *(entry for entry in sys.path if os.path.isabs(entry))]))
+
+
+def serve_python_grep(request: dict[str, Any]) -> None:
+    """The child's side of :func:`python_grep_in_process`: run the request, print the hits as JSON."""
+    seconds = float(request["seconds"])
+    # The parent kills us at the deadline; the alarm (default action: terminate) covers a parent that died.
+    signal.alarm(math.ceil(seconds) + 2)
+    with contextlib.suppress(ValueError, OSError):
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY or soft > PYTHON_GREP_MEMORY:  # never loosen a stricter limit
+            resource.setrlimit(resource.RLIMIT_AS, (PYTHON_GREP_MEMORY, hard))
+    query = Query(**request["query"])
+    try:
+        hits = python_grep(query, request["directory"], request["target"], confine=request["confine"])
+    except ToolError as exc:
+        answer: dict[str, Any] = {"error": str(exc)}
+    else:
+        cut = MAX_GREP_LINE_CHARS + 1  # render() cuts at MAX_GREP_LINE_CHARS: no need to send more
+        answer = {
+            "counts": hits.counts,
+            "complete": hits.complete,
+            "matches": hits.matches,
+            "lines": {path: [(n, m, t[:cut]) for n, m, t in lines] for path, lines in hits.lines.items()},
+        }
+    sys.stdout.write(json.dumps(answer))  # ASCII: names that are not UTF-8 travel as \udcxx escapes
+    sys.stdout.flush()
 
 
 # -- shared by both tools ---------------------------------------------------------------------------
@@ -484,9 +904,13 @@ class _Search(BaseTool):
     kind = "search"
     verb: ClassVar[str]
 
-    def __init__(self, rg: str | Literal["auto"] | None = "auto") -> None:
-        """``rg``: the ripgrep binary, None for the Python engine, ``auto`` to look for it."""
+    def __init__(
+        self, rg: str | Literal["auto"] | None = "auto", *, python_seconds: float = PYTHON_GREP_SECONDS
+    ) -> None:
+        """``rg``: the ripgrep binary, None for the Python engine, ``auto`` to look for it.
+        ``python_seconds``: the Python grep engine's time limit."""
         self.rg = find_rg() if rg == "auto" else rg
+        self.python_seconds = python_seconds
 
     def title(self, args: dict[str, Any]) -> str:
         where = args.get("path")
@@ -527,10 +951,7 @@ class Glob(_Search):
         title = f"{self.verb} `{shown(pattern)}`" + (f" in {resolved.display}" if prefix else "")
 
         async def execute() -> ToolResult:
-            if self.rg is not None:
-                paths, complete = await rg_files(self.rg, [pattern], resolved.path)
-            else:
-                paths, complete = await in_thread(lambda stop: python_files([pattern], resolved.path, stop))
+            paths, complete = await list_files([pattern], resolved.path, self.rg, roots=ctx.roots)
             paths.sort()
             listed = [prefix + p for p in paths[:MAX_GLOB_RESULTS]]
             where = f" in {resolved.display}" if prefix else ""
@@ -582,6 +1003,11 @@ class Grep(_Search):
         kind = await ctx.disk.kind(resolved.path)
         if kind is None:
             raise ToolError(f"Not found: {resolved.display}")
+        if kind == "other":  # reading a FIFO waits for a writer forever; a device may never end
+            raise ToolError(
+                f"{resolved.display} is not a regular file or a directory (a named pipe, socket or device): "
+                "grep searches only files and directories."
+            )
         if kind == "dir":
             directory, target, prefix = resolved.path, ".", _prefix(resolved)
         else:  # one file: searched even if .gitignore'd, and the glob does not apply (as in ripgrep)
@@ -591,7 +1017,7 @@ class Grep(_Search):
         title = f"{self.verb} `{shown(query.pattern)}`" + (f" in {resolved.display}" if _prefix(resolved) else "")
 
         async def execute() -> ToolResult:
-            hits = await search(query, directory, target, self.rg)
+            hits = await search(query, directory, target, self.rg, roots=ctx.roots, python_seconds=self.python_seconds)
             raw = {"matches": hits.matches, "files": len(hits.counts), "complete": hits.complete}
             return ToolResult(render(hits, query, limit, prefix), raw_output=raw)
 
@@ -618,36 +1044,63 @@ def _query(args: dict[str, Any]) -> Query:
     )
 
 
-async def search(query: Query, directory: str, target: str, rg: str | None) -> Hits:
+def _confine(directory: str, roots: Sequence[str]) -> list[str]:
+    """Where a linked ``.gitignore`` may lead: the roots, and the searched directory (which may be outside
+    them, with the user's leave)."""
+    return list(dict.fromkeys([*roots, directory]))
+
+
+async def search(
+    query: Query,
+    directory: str,
+    target: str,
+    rg: str | None,
+    *,
+    roots: Sequence[str] = (),
+    python_seconds: float = PYTHON_GREP_SECONDS,
+) -> Hits:
     """Search ``target`` (``.`` for all of ``directory``, else a file name in it): ripgrep when there is
-    one and it accepts the pattern, else the Python engine."""
+    one, it accepts the pattern and the tree's ignore files are safe for it to read, else the Python
+    engine (in a child process, within ``python_seconds``). ``directory`` is absolute and resolved."""
+    confine = _confine(directory, roots)
+    if (
+        rg is not None
+        and target == "."
+        and not await in_thread(lambda stop: rg_can_walk(directory, query.globs, confine, stop))
+    ):
+        rg = None
     if rg is not None:
-        if target != "." and await anyio.to_thread.run_sync(_is_binary, os.path.join(directory, target)):
-            return Hits()  # rg would search a named binary file; the rules say binary files are skipped
         try:
-            return await rg_grep(rg, query, directory, target)
+            hits = await rg_grep(rg, query, directory, target)
         except RgPatternError as exc:
             try:
                 python_regex(query.pattern, query.literal, query.case_insensitive)
             except ToolError:
                 raise ToolError(f"Invalid regular expression {query.pattern!r}: {_rg_message(str(exc))}") from None
-    result: Hits = await in_thread(lambda stop: python_grep(query, directory, target, stop))
-    return result
+        else:
+            if target == ".":
+                kept = set(
+                    await anyio.to_thread.run_sync(lambda: _where_it_says(directory, list(hits.counts), files=True))
+                )
+                for path in [path for path in hits.counts if path not in kept]:
+                    hits.drop(path)
+            return hits
+    return await python_grep_in_process(query, directory, target, confine=confine, seconds=python_seconds)
 
 
-def _is_binary(path: str) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(1 << 20)
-            if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-                return False
-            while head:
-                if b"\0" in head:
-                    return True
-                head = handle.read(1 << 20)
-    except OSError:
-        return False
-    return False
+async def list_files(
+    globs: list[str], directory: str, rg: str | None, *, roots: Sequence[str] = ()
+) -> tuple[list[str], bool]:
+    """The files under ``directory`` by the module's rules (and ``globs``), in no order, and whether that
+    is all of them: ripgrep when there is one and the tree's ignore files are safe for it to read."""
+    confine = _confine(directory, roots)
+    if rg is not None and await in_thread(lambda stop: rg_can_walk(directory, globs, confine, stop)):
+        paths, complete = await rg_files(rg, globs, directory)
+        # A listing reads no file, so its directories are what must be checked (file names can leak too).
+        kept: list[str] = await anyio.to_thread.run_sync(lambda: _where_it_says(directory, paths, files=False))
+        return kept, complete
+    found: tuple[list[str], bool] = await in_thread(lambda stop: python_files(globs, directory, stop, confine=confine))
+    return found
 
 
 def _rg_message(stderr: str) -> str:
