@@ -243,7 +243,9 @@ class Session:
                 "path": content["path"],
                 "before": content.get("oldText"),
             }
-            after = None if kind == "delete" else content["newText"]
+            # A patch that deletes or renames files carries that kind for all its diffs: the file it edits
+            # still has its new text; the file it removes shows as emptied (newText "").
+            after = None if kind in ("delete", "move") and content["newText"] == "" else content["newText"]
             if after is not None and len(after) > LARGE_AFTER_CHARS:
                 change["afterSha256"] = text_digest(after)  # undo restores "before"; "after" it only recognises
             else:

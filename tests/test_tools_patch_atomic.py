@@ -457,3 +457,24 @@ async def test_a_cancelled_patch_tells_the_model_it_was_rolled_back(tmp_path: Pa
     assert "cancelled this patch while it was being written" in told
     assert "before it ran" not in told
     assert list(real_snapshot(root)) == before
+
+
+async def test_undo_takes_back_a_patch_that_deletes_one_file_and_edits_another(tmp_path: Path, check: Any) -> None:
+    (tmp_path / "gone.txt").write_text("to be deleted\n")
+    (tmp_path / "kept.txt").write_text("one\n")
+    diff = (
+        "--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-to be deleted\n"
+        "--- a/kept.txt\n+++ b/kept.txt\n@@ -1 +1 @@\n-one\n+two\n"
+    )
+    model = ScriptedModel(
+        [[ToolCallRequest(id="c1", name="apply_patch", arguments=_json({"patch": diff}))], text("ok")]
+    )
+    async with connect(Settings(make_model=lambda profile: model), client=FakeClient(), check=check) as editor:
+        await editor.initialize()
+        sid = await editor.new_session(str(tmp_path))
+        assert await editor.prompt(sid, "patch it") == {"stopReason": "end_turn"}
+        assert not exists(str(tmp_path / "gone.txt"))
+        assert read(str(tmp_path / "kept.txt")) == "two\n"
+        assert await editor.prompt(sid, "/undo") == {"stopReason": "end_turn"}
+    assert read(str(tmp_path / "gone.txt")) == "to be deleted\n"
+    assert read(str(tmp_path / "kept.txt")) == "one\n"
