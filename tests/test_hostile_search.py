@@ -88,6 +88,17 @@ async def test_a_fifo_in_the_tree_is_skipped(repo: Path, rg: str | None) -> None
 
 
 @pytest.mark.parametrize("rg", ENGINES)
+async def test_an_atomic_writes_leftover_is_never_shown(repo: Path, rg: str | None) -> None:
+    """A temporary file an atomic write left when the agent was killed during it: half a file."""
+    (repo / "src" / ".~refagent-k1ll3d.tmp").write_text("needle, half written\n")
+    ctx = make_ctx(str(repo))
+    found = await call(Grep(rg=rg), ctx, pattern="needle", output_mode="files")
+    listed = await call(Glob(rg=rg), ctx, pattern="**/*")
+    assert found.output == "src/a.py"
+    assert listed.output == "notes.txt\nsrc/a.py"
+
+
+@pytest.mark.parametrize("rg", ENGINES)
 async def test_a_fifo_as_the_target_is_refused(repo: Path, rg: str | None) -> None:
     os.mkfifo(repo / "pipe")
     ctx = make_ctx(str(repo))

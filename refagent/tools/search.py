@@ -72,6 +72,7 @@ import anyio
 
 from refagent.errors import ToolError
 from refagent.gitignore import MAX_IGNORE_BYTES, Rules, Stack, glob_regex, ignored_by, open_directory
+from refagent.sandbox.local_fs import TEMP_PREFIX, TEMP_SUFFIX
 from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult, outside_read_scope
 from refagent.tools.files import arg_bool, arg_int, arg_str, location, plural, shown
 
@@ -256,7 +257,7 @@ def _entries(
             return found, below, stack, in_repo
         for entry in entries:
             name = entry.name
-            if name == ".git":
+            if name == ".git" or _ours(name):
                 continue
             try:
                 if entry.is_symlink():
@@ -344,8 +345,14 @@ RG_BASE = [
 
 
 def _rg_globs(globs: list[str]) -> list[str]:
-    # "!.git" last: later globs win, so no user glob can bring .git back.
-    return [arg for g in [*globs, "!.git"] for arg in ("--glob", g)]
+    # "!.git" and our own temporary files last: later globs win, so no user glob can bring them back.
+    return [arg for g in [*globs, "!.git", f"!{TEMP_PREFIX}*{TEMP_SUFFIX}"] for arg in ("--glob", g)]
+
+
+def _ours(name: str) -> bool:
+    """One of the agent's own temporary files (an atomic write's, left behind if the agent was killed
+    during it): half a file, never shown to the model as if it were the user's."""
+    return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
 
 
 class RgPatternError(Exception):
