@@ -96,6 +96,9 @@ class FakeTerminalHost:
         assert self._task_group is not None
         self._task_group.cancel_scope.cancel()
         await self._task_group.__aexit__(None, None, None)
+        with anyio.CancelScope(shield=True):  # reaped and closed here, not by the garbage collector later
+            for terminal in self.terminals.values():
+                await terminal.process.aclose()
 
     def _get(self, params: dict[str, Any]) -> _Terminal:
         terminal_id = params.get("terminalId")
