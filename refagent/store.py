@@ -235,7 +235,7 @@ class SessionStore:
             os.replace(temp, self.root / "index.json")
             temp = None
             self._index_stat = _stat(self.root / "index.json")
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: text UTF-8 cannot hold (a lone surrogate)
             self._warn("could not save the session index: %s", exc)
         finally:
             if temp is not None:

@@ -936,3 +936,17 @@ def test_a_reopened_session_that_first_holds_a_call_keeps_its_history_through_a_
     assert lines(tmp_path / "s1.jsonl")[-2] == {"kind": "hold", "replayed": (tmp_path / "s1.replay").stat().st_size}
     late = {"sessionUpdate": "tool_call", "toolCallId": "c2", "title": "Run", "kind": "execute", "status": "pending"}
     assert shown(loaded(tmp_path)) == [*replay(sent), late]
+
+
+def test_a_title_utf8_cannot_hold_does_not_break_the_index(tmp_path: Path) -> None:
+    """Nothing should bring a lone surrogate this far (the edges clean them), but if one does, the
+    index keeps what it had and the agent goes on."""
+    store = SessionStore(tmp_path / "sessions")
+    log = store.create("sess_1", str(tmp_path), [])
+    store.touch("sess_1", title="a fine title")
+    store.touch("sess_1", title="half an emoji \ud83d")  # must not raise
+    log.close()
+    reopened = SessionStore(tmp_path / "sessions")
+    [listed] = reopened.list()[0]
+    assert listed["title"] == "a fine title"
+    assert not [p for p in (tmp_path / "sessions").iterdir() if p.name.startswith(".index-")]
