@@ -215,7 +215,8 @@ class SessionLog:
                 self._replayed = size
 
     def _failed(self, exc: Exception) -> None:
-        # Once as a warning: a line per record would fill a stderr pipe nobody reads (design.md).
+        # Once as a warning: a line per record would fill a stderr pipe nobody reads (Toad, for one, reads
+        # an agent's stderr only after the agent has failed).
         log.log(logging.DEBUG if self._warned else logging.WARNING, "could not save to %s: %s", self.path, exc)
         self._warned = True
 

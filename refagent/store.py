@@ -148,7 +148,8 @@ class SessionStore:
 
     def _warn(self, message: str, *args: object) -> None:
         """A warning the first time, then debug: a broken data directory fails at every write, and a line
-        each time would fill a stderr pipe that nobody reads (design.md)."""
+        each time would fill a stderr pipe that nobody reads (Toad, for one, reads it only after the agent
+        has failed)."""
         log.log(logging.DEBUG if self._warned else logging.WARNING, message, *args)
         self._warned = True
 

@@ -1,7 +1,7 @@
 """What a session's tools work with: the sandbox, the backends chosen from the client's capabilities,
 and the tool runner that ties them to the session's permissions.
 
-Backends (design.md, "Backends"): text reads and writes go through the editor's ``fs/*`` when it
+Backends: text reads and writes go through the editor's ``fs/*`` when it
 advertises them, commands through its ``terminal/*``; otherwise the local disk and local processes.
 Everything else (listing, searching, deleting, moving) is always local.
 """

@@ -1,4 +1,4 @@
-"""The tool set as the model and the runner see it: names, kinds and schemas (design.md, "Tools"), and
+"""The tool set as the model and the runner see it: names, kinds and schemas (the README's tool list), and
 update_plan, which talks to the editor directly."""
 
 from __future__ import annotations

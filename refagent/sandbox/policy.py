@@ -7,7 +7,7 @@ refused here: the tool asks the user (``inside=False``). :meth:`RootPolicy.check
 what the file tools must never change: anything outside the roots, anything in or named ``.git``, and a
 root itself (or a directory containing one).
 
-Security reasoning (design.md, "Sandbox"):
+Security reasoning (the file tools' half of docs/sandbox.md):
 
 * Paths are resolved against the *session* cwd, never the process cwd, and ``..`` is applied after the
   symbolic links before it are resolved, as the kernel does (``link/..`` is the parent of the link's

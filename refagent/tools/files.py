@@ -1,4 +1,4 @@
-"""The file tools: ``read_file``, ``write_file`` and ``edit_file`` (design.md, "Tools").
+"""The file tools: ``read_file``, ``write_file`` and ``edit_file`` (the contract: :mod:`refagent.tools.base`).
 
 Also the small helpers every tool module shares (argument checks, diff content, line endings), kept
 here because the file tools are their first users; with them and the three tools the module passes 400

@@ -1,4 +1,4 @@
-"""The default tool set (design.md, "Tools"): one instance of each tool, in a stable order.
+"""The default tool set (the README lists them): one instance of each tool, in a stable order.
 
 The order is the order the model sees the tools in: reading and searching first, then changing, then
 running, then planning.
