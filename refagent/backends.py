@@ -24,7 +24,7 @@ import anyio
 from refagent.acp.errors import RESOURCE_NOT_FOUND, RequestError
 from refagent.acp.types import ClientCapabilities
 from refagent.errors import ToolError
-from refagent.sandbox.confinement import Confinement, Level, Support
+from refagent.sandbox.confinement import UNCONFINED, Confinement, Level
 from refagent.sandbox.process import ResourceLimits, is_secret_name
 from refagent.tools.base import CommandResult, Disk, PathPolicy, Terminals, TextFiles
 
@@ -140,7 +140,7 @@ class EditorTerminals:
         self.output_byte_limit = output_byte_limit
 
     def not_confined(self, level: Level) -> list[str]:
-        return (self.confinement.support if self.confinement is not None else Support()).missing(level)
+        return (self.confinement or UNCONFINED).missing(level)
 
     def _command(self, command: str, level: Level, time_limit: float) -> tuple[str, list[str]]:
         """The executable and arguments for ``terminal/create``: through the shell, as the model wrote it

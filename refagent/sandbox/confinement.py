@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from refagent.sandbox.libc import within
+
 log = logging.getLogger(__name__)
 
 Level = Literal["workspace", "network", "none"]
@@ -198,7 +200,7 @@ def user_caches(env: Mapping[str, str], roots: Sequence[str]) -> list[str]:
     found: list[str] = []
     for candidate in candidates:
         path = os.path.realpath(candidate)
-        inside = any(_within(path, root) for root in [*roots, "/tmp"])
+        inside = any(within(path, root) for root in [*roots, "/tmp"])
         if not inside and path not in found and os.path.isdir(path):
             found.append(path)
     return found
@@ -215,13 +217,9 @@ def toolchains_in_tmp(env: Mapping[str, str]) -> list[str]:
             candidates.append(os.path.dirname(entry) if os.path.basename(entry.rstrip("/")) == "bin" else entry)
     for candidate in candidates:
         path = os.path.realpath(candidate) if candidate else ""
-        if path and path != "/tmp" and _within(path, "/tmp") and path not in found and os.path.isdir(path):
+        if path and path != "/tmp" and within(path, "/tmp") and path not in found and os.path.isdir(path):
             found.append(path)
     return found
-
-
-def _within(path: str, ancestor: str) -> bool:
-    return path == ancestor or path.startswith(ancestor.rstrip("/") + "/")
 
 
 class Confinement:
@@ -347,6 +345,10 @@ def remove_stale_private_dirs() -> list[str]:
             os.unlink(path + ".lock")
         removed.append(path)
     return removed
+
+
+UNCONFINED = Confinement([], Support())
+"""No confinement: what a backend without one runs under (every level as ``none``, nothing held)."""
 
 
 def _remove_tree(path: str) -> None:

@@ -30,11 +30,11 @@ import os
 import stat
 import struct
 
+from refagent.sandbox.libc import libc, syscall
+
 TYPE_CHECKING = False  # typing itself costs 14 ms to import, and this module runs in the launcher
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
-
-    Syscall = Callable[..., int]
+    from collections.abc import Iterable
 
 # System call numbers: the same on every architecture (they were added after the tables were unified).
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
@@ -77,18 +77,11 @@ class LandlockError(OSError):
     """A Landlock call failed (the message names which)."""
 
 
-def _syscall() -> Syscall:
-    libc = ctypes.CDLL(None, use_errno=True)
-    function = libc.syscall
-    function.restype = ctypes.c_long
-    return function
-
-
 def abi_version() -> int:
     """The kernel's Landlock ABI version: 0 where Landlock is missing or switched off."""
     try:
-        version = _syscall()(_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
-    except (OSError, AttributeError):  # no libc with syscall(): not Linux
+        version = syscall(_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    except OSError:
         return 0
     return max(0, int(version))
 
@@ -114,7 +107,6 @@ def restrict(writable: Iterable[str], *, abi: int, deny_tcp: bool, scope_signals
     """
     if abi < 1:
         raise LandlockError("Landlock is not available")
-    syscall = _syscall()
     handled_fs = write_rights(abi)
     handled_net = NET_BIND_TCP | NET_CONNECT_TCP if deny_tcp and abi >= 4 else 0
     scoped = 0
@@ -129,9 +121,9 @@ def restrict(writable: Iterable[str], *, abi: int, deny_tcp: bool, scope_signals
         raise _error("landlock_create_ruleset")
     try:
         for path in writable:
-            _allow(syscall, ruleset, path, handled_fs)
+            _allow(ruleset, path, handled_fs)
         for device in DEVICES:
-            _allow(syscall, ruleset, device, handled_fs & (WRITE_FILE | TRUNCATE))
+            _allow(ruleset, device, handled_fs & (WRITE_FILE | TRUNCATE))
         _no_new_privs()
         if syscall(_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
             raise _error("landlock_restrict_self")
@@ -139,7 +131,7 @@ def restrict(writable: Iterable[str], *, abi: int, deny_tcp: bool, scope_signals
         os.close(int(ruleset))
 
 
-def _allow(syscall: Syscall, ruleset: int, path: str, rights: int) -> None:
+def _allow(ruleset: int, path: str, rights: int) -> None:
     """Add a path-beneath rule; a missing path is skipped, a file gets only the rights files can have."""
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -157,7 +149,6 @@ def _allow(syscall: Syscall, ruleset: int, path: str, rights: int) -> None:
 
 
 def _no_new_privs() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         raise _error("prctl(PR_SET_NO_NEW_PRIVS)")
 

@@ -14,6 +14,8 @@ import ctypes
 import os
 import struct
 
+from refagent.sandbox.libc import libc, syscall, within
+
 TYPE_CHECKING = False  # typing itself costs 14 ms to import, and this module runs in the launcher
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -36,8 +38,6 @@ _MOUNT_SETATTR = 442  # the same on every architecture (Linux 5.12)
 
 PR_SET_PDEATHSIG = 1
 
-_libc = ctypes.CDLL(None, use_errno=True)
-
 
 class NamespaceError(OSError):
     """A namespace or mount step failed (the message names which)."""
@@ -51,7 +51,7 @@ def _check(result: int, what: str) -> None:
 
 def unshare(flags: int) -> None:
     """Move this (single-threaded) process into new namespaces; a new PID namespace takes its next child."""
-    _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
+    _check(libc.unshare(ctypes.c_int(flags)), "unshare")
 
 
 def map_ids(uid: int, gid: int) -> None:
@@ -75,7 +75,7 @@ def _write(path: str, text: str) -> None:
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     encode = _encode
     _check(
-        _libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data)),
+        libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data)),
         f"mount {target}",
     )
 
@@ -94,8 +94,6 @@ def mount_setattr(path: str, *, read_only: bool, recursive: bool = True) -> None
     attr = struct.pack("=QQQQ", MOUNT_ATTR_RDONLY if read_only else 0, 0 if read_only else MOUNT_ATTR_RDONLY, 0, 0)
     buffer = ctypes.create_string_buffer(attr, len(attr))
     flags = AT_RECURSIVE if recursive else 0
-    syscall = _libc.syscall
-    syscall.restype = ctypes.c_long
     result = syscall(
         _MOUNT_SETATTR, ctypes.c_int(-100), os.fsencode(path), ctypes.c_uint(flags), buffer, ctypes.c_size_t(len(attr))
     )
@@ -122,8 +120,8 @@ def writable_only(
     is mounted, so each refers to the real directory.
     """
     roots = sorted(set(writable), key=len)  # a root inside another is mounted on top of it
-    over_tmp = bool(tmp) and not any(_within("/tmp", root) for root in roots)
-    over_tmp_shown = [path for path in sorted(set(shown), key=len) if _within(path, "/tmp")] if over_tmp else []
+    over_tmp = bool(tmp) and not any(within("/tmp", root) for root in roots)
+    over_tmp_shown = [path for path in sorted(set(shown), key=len) if within(path, "/tmp")] if over_tmp else []
     held = {}
     for path in [*roots, *filter(None, [tmp]), *over_tmp_shown]:
         try:
@@ -136,22 +134,22 @@ def writable_only(
     mount_setattr("/", read_only=True)
     for cache in layered:
         mount_setattr(cache, read_only=False, recursive=False)
-    if not any(_within(root, run) or _within(run, root) for root in roots for run in _RUN):
+    if not any(within(root, run) or within(run, root) for root in roots for run in _RUN):
         private_run()
     if tmp and over_tmp:
         _bind_writable(held[tmp], "/tmp")
         for path in over_tmp_shown:
-            if path in held and not any(_within(path, root) for root in roots):
+            if path in held and not any(within(path, root) for root in roots):
                 os.makedirs(path, exist_ok=True)
                 mount(f"/proc/self/fd/{held[path]}", path, None, MS_BIND | MS_REC)  # read-only, as "/" is
     elif tmp:
         _bind_writable(held[tmp], tmp)
     for root in roots:
-        if over_tmp and _within(root, "/tmp"):
+        if over_tmp and within(root, "/tmp"):
             os.makedirs(root, exist_ok=True)  # inside the private /tmp: where the root shows again
         _bind_writable(held[root], root)
     for git_dir in git_dirs:
-        if any(_within(git_dir, root) for root in roots):
+        if any(within(git_dir, root) for root in roots):
             protect_git(git_dir)
     for fd in held.values():
         os.close(fd)
@@ -220,7 +218,7 @@ def private_run() -> None:
     of it comes back: the directory ``/etc/resolv.conf`` lives in (name lookups at level ``network``), the
     ``shm`` link, ``lock``, and the user's own ``/run/user/UID`` (empty)."""
     resolv = os.path.realpath("/etc/resolv.conf")
-    keep = os.path.dirname(resolv) if any(_within(resolv, run) for run in _RUN) else None
+    keep = os.path.dirname(resolv) if any(within(resolv, run) for run in _RUN) else None
     held = os.open(keep, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if keep and os.path.isdir(keep) else None
     for run in _RUN:
         if os.path.isdir(run) and not os.path.islink(run):
@@ -238,7 +236,7 @@ def private_run() -> None:
 
 def private_tmp_is_mounted(writable: Sequence[str]) -> bool:
     """Whether :func:`writable_only` puts the private directory over ``/tmp`` for these roots."""
-    return not any(_within("/tmp", root) for root in writable)
+    return not any(within("/tmp", root) for root in writable)
 
 
 def _bind_writable(fd: int, target: str) -> None:
@@ -250,11 +248,6 @@ def _bind_writable(fd: int, target: str) -> None:
             mount_setattr(target, read_only=False, recursive=False)
         except NamespaceError:  # so was the root's own: a workspace on a read-only file system stays one
             pass
-
-
-def _within(path: str, ancestor: str) -> bool:
-    """Whether ``path`` is ``ancestor`` or lies beneath it (both absolute and normalised)."""
-    return path == ancestor or path.startswith(ancestor.rstrip("/") + "/")
 
 
 def fresh_tmpfs(target: str) -> None:
@@ -269,4 +262,4 @@ def fresh_proc() -> None:
 
 def die_with_parent(signal_number: int) -> None:
     """Have the kernel send ``signal_number`` when the parent (thread) exits."""
-    _check(_libc.prctl(PR_SET_PDEATHSIG, signal_number, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    _check(libc.prctl(PR_SET_PDEATHSIG, signal_number, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")

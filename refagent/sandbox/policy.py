@@ -46,6 +46,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from refagent.errors import ToolError
+from refagent.sandbox.libc import within
 from refagent.tools.base import ResolvedPath
 
 MAX_PATH_BYTES = 4096
@@ -107,13 +108,13 @@ class RootPolicy:
                     f"'{resolved.display}' is a workspace root ({_printable(root)}); the file tools cannot "
                     "delete, move or replace a root. Work on the files inside it."
                 )
-            if _is_within(root, real):
+            if within(root, real):
                 raise ToolError(
                     f"'{resolved.display}' contains the workspace root {_printable(root)}; the file tools "
                     "cannot delete, move or replace it."
                 )
         for root in self.roots:
-            if _is_within(real, root) and _GIT_DIR in (part.lower() for part in _relative_parts(real, root)):
+            if within(real, root) and _GIT_DIR in (part.lower() for part in _relative_parts(real, root)):
                 raise ToolError(
                     f"'{resolved.display}' is inside a .git directory; .git internals cannot be edited by "
                     "the file tools. Use git commands (run_command) to change the repository."
@@ -124,12 +125,12 @@ class RootPolicy:
 
     def is_inside(self, real_path: str) -> bool:
         """Whether an already resolved absolute path lies in one of the roots (or is one)."""
-        return any(_is_within(real_path, root) for root in self.roots)
+        return any(within(real_path, root) for root in self.roots)
 
     def display(self, real_path: str) -> str:
         """How to show a resolved path: relative to the cwd when inside it (``.`` for the cwd), else
         absolute; control and invisible characters escaped so a title cannot disguise the file."""
-        if _is_within(real_path, self.cwd):
+        if within(real_path, self.cwd):
             shown = os.path.relpath(real_path, self.cwd) if real_path != self.cwd else "."
         else:
             shown = real_path
@@ -257,14 +258,6 @@ def _os_error(path: str, exc: OSError) -> ToolError:
     if exc.errno == errno.ENAMETOOLONG:
         return ToolError(f"The path '{_printable(path[:60])}...' is too long for the file system.")
     return ToolError(f"Cannot resolve '{_printable(path)}': {exc.strerror or exc}.")
-
-
-def _is_within(path: str, root: str) -> bool:
-    """``path`` is ``root`` or below it (both resolved, absolute)."""
-    if path == root:
-        return True
-    prefix = root if root.endswith("/") else root + "/"
-    return path.startswith(prefix)
 
 
 def _relative_parts(path: str, root: str) -> list[str]:

@@ -59,7 +59,7 @@ import anyio
 import anyio.abc
 
 from refagent.errors import ToolError
-from refagent.sandbox.confinement import Confinement, Level, Support
+from refagent.sandbox.confinement import UNCONFINED, Confinement, Level
 from refagent.tools.base import CommandResult
 
 DEFAULT_OUTPUT_LIMIT = 40_000
@@ -172,7 +172,7 @@ class LocalTerminals:
 
     def not_confined(self, level: Level) -> list[str]:
         """What a command at ``level`` would not be confined from (see :meth:`Support.missing`)."""
-        return (self.confinement.support if self.confinement is not None else Support()).missing(level)
+        return (self.confinement or UNCONFINED).missing(level)
 
     async def run(
         self,
@@ -236,7 +236,7 @@ class LocalTerminals:
         shell = self.shell or "/bin/sh"
         if not sys.executable:  # embedded without an interpreter: no launcher, no limits
             return [shell, "-c", command]
-        confinement = self.confinement or _UNCONFINED
+        confinement = self.confinement or UNCONFINED
         return confinement.argv(
             [shell, "-c", command],
             level if self.confinement is not None else "none",
@@ -244,9 +244,6 @@ class LocalTerminals:
             lc_ctype=self._env.get("LC_CTYPE"),
             parent=os.getpid(),
         )
-
-
-_UNCONFINED = Confinement([], Support())
 
 
 async def _pump(stream: anyio.abc.ByteReceiveStream, output: _Output, done: anyio.Event) -> None:

@@ -37,7 +37,14 @@ LEVEL_WORDS: dict[Level, str] = {
     "network": "writes only inside the workspace and a private /tmp, with network access",
     "none": "unconfined: your full access to files, network and processes",
 }
-TITLE_TAGS: dict[str, str] = {"workspace": "", "network": " (network access)", "none": " (unconfined)"}
+LEVEL_TAGS: dict[str, str] = {"network": "network access", "none": "unconfined"}
+"""What a title says of a level above ``workspace``."""
+
+
+def _tag(*words: str) -> str:
+    """`` (a; b)`` for the words given, ``""`` for none."""
+    present = [word for word in words if word]
+    return f" ({'; '.join(present)})" if present else ""
 
 
 class RunCommand(BaseTool):
@@ -79,7 +86,7 @@ class RunCommand(BaseTool):
 
     def title(self, args: dict[str, Any]) -> str:
         level = args.get("sandbox")
-        tag = TITLE_TAGS.get(level, "") if isinstance(level, str) else ""
+        tag = _tag(LEVEL_TAGS.get(level, "")) if isinstance(level, str) else ""
         return f"Run `{shown(args.get('command', ''), 80)}`{tag}"
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
@@ -98,12 +105,9 @@ class RunCommand(BaseTool):
         key, label = permission_scope(command)
         if level != "workspace":
             key = key.replace(":", f"@{level}:", 1)
-            label += TITLE_TAGS[level]
+            label += _tag(LEVEL_TAGS[level])
         where = f" in {resolved.display}" if resolved.display not in ("", ".") else ""
-        tags = [TITLE_TAGS[level].strip(" ()")] if TITLE_TAGS[level] else []
-        if missing:
-            tags.append("not sandboxed here")
-        tag = f" ({'; '.join(tags)})" if tags else ""
+        tag = _tag(LEVEL_TAGS.get(level, ""), "not sandboxed here" if missing else "")
         title = f"Run `{shown(command, 80)}`{where}{tag}"
         # The permission request shows exactly what will run, where, and how confined.
         sandbox = f"Sandbox: {level}: {LEVEL_WORDS[level]}."
