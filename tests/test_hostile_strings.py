@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -167,21 +168,58 @@ def call(n: int, name: str, **args: Any) -> ToolCallRequest:
 # -- the prompt and slash commands -----------------------------------------------------------------------
 
 
+@dataclass
+class Run:
+    """A session run twice through the real ``openai`` client: two prompts, then a reload and one more."""
+
+    updates: list[dict[str, Any]]
+    """What the first agent showed of the session."""
+    replayed: list[dict[str, Any]]
+    """What the second agent replayed on ``session/load``."""
+    bodies: list[dict[str, Any]]
+    """Every request to the model."""
+
+
+async def run_and_reload(
+    server: ScriptedOpenAIServer,
+    project: Path,
+    sessions_dir: Path,
+    check: Any,
+    first: Callable[[Editor, str], Awaitable[dict[str, Any]]],
+    *,
+    mode: str | None = None,
+    after_reload: str = "after a reload",
+) -> Run:
+    """``first`` prompts, then "next"; a second agent loads the session and sends ``after_reload``. Every
+    prompt must end its turn, and nothing either agent writes may hold a lone surrogate."""
+    async with openai_model(server) as (model, profile):
+        async with agent(settings(sessions_dir, model, profile), check) as editor:
+            sid = await editor.new_session(str(project))
+            if mode is not None:
+                await editor.request("session/set_mode", {"sessionId": sid, "modeId": mode})
+            assert await first(editor, sid) == {"stopReason": "end_turn"}
+            assert await editor.prompt(sid, "next") == {"stopReason": "end_turn"}
+            updates = editor.updates(sid)
+            assert_wire_clean(editor)
+        async with agent(settings(sessions_dir, model, profile), check) as editor:
+            replayed = await load(editor, sid, project)
+            assert await editor.prompt(sid, after_reload) == {"stopReason": "end_turn"}
+            assert_wire_clean(editor)
+    return Run(updates, replayed, [r.body for r in server.chat_requests])
+
+
 async def test_lone_surrogate_in_the_prompt(project: Path, sessions_dir: Path, check: Any) -> None:
     turns = [Turn(text="Half an emoji."), Turn(text="Still here."), Turn(text="And after a reload.")]
     with ScriptedOpenAIServer(turns, api_key=KEY) as server:
-        async with openai_model(server) as (model, profile):
-            async with agent(settings(sessions_dir, model, profile), check) as editor:
-                sid = await editor.new_session(str(project))
-                assert await raw_prompt(editor, sid, "half \\ud83d emoji \\udcff") == {"stopReason": "end_turn"}
-                assert await editor.prompt(sid, "next") == {"stopReason": "end_turn"}
-                titles = [u["title"] for u in editor.updates(sid) if u["sessionUpdate"] == "session_info_update"]
-                assert_wire_clean(editor)
-            async with agent(settings(sessions_dir, model, profile), check) as editor:
-                replayed = await load(editor, sid, project)
-                assert await editor.prompt(sid, "after a reload") == {"stopReason": "end_turn"}
-                assert_wire_clean(editor)
-        bodies = [r.body for r in server.chat_requests]
+        run = await run_and_reload(
+            server,
+            project,
+            sessions_dir,
+            check,
+            lambda editor, sid: raw_prompt(editor, sid, "half \\ud83d emoji \\udcff"),
+        )
+    bodies, replayed = run.bodies, run.replayed
+    titles = [u["title"] for u in run.updates if u["sessionUpdate"] == "session_info_update"]
     assert titles == ["half \ufffd emoji \ufffd"]
     assert_bodies_clean(bodies)
     users = [m["content"] for m in bodies[-1]["messages"] if m["role"] == "user"]
@@ -227,18 +265,15 @@ async def test_file_names_that_are_not_utf8(project: Path, sessions_dir: Path, c
         Turn(text="Loaded."),
     ]
     with ScriptedOpenAIServer(turns, api_key=KEY) as server:
-        async with openai_model(server) as (model, profile):
-            async with agent(settings(sessions_dir, model, profile), check) as editor:
-                sid = await editor.new_session(str(project))
-                assert await editor.prompt(sid, "list them") == {"stopReason": "end_turn"}
-                assert await editor.prompt(sid, "next") == {"stopReason": "end_turn"}
-                updates = editor.updates(sid)
-                assert_wire_clean(editor)
-            async with agent(settings(sessions_dir, model, profile), check) as editor:
-                replayed = await load(editor, sid, project)
-                assert await editor.prompt(sid, "still there?") == {"stopReason": "end_turn"}
-                assert_wire_clean(editor)
-        bodies = [r.body for r in server.chat_requests]
+        run = await run_and_reload(
+            server,
+            project,
+            sessions_dir,
+            check,
+            lambda editor, sid: editor.prompt(sid, "list them"),
+            after_reload="still there?",
+        )
+    updates, replayed, bodies = run.updates, run.replayed, run.bodies
     assert_bodies_clean(bodies)
     results = [m["content"] for m in bodies[1]["messages"] if m["role"] == "tool"]
     assert "caf\ufffd.txt" in results[0]  # glob
@@ -337,19 +372,10 @@ async def test_a_stream_that_splits_surrogate_pairs(project: Path, sessions_dir:
     ]
     turns = [Turn(raw_chunks=split), Turn(text=["Wrote ", "it \ud83d"]), Turn(text="Next."), Turn(text="Loaded.")]
     with ScriptedOpenAIServer(turns, api_key=KEY) as server:
-        async with openai_model(server) as (model, profile):
-            async with agent(settings(sessions_dir, model, profile), check) as editor:
-                sid = await editor.new_session(str(project))
-                await editor.request("session/set_mode", {"sessionId": sid, "modeId": "accept-edits"})
-                assert await editor.prompt(sid, "go") == {"stopReason": "end_turn"}
-                assert await editor.prompt(sid, "next") == {"stopReason": "end_turn"}
-                updates = editor.updates(sid)
-                assert_wire_clean(editor)
-            async with agent(settings(sessions_dir, model, profile), check) as editor:
-                replayed = await load(editor, sid, project)
-                assert await editor.prompt(sid, "after a reload") == {"stopReason": "end_turn"}
-                assert_wire_clean(editor)
-        bodies = [r.body for r in server.chat_requests]
+        run = await run_and_reload(
+            server, project, sessions_dir, check, lambda editor, sid: editor.prompt(sid, "go"), mode="accept-edits"
+        )
+    updates, replayed, bodies = run.updates, run.replayed, run.bodies
     assert said(updates) == "Hi 😀 there \ufffdWrote it \ufffdNext."
     assert said(updates, "agent_thought_chunk") == "think 🎉 done"
     assert (project / "e.txt").read_text(encoding="utf-8") == "😀 and \ufffd"
