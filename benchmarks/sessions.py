@@ -1,11 +1,12 @@
 """What loading and listing saved sessions cost, next to simply reading the same files' bytes, in one run.
 
 load: a session of 2,000 visible updates (what ``session/load`` replays), written the way the agent
-writes it (the :class:`~refagent.history.Recorder` and :class:`~refagent.history.Conversation` on a
-:class:`~refagent.store.SessionStore` log): per turn a prompt, a thought and messages streamed in small
+writes it (the :class:`~refagent.persistence.recorder.Recorder` and
+:class:`~refagent.persistence.conversation.Conversation` on a :class:`~refagent.persistence.store.SessionStore`
+log): per turn a prompt, a thought and messages streamed in small
 chunks, a ``read_file`` call with the file's text, an ``edit_file`` call with its diff (whole file before
 and after, as preview and as result), a plan, the model-facing messages and the ``/undo`` checkpoints.
-A session is two files (:mod:`refagent.records`): its records, and its replay file. Measured each on a
+A session is two files (:mod:`refagent.persistence.records`): its records, and its replay file. Measured each on a
 fresh agent (a restart) or a fresh store:
 
 - ``session/load`` over the agent's :class:`~refagent.acp.connection.Connection`, as a stdio agent
@@ -14,7 +15,7 @@ fresh agent (a restart) or a fresh store:
 - ``session/load`` over the in-memory editor (:func:`refagent.testing.memory.connect`): the same plus
   the fake editor's side, which decodes every line twice (its transcript and its connection);
 - ``SessionStore.load`` alone (the replay file read whole, the record file's first record and its last
-  ``meta`` and ``hold`` read from its end), and :meth:`~refagent.records.StoredSession.model_state` (the
+  ``meta`` and ``hold`` read from its end), and :meth:`~refagent.persistence.records.StoredSession.model_state` (the
   conversation and the ``/undo`` records: not part of a load; parsed in a worker thread when the first
   prompt or slash command needs them, which it waits for);
 - ``json.loads`` of each line of the record file: what a load that parsed every record would cost at
@@ -47,11 +48,12 @@ import anyio
 
 from refagent.acp import updates
 from refagent.acp.connection import Connection
-from refagent.agent import Agent, Settings
-from refagent.history import VISIBLE, Conversation, Recorder, replay
-from refagent.store import SessionStore
+from refagent.llm.scripted import ScriptedModel
+from refagent.persistence.conversation import Conversation
+from refagent.persistence.recorder import VISIBLE, Recorder, replay
+from refagent.persistence.store import SessionStore
+from refagent.server.agent import Agent, Settings
 from refagent.testing.memory import connect
-from refagent.testing.scripted_model import ScriptedModel
 
 LOAD_UPDATES = 2_000
 LIST_SESSIONS = 1_000

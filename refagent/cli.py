@@ -1,7 +1,7 @@
 """The ``refagent`` command: run the ACP agent on stdin/stdout.
 
 Logs go to stderr (or ``--log-file``), never stdout: stdout belongs to the protocol, and
-:func:`refagent.stdio.guard_stdio` makes sure nothing else can reach it. The default level is
+:func:`refagent.server.stdio.guard_stdio` makes sure nothing else can reach it. The default level is
 ``warning`` because some editors read the agent's stderr only after it fails, and a chatty agent can fill
 the pipe and block.
 """
@@ -88,15 +88,15 @@ def load_settings(args: argparse.Namespace) -> Settings:
         return reload()
     except ConfigError as exc:
         logging.getLogger("refagent").error("%s", exc)
-        from refagent.testing.scripted_model import offline_model
+        from refagent.llm.scripted import offline_model
 
         note = f"The configuration is broken: {exc}"
         return Settings(make_model=lambda profile: offline_model(note=note), reload=reload)
 
 
 def demo_settings() -> Settings:
-    """``--demo``: the built-in demo model (:mod:`refagent.testing.demo_model`) instead of the configuration."""
-    from refagent.testing.demo_model import demo_model, demo_profile
+    """``--demo``: the built-in demo model (:mod:`refagent.llm.demo`) instead of the configuration."""
+    from refagent.llm.demo import demo_model, demo_profile
 
     return Settings(profiles=[demo_profile()], make_model=lambda profile: demo_model())
 
@@ -105,10 +105,10 @@ def serve_stdio(settings: Settings | None = None) -> int:
     """Serve ACP on this process's stdio until stdin closes or SIGTERM/SIGINT arrives.
 
     An ``initialize`` that comes first is answered before the event loop starts (see
-    :mod:`refagent.handshake`); everything else is the agent's, on the loop.
+    :mod:`refagent.server.handshake`); everything else is the agent's, on the loop.
     """
-    from refagent.handshake import read_first_line
-    from refagent.stdio import guard_stdio
+    from refagent.server.handshake import read_first_line
+    from refagent.server.stdio import guard_stdio
 
     settings = settings or Settings()
     fds = guard_stdio()
@@ -138,7 +138,7 @@ def _answer_early(line: bytes, write_fd: int, settings: Settings) -> dict[str, A
     """Answer ``line`` now if it is a well-formed ``initialize``; return its params (None: not answered)."""
     from refagent.acp import jsonrpc
     from refagent.acp.errors import RequestError
-    from refagent.handshake import answer_initialize
+    from refagent.server.handshake import answer_initialize
 
     message = jsonrpc.parse_line(line)
     if not isinstance(message, jsonrpc.Request) or message.method != "initialize":
@@ -159,8 +159,8 @@ async def _serve(
     import anyio
 
     from refagent.acp.connection import Connection
-    from refagent.agent import Agent
-    from refagent.stdio import FdWriter, read_lines
+    from refagent.server.agent import Agent
+    from refagent.server.stdio import FdWriter, read_lines
 
     connection = Connection(read_lines(read_fd, pending), FdWriter(write_fd))
     async with Agent(connection, settings) as agent, anyio.create_task_group() as tg:

@@ -1,7 +1,7 @@
 """What the agent is configured with: :class:`Settings`, and the defaults it starts from.
 
-Kept apart from :mod:`refagent.agent` and free of anyio, so that the first answer to an editor
-(:mod:`refagent.handshake`) can be computed before the event loop and the rest of the agent are loaded.
+Kept apart from :mod:`refagent.server.agent` and free of anyio, so that the first answer to an editor
+(:mod:`refagent.server.handshake`) can be computed before the event loop and the rest of the agent are loaded.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from refagent.llm.profiles import ModelProfile, scripted_profile
 if TYPE_CHECKING:
     from refagent.llm.config import Config
     from refagent.llm.protocol import ModelClient
-    from refagent.store import SessionStore
+    from refagent.persistence.store import SessionStore
+    from refagent.session.workspace import Sandbox
     from refagent.tools.base import BaseTool
     from refagent.tools.custom import CustomTools
-    from refagent.workspace import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -41,26 +41,26 @@ def sessions_root() -> Path | None:
 
 def default_store() -> SessionStore | None:
     """Sessions under the user data directory (None when there is none)."""
-    from refagent.store import SessionStore
+    from refagent.persistence.store import SessionStore
 
     root = sessions_root()
     return SessionStore(root) if root is not None else None
 
 
 def local_sandbox(cwd: str, additional: list[str]) -> Sandbox:
-    from refagent.workspace import local_sandbox as sandbox
+    from refagent.session.workspace import local_sandbox as sandbox
 
     return sandbox(cwd, additional)
 
 
 def default_tools() -> Sequence[BaseTool]:
-    from refagent.workspace import default_tools as tools
+    from refagent.session.workspace import default_tools as tools
 
     return tools()
 
 
 def _offline_model(profile: ModelProfile) -> ModelClient:
-    from refagent.testing.scripted_model import offline_model
+    from refagent.llm.scripted import offline_model
 
     return offline_model()
 

@@ -8,10 +8,10 @@ import anyio
 import pytest
 
 from refagent.acp.errors import RequestError
-from refagent.agent import Settings
 from refagent.llm.protocol import ReasoningDelta, TextDelta
+from refagent.llm.scripted import Hang, ScriptedModel, text
+from refagent.server.agent import Settings
 from refagent.testing.memory import connect
-from refagent.testing.scripted_model import Hang, ScriptedModel, text
 
 pytestmark = pytest.mark.anyio
 

@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from refagent.acp.errors import MethodNotFound, RequestError
-from refagent.backends import EditorFiles, EditorTerminals, choose_files, choose_terminals
 from refagent.errors import ToolError
+from refagent.sandbox.editor import EditorFiles, EditorTerminals, choose_files, choose_terminals
 from refagent.sandbox.local_fs import LocalFileSystem
 from refagent.sandbox.process import LocalTerminals
 from refagent.testing.memory import FakeClient

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from refagent.agent import Settings
 from refagent.client.demo import COPY_IGNORES
 from refagent.client.render import Renderer
 from refagent.client.run import RunOptions, run
 from refagent.llm.protocol import ToolCallRequest
+from refagent.llm.scripted import ScriptedModel, text
+from refagent.server.agent import Settings
 from refagent.testing.memory import connect
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
-from refagent.testing.scripted_model import ScriptedModel, text
 from refagent.tools.registry import default_tools
 from tests.helpers_process import ROOT, agent_env
 

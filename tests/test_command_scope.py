@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from refagent.permissions import ALLOW_ALWAYS, Permissions
 from refagent.tools.base import Plan
 from refagent.tools.command_scope import (
     DESTRUCTIVE,
@@ -28,6 +27,7 @@ from refagent.tools.command_scope import (
     _matches,
     permission_scope,
 )
+from refagent.tools.permissions import ALLOW_ALWAYS, Permissions
 from refagent.tools.shell import RunCommand
 from tests.tool_fakes import make_ctx
 

@@ -18,7 +18,7 @@ from refagent.llm import config
 from refagent.llm.config import DEFAULT_OPENAI_MODEL, Config, add_arguments, load, make_model, missing_key
 from refagent.llm.openai_client import OpenAIModel, RetryPolicy
 from refagent.llm.profiles import SCRIPTED, ModelProfile, is_local, needs_key, scripted_profile
-from refagent.testing.scripted_model import ScriptedModel
+from refagent.llm.scripted import ScriptedModel
 
 TWO_PROFILES = """
 default_profile = "local"

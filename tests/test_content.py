@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from refagent.acp.errors import InvalidParams, RequestError
-from refagent.agent import Settings
-from refagent.content import file_path, user_message
+from refagent.llm.scripted import ScriptedModel, text
+from refagent.server.agent import Settings
+from refagent.session.content import file_path, user_message
 from refagent.testing.memory import FakeClient, connect
-from refagent.testing.scripted_model import ScriptedModel, text
 
 pytestmark = pytest.mark.anyio
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from refagent.handshake import answer_initialize
 from refagent.llm import config
 from refagent.llm.protocol import ToolCallRequest
+from refagent.llm.scripted import ScriptedModel, text
+from refagent.server.handshake import answer_initialize
 from refagent.settings import Settings
 from refagent.testing.memory import connect
-from refagent.testing.scripted_model import ScriptedModel, text
 from refagent.tools.registry import default_tools
 from tests.helpers_process import ROOT, AgentProcess, agent_env
 

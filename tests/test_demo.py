@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from refagent.agent import Settings
 from refagent.client.demo import COPY_IGNORES
+from refagent.llm.demo import DemoModel, demo_profile
 from refagent.llm.protocol import ModelRequest, TextDelta, ToolCallRequest
-from refagent.testing.demo_model import DemoModel, demo_profile
+from refagent.server.agent import Settings
 from refagent.testing.memory import FakeClient, PermissionPolicy, allow_once, connect
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
 from refagent.testing.transcript import Transcript

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from refagent.agent import Settings
-from refagent.backends import EditorFiles
 from refagent.errors import ToolError
 from refagent.llm.protocol import ToolCallRequest
+from refagent.llm.scripted import ScriptedModel, text
+from refagent.sandbox.editor import EditorFiles
 from refagent.sandbox.local_fs import LocalFileSystem
 from refagent.sandbox.policy import RootPolicy
+from refagent.server.agent import Settings
 from refagent.testing.memory import FakeClient, allow_once, connect
-from refagent.testing.scripted_model import ScriptedModel, text
 from tests.tool_fakes import DirectPeer
 
 pytestmark = pytest.mark.anyio

@@ -1,6 +1,6 @@
 """Property-based robustness of the agent (hypothesis): garbage in, correct JSON-RPC out.
 
-A real :class:`~refagent.agent.Agent` is served by a real :class:`~refagent.acp.connection.Connection`
+A real :class:`~refagent.server.agent.Agent` is served by a real :class:`~refagent.acp.connection.Connection`
 over memory streams, and the test writes raw lines into it: random bytes, random JSON values, random
 JSON-RPC-shaped objects (random methods, ids and params), and ACP methods with wrong (and sometimes
 right) params, after a valid ``initialize`` and ``session/new`` so session methods reach a real session.
@@ -35,8 +35,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refagent.acp.connection import Connection
-from refagent.agent import Agent, Settings
-from refagent.workspace import Sandbox, local_sandbox
+from refagent.server.agent import Agent, Settings
+from refagent.session.workspace import Sandbox, local_sandbox
 from tests.acp_schema import validate_agent_message
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""gitignore rules (refagent.gitignore): GitIgnore on a fake file system, then both dialects on real trees,
+"""gitignore rules (refagent.sandbox.gitignore): GitIgnore on a fake file system, then both dialects on real trees,
 checked against git and ripgrep themselves when they are installed.
 
 The root watcher asks :class:`GitIgnore` (the ``git`` dialect); the search tools' Python walker reads the
@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyfakefs.fake_filesystem import FakeFilesystem
 
-from refagent.gitignore import (
+from refagent.sandbox.gitignore import (
     _DIRS,
     MAX_IGNORE_BYTES,
     Dialect,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from refagent.acp.errors import InvalidParams
-from refagent.handshake import answer_initialize, read_first_line
 from refagent.llm.profiles import ModelProfile
+from refagent.server.handshake import answer_initialize, read_first_line
 from refagent.settings import Settings
 from tests.acp_schema import validate_agent_message
 from tests.helpers_process import AgentProcess

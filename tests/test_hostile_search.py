@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from refagent.errors import ToolError
-from refagent.gitignore import MAX_IGNORE_BYTES
+from refagent.sandbox.gitignore import MAX_IGNORE_BYTES
 from refagent.tools.search import Glob, Grep, Query, find_rg, list_files, python_grep_in_process, rg_grep, search
 from tests.tool_fakes import call, make_ctx
 

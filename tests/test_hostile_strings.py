@@ -22,17 +22,19 @@ from typing import Any, ClassVar
 import pytest
 
 from refagent.acp.text import StreamJoiner, clean, has_surrogates, shorten
-from refagent.agent import Settings
-from refagent.history import Conversation
 from refagent.llm.openai_client import OpenAIModel, RetryPolicy
 from refagent.llm.profiles import ModelProfile
 from refagent.llm.protocol import ModelClient, ModelRequest, TextDelta, ToolCallRequest, ToolSpec
-from refagent.records import SessionLog, read_records
+from refagent.llm.scripted import ScriptedModel, text
+from refagent.persistence.conversation import Conversation
+from refagent.persistence.records import SessionLog, read_records
+from refagent.persistence.store import SessionStore
+from refagent.server.agent import Settings
+from refagent.session.turn import MAX_KEPT_ARGUMENTS, kept_arguments
+from refagent.session.turn import Turn as PromptTurn
 from refagent.settings import default_tools
-from refagent.store import SessionStore
 from refagent.testing.memory import Editor, connect
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
-from refagent.testing.scripted_model import ScriptedModel, text
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
 from refagent.tools.runner import (
     MAX_CONTENT_BYTES,
@@ -42,8 +44,6 @@ from refagent.tools.runner import (
     bounded_raw,
     for_model,
 )
-from refagent.turn import MAX_KEPT_ARGUMENTS, kept_arguments
-from refagent.turn import Turn as PromptTurn
 
 pytestmark = pytest.mark.anyio
 

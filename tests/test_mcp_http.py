@@ -15,8 +15,8 @@ import pytest
 
 from refagent.errors import ToolError
 from refagent.llm.protocol import ToolCallRequest
-from refagent.permissions import Permissions
 from refagent.testing.memory import allow_once, select
+from refagent.tools.permissions import Permissions
 from refagent.tools.runner import ToolRunner
 from tests.mcp_servers.harness import http_entry, run, running_hub, tool
 from tests.mcp_servers.http_server import Urls, running

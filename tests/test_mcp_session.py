@@ -10,11 +10,11 @@ from typing import Any
 import anyio
 import pytest
 
-from refagent.agent import Settings
 from refagent.llm.protocol import ToolCallRequest
-from refagent.store import SessionStore
+from refagent.llm.scripted import ScriptedModel, text
+from refagent.persistence.store import SessionStore
+from refagent.server.agent import Settings
 from refagent.testing.memory import FakeClient, connect, select
-from refagent.testing.scripted_model import ScriptedModel, text
 from tests.mcp_servers.harness import stdio_entry
 from tests.procs import alive
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from refagent.acp.errors import RequestError
-from refagent.permissions import Permissions
 from refagent.tools.base import Plan, ToolResult
+from refagent.tools.permissions import Permissions
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from refagent.stdio import FdWriter, read_lines
+from refagent.server.stdio import FdWriter, read_lines
 from tests.helpers_process import ROOT, AgentProcess, agent_command, agent_env
 
 pytestmark = pytest.mark.anyio
@@ -250,7 +250,7 @@ async def test_fd_writer_writes_everything_to_a_slow_reader() -> None:
 
 GUARD_SCRIPT = r"""
 import json, os, subprocess, sys
-from refagent.stdio import guard_stdio
+from refagent.server.stdio import guard_stdio
 
 fds = guard_stdio()
 print("print() after the guard")

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from refagent.prompt import (
+from refagent.session.system_prompt import (
     MAX_INSTRUCTIONS_BYTES,
     MAX_INSTRUCTIONS_CHARS,
     git_state,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from refagent.permissions import Permissions
 from refagent.tools.base import Plan, scope_covers
 from refagent.tools.files import ReadFile
+from refagent.tools.permissions import Permissions
 from refagent.tools.search import Glob, Grep
 from tests.tool_fakes import make_ctx
 

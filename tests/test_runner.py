@@ -10,13 +10,13 @@ import anyio
 import pytest
 
 from refagent.acp.errors import RequestError
-from refagent.agent import Settings
 from refagent.errors import ToolError
 from refagent.llm.protocol import ToolCallRequest
+from refagent.llm.scripted import Hang, ScriptedModel, text
+from refagent.server.agent import Settings
+from refagent.session.workspace import Sandbox
 from refagent.testing.memory import FakeClient, allow_once, connect, select
-from refagent.testing.scripted_model import Hang, ScriptedModel, text
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
-from refagent.workspace import Sandbox
 
 pytestmark = pytest.mark.anyio
 

@@ -16,12 +16,12 @@ from typing import Any
 import anyio
 import pytest
 
-from refagent.agent import Settings
 from refagent.llm.protocol import ToolCallRequest
+from refagent.llm.scripted import ScriptedModel, text
 from refagent.sandbox.confinement import machine_support
+from refagent.server.agent import Settings
 from refagent.testing.memory import FakeClient, connect
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
-from refagent.testing.scripted_model import ScriptedModel, text
 from refagent.testing.terminals import FakeTerminalHost
 from tests.helpers_process import AgentProcess, agent_env
 from tests.procs import alive, gone, survivors

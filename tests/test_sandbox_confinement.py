@@ -24,7 +24,6 @@ from typing import Any
 import anyio
 import pytest
 
-from refagent.backends import EditorTerminals
 from refagent.sandbox import landlock
 from refagent.sandbox.confinement import (
     GIT,
@@ -42,6 +41,7 @@ from refagent.sandbox.confinement import (
     machine_support,
     remove_stale_private_dirs,
 )
+from refagent.sandbox.editor import EditorTerminals
 from refagent.sandbox.launcher import CANNOT_CONFINE, parse
 from refagent.sandbox.process import LocalTerminals
 from refagent.testing.memory import FakeClient

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from refagent.agent import Settings
 from refagent.errors import ToolError
 from refagent.llm.protocol import ToolCallRequest
-from refagent.permissions import Permissions
+from refagent.llm.scripted import ScriptedModel, text
 from refagent.sandbox.confinement import (
     GIT,
     LIFETIME,
@@ -31,13 +30,14 @@ from refagent.sandbox.confinement import (
 from refagent.sandbox.local_fs import LocalFileSystem
 from refagent.sandbox.policy import RootPolicy
 from refagent.sandbox.tracker import FileTracker
-from refagent.session import modes_for
+from refagent.server.agent import Settings
+from refagent.session.state import modes_for
+from refagent.session.workspace import Sandbox
 from refagent.testing.memory import Editor, FakeClient, allow_once, connect
-from refagent.testing.scripted_model import ScriptedModel, text
 from refagent.tools.base import CommandResult, Plan, ToolResult
 from refagent.tools.command_scope import permission_scope
+from refagent.tools.permissions import Permissions
 from refagent.tools.shell import RunCommand
-from refagent.workspace import Sandbox
 from tests.tool_fakes import ScriptedTerminals, call, check_plan, make_ctx
 
 pytestmark = pytest.mark.anyio

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from refagent.agent import Settings
 from refagent.llm.protocol import ToolCallRequest
+from refagent.llm.scripted import ScriptedModel, text
+from refagent.server.agent import Settings
 from refagent.testing.memory import FakeClient, allow_once, connect
-from refagent.testing.scripted_model import ScriptedModel, text
 from refagent.testing.terminals import FakeTerminalHost
 
 pytestmark = pytest.mark.anyio

@@ -17,12 +17,12 @@ import anyio
 import pytest
 
 from refagent.acp.errors import RequestError
-from refagent.agent import Settings
-from refagent.history import VISIBLE, replay
 from refagent.llm.protocol import ReasoningDelta, ToolCallRequest
-from refagent.store import SessionStore
+from refagent.llm.scripted import Hang, Response, ScriptedModel, text
+from refagent.persistence.recorder import VISIBLE, replay
+from refagent.persistence.store import SessionStore
+from refagent.server.agent import Settings
 from refagent.testing.memory import Editor, FakeClient, connect
-from refagent.testing.scripted_model import Hang, Response, ScriptedModel, text
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from refagent.history import VISIBLE, replay
+from refagent.persistence.recorder import VISIBLE, replay
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
 from tests.helpers_process import AgentProcess, agent_env
 

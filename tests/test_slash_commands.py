@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from refagent.agent import Settings
-from refagent.compaction import SUMMARY_PREFIX, estimate_tokens
 from refagent.errors import ModelError
 from refagent.llm.profiles import ModelProfile
 from refagent.llm.protocol import ToolCallRequest
-from refagent.store import SessionStore
+from refagent.llm.scripted import Fail, Response, ScriptedModel, text
+from refagent.persistence.store import SessionStore
+from refagent.server.agent import Settings
+from refagent.session.compaction import SUMMARY_PREFIX, estimate_tokens
 from refagent.testing.memory import Editor, FakeClient, connect
-from refagent.testing.scripted_model import Fail, Response, ScriptedModel, text
 
 pytestmark = pytest.mark.anyio
 

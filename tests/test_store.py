@@ -14,9 +14,10 @@ import pytest
 
 from refagent.acp import updates
 from refagent.acp.errors import InvalidParams
-from refagent.history import FLUSH_SECONDS, STOPPED_RESULT, Conversation, Recorder, load, replay
-from refagent.records import StoredSession, fold, replay_line
-from refagent.store import PAGE_SIZE, SessionStore
+from refagent.persistence.conversation import STOPPED_RESULT, Conversation
+from refagent.persistence.recorder import FLUSH_SECONDS, Recorder, load, replay
+from refagent.persistence.records import StoredSession, fold, replay_line
+from refagent.persistence.store import PAGE_SIZE, SessionStore
 
 CWD = "/work/project"
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refagent.errors import ToolError
-from refagent.gitignore import GitIgnore, glob_regex
+from refagent.sandbox.gitignore import GitIgnore, glob_regex
 from refagent.tools.search import (
     Glob,
     Grep,

@@ -8,8 +8,8 @@ import pytest
 
 from refagent.errors import ModelError, ModelRefused
 from refagent.llm.protocol import Finished, Retrying, TextDelta, ToolCallRequest, Usage
-from refagent.testing.scripted_model import Fail, Response, ScriptedModel, text
-from refagent.turn import Turn, run_prompt
+from refagent.llm.scripted import Fail, Response, ScriptedModel, text
+from refagent.session.turn import Turn, run_prompt
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ updates of a turn precede the ``session/prompt`` response). A handler that must 
 response (updates about a new session) returns :class:`Reply` with an ``after`` callback.
 
 The connection knows nothing of stdio or of ACP's methods: it reads lines from any async iterable of bytes
-and writes bytes through any async ``write`` callable (see :mod:`refagent.stdio` and
+and writes bytes through any async ``write`` callable (see :mod:`refagent.server.stdio` and
 :mod:`refagent.testing.memory`).
 """
 

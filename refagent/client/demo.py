@@ -9,7 +9,7 @@ screen, the way ``refagent run --yes`` does (with a real model and a terminal, y
 Afterwards it runs the project's tests itself, to show the bug is fixed.
 
 Which model plays the session: with no model configured (no ``OPENAI_API_KEY``, no ``OPENAI_BASE_URL``,
-no config file), the built-in scripted demo model (:mod:`refagent.testing.demo_model`, ``refagent
+no config file), the built-in scripted demo model (:mod:`refagent.llm.demo`, ``refagent
 --demo``); otherwise the configured model, on the same project. The screen says which, first thing.
 
 Exit code: 0 when the turn ended normally and the project's tests pass afterwards, else 1.

@@ -251,7 +251,7 @@ def make_model(profile: ModelProfile, *, retry: RetryPolicy | None = None) -> Mo
     :class:`~refagent.llm.openai_client.OpenAIModel` (which imports ``openai`` only when first used).
     ``retry`` is a :class:`~refagent.llm.openai_client.RetryPolicy` (``None``: its defaults)."""
     if profile.scripted:
-        from refagent.testing.scripted_model import offline_model
+        from refagent.llm.scripted import offline_model
 
         return offline_model()
     from refagent.llm.openai_client import OpenAIModel

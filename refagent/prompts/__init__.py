@@ -1,1 +1,1 @@
-"""System prompt templates, shipped as package data (``system.md``); see :mod:`refagent.prompt`."""
+"""System prompt templates, shipped as package data (``system.md``); see :mod:`refagent.session.system_prompt`."""

@@ -1,4 +1,4 @@
-"""The local file system (:class:`refagent.tools.base.Disk`): text reads and atomic writes, kinds,
+"""The local file system (:class:`refagent.sandbox.seams.Disk`): text reads and atomic writes, kinds,
 deletes, moves, and paged reads of big files.
 
 Contract: paths are absolute and come from the path policy (``ResolvedPath.path``): normalised, with no

@@ -1,7 +1,7 @@
 """The path policy: where a model-given path really points, and whether the file tools may touch it.
 
-Contract (:class:`refagent.tools.base.PathPolicy`): :meth:`RootPolicy.resolve` turns a model-given path
-into a :class:`~refagent.tools.base.ResolvedPath` — absolute, normalised, every symbolic link resolved —
+Contract (:class:`refagent.sandbox.seams.PathPolicy`): :meth:`RootPolicy.resolve` turns a model-given path
+into a :class:`~refagent.sandbox.seams.ResolvedPath` — absolute, normalised, every symbolic link resolved —
 and says whether it lies inside the session roots ``[cwd, *additional_roots]``. Reads outside are not
 refused here: the tool asks the user (``inside=False``). :meth:`RootPolicy.check_write` refuses outright
 what the file tools must never change: anything outside the roots, anything in or named ``.git``, and a
@@ -47,7 +47,7 @@ from collections.abc import Sequence
 
 from refagent.errors import ToolError
 from refagent.sandbox.libc import within
-from refagent.tools.base import ResolvedPath
+from refagent.sandbox.seams import ResolvedPath
 
 MAX_PATH_BYTES = 4096
 """Linux ``PATH_MAX``: longer paths cannot be used in one system call."""

@@ -1,7 +1,7 @@
-"""Local commands (:class:`refagent.tools.base.Terminals`): one shell command in a process group of its own.
+"""Local commands (:class:`refagent.sandbox.seams.Terminals`): one shell command in a process group of its own.
 
 Contract: :meth:`LocalTerminals.run` runs ``command`` through the shell in ``cwd`` and returns a
-:class:`~refagent.tools.base.CommandResult` — the merged stdout and stderr (UTF-8, invalid bytes
+:class:`~refagent.sandbox.seams.CommandResult` — the merged stdout and stderr (UTF-8, invalid bytes
 replaced), the exit code or the name of the signal that ended the shell, and whether the output was cut
 or the time limit hit. Local processes have no terminal id, so ``on_start`` is never called.
 
@@ -60,7 +60,7 @@ import anyio.abc
 
 from refagent.errors import ToolError
 from refagent.sandbox.confinement import UNCONFINED, Confinement, Level
-from refagent.tools.base import CommandResult
+from refagent.sandbox.seams import CommandResult
 
 DEFAULT_OUTPUT_LIMIT = 40_000
 """Bytes of output kept: the first and the last 20 000."""

@@ -9,7 +9,7 @@ both ends), so the agent's own changes are not reported back to it as someone el
 How: watchfiles' Rust notifier (``inotify``, FSEvents, ...) on each root, recursively. Its blocking
 ``watch`` runs in a worker thread of its own, which also filters the events, so the event loop only
 ever takes a lock to drain. Not reported: directories (their files are), paths git ignores
-(:class:`refagent.gitignore.GitIgnore`, ``.git`` always), what watchfiles' default filter drops
+(:class:`refagent.sandbox.gitignore.GitIgnore`, ``.git`` always), what watchfiles' default filter drops
 (``__pycache__``, ``node_modules``, editor swap and backup files, ...), and our own temporary files
 (:data:`~refagent.sandbox.local_fs.TEMP_PREFIX`).
 
@@ -44,7 +44,7 @@ from watchfiles import Change, DefaultFilter
 from watchfiles._rust_notify import RustNotify
 from watchfiles.main import _default_force_polling
 
-from refagent.gitignore import GitIgnore
+from refagent.sandbox.gitignore import GitIgnore
 from refagent.sandbox.local_fs import TEMP_PREFIX
 
 log = logging.getLogger(__name__)

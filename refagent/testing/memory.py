@@ -1,4 +1,4 @@
-"""An in-memory editor: a fake ACP client wired to a real :class:`~refagent.agent.Agent` over anyio
+"""An in-memory editor: a fake ACP client wired to a real :class:`~refagent.server.agent.Agent` over anyio
 memory streams, with no processes and no pipes.
 
 The client side is an ordinary :class:`~refagent.acp.connection.Connection` too (the protocol is
@@ -27,7 +27,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from refagent.acp.connection import Connection
 from refagent.acp.errors import MethodNotFound, RequestError
-from refagent.agent import Agent, Settings
+from refagent.server.agent import Agent, Settings
 from refagent.testing.transcript import Check, Direction, Transcript
 
 PermissionPolicy = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]

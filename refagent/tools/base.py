@@ -12,134 +12,54 @@ Errors the model can fix (bad arguments, a missing file, an ambiguous edit) are 
 :class:`refagent.errors.ToolError` with a message written *for the model*: it reads it and tries again.
 
 Backends are passed in through :class:`ToolContext`, never imported: the editor's file system or the
-local disk, the editor's terminals or local processes.
+local disk, the editor's terminals or local processes. Their protocols (the seams) live with their
+implementations in :mod:`refagent.sandbox.seams`; they are re-exported here, so a custom tool written
+against this module needs nothing else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Protocol
 
 from refagent.acp.types import ToolCallContent, ToolCallLocation, ToolKind
 from refagent.sandbox.confinement import Level
+from refagent.sandbox.seams import (
+    CommandResult,
+    Disk,
+    PathPolicy,
+    ReadTracker,
+    ResolvedPath,
+    Terminals,
+    TextFiles,
+)
+
+__all__ = [
+    "CANCEL_NOTE",
+    "MAX_NAME_LENGTH",
+    "NAME_CHARS",
+    "BaseTool",
+    "CommandResult",
+    "Disk",
+    "Level",
+    "PathPolicy",
+    "Plan",
+    "ReadTracker",
+    "ResolvedPath",
+    "Terminals",
+    "TextFiles",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "cancel_note",
+    "outside_read_scope",
+    "scope_covers",
+]
 
 NAME_CHARS = "A-Za-z0-9_-"
 MAX_NAME_LENGTH = 64
 """What OpenAI-compatible endpoints accept as a function (tool) name: these characters, at most this many."""
-
-
-class TextFiles(Protocol):
-    """Reading and writing whole text files: the editor's buffers (``fs/*``) or the local disk.
-
-    Paths are absolute and already checked by the path policy. ``read_text`` raises
-    ``FileNotFoundError`` for a missing file and :class:`~refagent.errors.ToolError` for anything else
-    the model should hear about (binary content, an editor error).
-    """
-
-    async def read_text(self, path: str) -> str: ...
-
-    async def write_text(self, path: str, content: str) -> None: ...
-
-
-class Disk(TextFiles, Protocol):
-    """The local file system (:class:`refagent.sandbox.local_fs.LocalFileSystem`).
-
-    Listing, searching, deleting and moving always happen here: ACP gives editors no such methods.
-    ``write_text`` is atomic (temporary file in the same directory, fsync, rename, mode bits kept).
-    """
-
-    async def kind(self, path: str) -> Literal["file", "dir", "other"] | None:
-        """What is at ``path`` without following a final symlink (``other``); None if nothing."""
-        ...
-
-    async def delete(self, path: str, *, recursive: bool = False) -> None:
-        """Delete a file, a symlink (not its target) or, with ``recursive``, a directory tree."""
-        ...
-
-    async def move(self, source: str, destination: str) -> None:
-        """Rename ``source`` to ``destination``; refuses to overwrite an existing destination."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class CommandResult:
-    output: str
-    exit_code: int | None
-    signal: str | None = None
-    truncated: bool = False
-    timed_out: bool = False
-
-
-class Terminals(Protocol):
-    """Running a shell command: an editor terminal (``terminal/*``) or a local process group, confined
-    at a level (:mod:`refagent.sandbox.confinement`)."""
-
-    async def run(
-        self,
-        command: str,
-        cwd: str,
-        time_limit: float,
-        on_start: Callable[[str], Awaitable[None]] | None = None,
-        *,
-        sandbox: Level = "workspace",
-    ) -> CommandResult:
-        """Run ``command`` through the shell in ``cwd``, confined at level ``sandbox`` as far as
-        :meth:`not_confined` allows; kill it after ``time_limit`` s.
-
-        ``on_start(terminal_id)`` is called once an editor terminal exists (so the tool call can embed
-        it); local processes have no terminal id and never call it. Cancellation kills the command.
-        """
-        ...
-
-    def not_confined(self, level: Level) -> list[str]:
-        """What a command at ``level`` would *not* be confined from here, in words for the user
-        ([] when it is confined as the level promises)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class ResolvedPath:
-    """A path the policy has resolved (absolute, normalised, symlinks followed) and placed."""
-
-    path: str
-    inside: bool
-    """Inside one of the session roots."""
-    display: str
-    """For titles: relative to the cwd when inside it, else absolute."""
-
-
-class PathPolicy(Protocol):
-    """The sandbox boundary (implemented in :mod:`refagent.sandbox.policy`)."""
-
-    def resolve(self, path: str, *, follow_symlinks: bool = True) -> ResolvedPath:
-        """Resolve a model-given path (relative to the session cwd or absolute). Raises ToolError if invalid.
-
-        ``follow_symlinks=False`` resolves every component but the last, for acting on a link itself."""
-        ...
-
-    def check_write(self, path: str, *, follow_symlinks: bool = True) -> ResolvedPath:
-        """Resolve a path about to be created, changed, deleted or moved; ToolError if outside the roots
-        or inside ``.git``. ``follow_symlinks=False``: the link itself is what changes (delete, move)."""
-        ...
-
-
-class ReadTracker(Protocol):
-    """What the model last saw of each file, so an edit of a file changed since is refused."""
-
-    def saw(self, path: str, content: str) -> None: ...
-
-    def check_fresh(self, path: str, current: str) -> None:
-        """Raise ToolError if ``path`` was read and has changed since (tell the model to read it again)."""
-        ...
-
-    def forget(self, path: str) -> None:
-        """``path`` is gone (deleted): a file made there later is new."""
-        ...
-
-    def moved(self, source: str, destination: str) -> None:
-        """What the model saw of ``source`` (a file or a tree) is now at ``destination``."""
-        ...
 
 
 @dataclass

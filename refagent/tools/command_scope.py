@@ -8,7 +8,7 @@ that write files, run a pager, an editor, a hook, a plugin or a helper, or read 
 positionals that are plain relative paths (no ``/``, ``@`` or ``-`` in front, no ``..``, nothing in
 ``.git``). Only then is the
 key ``command:<leading words>``, labelled with what the rule lets through ("`git diff` with read-only
-options, revisions and relative paths"). :mod:`refagent.permissions` compares keys for equality, and
+options, revisions and relative paths"). :mod:`refagent.tools.permissions` compares keys for equality, and
 every command that gets a given key passed the same rule, so allowing ``git diff --stat`` allows
 ``git diff HEAD~1 src/`` and never ``git diff --output=/elsewhere`` or ``git push``. Why not the leading
 words alone: options execute (``git grep -O``, ``sed 1e``, ``pytest -p``, ``go test -exec``, ``git diff

@@ -32,8 +32,8 @@ from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
 from refagent.ids import new_id
 from refagent.llm.protocol import ToolCallRequest, ToolSpec
-from refagent.permissions import Permissions
 from refagent.tools.base import CANCEL_NOTE, BaseTool, Plan, ToolContext, ToolResult, cancel_note
+from refagent.tools.permissions import Permissions
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ MAX_RESULT_CHARS = 1 << 20
 
 
 class ToolRunner:
-    """The :class:`refagent.turn.ToolRunner` of a session."""
+    """The :class:`refagent.session.turn.ToolRunner` of a session."""
 
     def __init__(
         self,

@@ -9,7 +9,7 @@ a degraded mode. The rules, all ripgrep's (``rg --hidden --no-ignore-dot --no-ig
 - ``.gitignore`` files are respected inside a git repository (a directory with ``.git``), from the
   repository's top down, as git does; a nested repository starts afresh. Outside any repository they are
   not (ripgrep's default). ``.ignore``, ``.git/info/exclude`` and global excludes are not used. Their
-  lines, and ``glob``, are read as ripgrep reads them: :mod:`refagent.gitignore`'s ``rg`` dialect.
+  lines, and ``glob``, are read as ripgrep reads them: :mod:`refagent.sandbox.gitignore`'s ``rg`` dialect.
 - A ``glob`` is gitignore-style: without a slash it matches a file name at any depth (``*.py``), with one
   it is anchored at the searched directory (``src/**/*.ts``); ``{a,b}`` alternatives work. As in ripgrep,
   a file a glob names is included even if ``.gitignore`` lists it, but ignored directories stay pruned.
@@ -32,7 +32,7 @@ The tree being searched is untrusted (a cloned repository), and so is the patter
   after a non-blocking open; ripgrep skips them when it walks, and a file named as the target is opened
   here and given to ripgrep on its standard input. ripgrep reads every ``.gitignore`` on its way
   (ancestors too) by following links and without a size limit, so a tree where one is not a plain
-  regular file within :data:`~refagent.gitignore.MAX_IGNORE_BYTES` (a FIFO, a link to ``/dev/zero``)
+  regular file within :data:`~refagent.sandbox.gitignore.MAX_IGNORE_BYTES` (a FIFO, a link to ``/dev/zero``)
   is searched by the Python engine instead, which reads only those (and a linked one only when it
   leads inside the roots).
 - Nothing outside the searched directory is read through a link swapped in after the path was
@@ -42,7 +42,7 @@ The tree being searched is untrusted (a cloned repository), and so is the patter
 - ripgrep's regex engine runs in linear time. Python's backtracks, and a pattern such as ``(a+)+$``
   takes exponential time (with the GIL held): the Python engine runs in a child process that is
   killed at a time limit, and the model is told to simplify the pattern. Glob matching is linear
-  (:class:`refagent.gitignore.GlobMatcher`).
+  (:class:`refagent.sandbox.gitignore.GlobMatcher`).
 
 The module is long (~1150 lines) on purpose: the walker, the ripgrep driver and the Python engine must
 agree line for line, and are easiest to check against each other in one place.
@@ -71,7 +71,7 @@ from typing import Any, ClassVar, Literal
 import anyio
 
 from refagent.errors import ToolError
-from refagent.gitignore import MAX_IGNORE_BYTES, Rules, Stack, glob_regex, ignored_by, open_directory
+from refagent.sandbox.gitignore import MAX_IGNORE_BYTES, Rules, Stack, glob_regex, ignored_by, open_directory
 from refagent.sandbox.local_fs import TEMP_PREFIX, TEMP_SUFFIX
 from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult, outside_read_scope
 from refagent.tools.files import arg_bool, arg_int, arg_str, location, plural, shown
@@ -98,7 +98,7 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC
 """For a file the walker listed as regular: not through a link, and never waiting (a FIFO swapped in)."""
 
-# -- the walker (ripgrep's rules; the globs and .gitignore lines are read by refagent.gitignore) ------
+# -- the walker (ripgrep's rules; the globs and .gitignore lines are read by refagent.sandbox.gitignore) ------
 
 
 def check_glob(glob: str) -> None:

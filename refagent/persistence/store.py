@@ -2,7 +2,7 @@
 
 Layout under ``root`` (``platformdirs.user_data_dir("refagent")/sessions`` by default)::
 
-    <session id>.jsonl     a session's records  } its files: refagent.records
+    <session id>.jsonl     a session's records  } its files: refagent.persistence.records
     <session id>.replay    its replay file      }
     index.json             {session id: summary}, rewritten atomically; rebuilt from the record files
                            when it is missing or unreadable, and brought in step with them when a
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from refagent.acp.errors import InvalidParams
-from refagent.records import SessionLog, StoredSession, read_records, read_session, repair
+from refagent.persistence.records import SessionLog, StoredSession, read_records, read_session, repair
 
 log = logging.getLogger(__name__)
 
@@ -111,14 +111,14 @@ class SessionStore:
     # -- reading ------------------------------------------------------------------------------
 
     def load(self, session_id: str) -> StoredSession | None:
-        """A session's state and its visible history (:func:`refagent.records.read_session`); None if there
+        """A session's state and its visible history (:func:`refagent.persistence.records.read_session`); None if there
         is no such session (or it is unreadable)."""
         if not _ID.match(session_id):
             return None
         return read_session(self._path(session_id), session_id)
 
     def repair(self, stored: StoredSession, lines: list[bytes]) -> None:
-        """:func:`refagent.records.repair` (warned about, once, if it cannot be written)."""
+        """:func:`refagent.persistence.records.repair` (warned about, once, if it cannot be written)."""
         try:
             repair(self._path(stored.session_id), stored, lines)
         except OSError as exc:

@@ -1,4 +1,4 @@
-"""Sessions and their prompt turns: the ``session/*`` methods of :class:`refagent.agent.Agent`.
+"""Sessions and their prompt turns: the ``session/*`` methods of :class:`refagent.server.agent.Agent`.
 
 Imported the first time a client asks for a session, not at startup: everything a session needs (the
 turn, tools, sandbox, store, slash commands) loads after the ``initialize`` response is out, so the editor
@@ -26,27 +26,28 @@ from refagent.acp import updates
 from refagent.acp.connection import Reply
 from refagent.acp.errors import InvalidParams, RequestError, ResourceNotFound
 from refagent.acp.types import ConfigOption, StopReason
-from refagent.commands import Command, available_commands, init_instruction, undo
-from refagent.commands import parse as parse_command
-from refagent.compaction import AUTO_COMPACT_AT, compacted, estimate_tokens, split_point, summarise
-from refagent.content import user_message
-from refagent.history import Conversation, Recorder, replay
-from refagent.history import load as load_session
 from refagent.ids import new_id
 from refagent.llm.protocol import Usage
 from refagent.mcp import McpHub
-from refagent.prompt import make_system_prompt
-from refagent.records import SessionLog, StoredSession
+from refagent.persistence.conversation import Conversation
+from refagent.persistence.recorder import Recorder, replay
+from refagent.persistence.recorder import load as load_session
+from refagent.persistence.records import SessionLog, StoredSession
+from refagent.persistence.store import now
 from refagent.sandbox.confinement import machine_support
-from refagent.session import MODE_IDS, Session
-from refagent.store import now
+from refagent.sandbox.seams import Watcher
+from refagent.session.commands import Command, available_commands, init_instruction, undo
+from refagent.session.commands import parse as parse_command
+from refagent.session.compaction import AUTO_COMPACT_AT, compacted, estimate_tokens, split_point, summarise
+from refagent.session.content import user_message
+from refagent.session.state import MODE_IDS, Session
+from refagent.session.system_prompt import make_system_prompt
+from refagent.session.turn import Turn, run_prompt, user_text
+from refagent.session.workspace import build as build_workspace
 from refagent.tools.base import BaseTool
-from refagent.turn import Turn, run_prompt, user_text
-from refagent.workspace import Watcher
-from refagent.workspace import build as build_workspace
 
 if TYPE_CHECKING:
-    from refagent.agent import Agent
+    from refagent.server.agent import Agent
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class Sessions:
     async def load_session(self, params: dict[str, Any]) -> Reply:
         """``session/load``: replay the visible history, then answer; the conversation goes on."""
         session, stored = await self._restore(params, require_servers=True)
-        await self.agent.peer.send_lines(stored.shown)  # the replay file, as it is (refagent.records)
+        await self.agent.peer.send_lines(stored.shown)  # the replay file, as it is (refagent.persistence.records)
         for update in replay(stored.held):  # if it could not be repaired after a crash
             await self._send_update(session.id, update)
         return Reply(self._state(session), after=functools.partial(self._announce, session))

@@ -19,13 +19,14 @@ import anyio
 from refagent.acp import updates
 from refagent.acp.errors import InvalidParams
 from refagent.acp.types import ClientCapabilities, ConfigOption, SessionMode, SessionModeState
-from refagent.history import Conversation, Recorder
 from refagent.llm.profiles import ModelProfile
 from refagent.mcp import McpHub
-from refagent.permissions import Permissions
-from refagent.records import SessionLog, StoredSession
+from refagent.persistence.conversation import Conversation
+from refagent.persistence.recorder import Recorder
+from refagent.persistence.records import SessionLog, StoredSession
 from refagent.sandbox.confinement import Support
 from refagent.tools.base import Plan
+from refagent.tools.permissions import Permissions
 from refagent.tools.protocol import NoTools, ToolRunner
 
 
@@ -111,7 +112,7 @@ class Session:
     saved: StoredSession | None = None
     """A loaded session's records, until its conversation is read from them (when a prompt needs it)."""
     workspace: Any = None
-    """The session's :class:`refagent.workspace.Workspace` (tools and their backends)."""
+    """The session's :class:`refagent.session.workspace.Workspace` (tools and their backends)."""
     background: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     mcp: McpHub | None = None
     """The session's MCP servers, if the client gave any."""

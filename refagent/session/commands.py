@@ -19,7 +19,7 @@ from typing import Any
 
 from refagent.acp.types import AvailableCommand
 from refagent.errors import ToolError
-from refagent.session import MODES, Session, text_digest
+from refagent.session.state import MODES, Session, text_digest
 
 _COMMAND = re.compile(r"^/([a-z][a-z0-9_-]*)(?:\s+(.*))?$", re.DOTALL)
 NAMES = frozenset({"init", "compact", "undo", "mode", "model"})

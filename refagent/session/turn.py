@@ -64,8 +64,8 @@ class Turn:
 
     model: ModelClient
     history: list[dict[str, Any]]
-    """The conversation: a session's :class:`refagent.history.Conversation`, which records each message and
-    cleans it of lone surrogates (a plain list does neither)."""
+    """The conversation: a session's :class:`refagent.persistence.conversation.Conversation`, which records
+    each message and cleans it of lone surrogates (a plain list does neither)."""
     send: Callable[[dict[str, Any]], Awaitable[None]]
     system_prompt: str = ""
     tools: ToolRunner = field(default_factory=NoTools)

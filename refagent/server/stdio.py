@@ -41,7 +41,7 @@ def guard_stdio() -> ProtocolFds:
 async def read_lines(fd: int, initial: bytes = b"") -> AsyncIterator[bytes]:
     """Yield the lines of ``fd`` without their line ending, until EOF (or a read error, treated as EOF).
 
-    ``initial``: bytes already read from ``fd`` (by :func:`refagent.handshake.read_first_line`), which
+    ``initial``: bytes already read from ``fd`` (by :func:`refagent.server.handshake.read_first_line`), which
     come first."""
     import anyio.to_thread  # here, not at the top: the first answer is written before anyio is loaded
 

@@ -2,7 +2,7 @@
 (:class:`Settings`).
 
 Methods (ACP v1, agent side): ``initialize``, ``authenticate``, and the ``session/*`` methods, which
-:class:`refagent.sessions.Sessions` implements; ``session/cancel`` is a notification. Anything else is
+:class:`refagent.session.manager.Sessions` implements; ``session/cancel`` is a notification. Anything else is
 ``-32601``. Capabilities advertised at ``initialize`` are exactly the ones implemented.
 
 Starting fast: this module imports little. The session machinery is imported when the first session
@@ -23,16 +23,16 @@ from refagent.acp import params as p
 from refagent.acp.connection import Reply
 from refagent.acp.errors import AuthRequired, InvalidParams, MethodNotFound
 from refagent.acp.types import ClientCapabilities
-from refagent.handshake import AUTH_METHOD, answer_initialize
 from refagent.llm.profiles import ModelProfile, missing_key
 from refagent.llm.protocol import ModelClient
+from refagent.server.handshake import AUTH_METHOD, answer_initialize
 from refagent.settings import Settings
 
 __all__ = ["Agent", "Settings"]
 
 if TYPE_CHECKING:
-    from refagent.session import Session
-    from refagent.sessions import Sessions
+    from refagent.session.manager import Sessions
+    from refagent.session.state import Session
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class Agent:
     def manager(self) -> Sessions:
         """The session machinery, imported on first use."""
         if self._sessions is None:
-            from refagent.sessions import Sessions
+            from refagent.session.manager import Sessions
 
             self._sessions = Sessions(self)
         return self._sessions
@@ -192,7 +192,7 @@ def _probe_sandbox() -> None:
 
 
 def _import_sessions() -> None:
-    import refagent.sessions  # noqa: F401  (the import is the point)
+    import refagent.session.manager  # noqa: F401  (the import is the point)
 
 
 def _short(text: str, limit: int = 100) -> str:

@@ -5,7 +5,7 @@ loop costs more than the rest of the answer, so the CLI reads the first line wit
 (:func:`read_first_line`), answers an ``initialize`` at once with :func:`answer_initialize`, and only then
 starts the loop and the agent, which adopt the client's capabilities (``Agent.adopt``) and carry on
 reading after that line. Anything other than an ``initialize`` first is left to the agent as usual.
-:class:`refagent.agent.Agent` answers a later ``initialize`` with the same function.
+:class:`refagent.server.agent.Agent` answers a later ``initialize`` with the same function.
 
 This module imports no anyio and nothing of the session machinery.
 """

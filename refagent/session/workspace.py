@@ -13,23 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from refagent.acp.types import ClientCapabilities
-from refagent.backends import choose_files, choose_terminals
-from refagent.permissions import Permissions
 from refagent.sandbox.confinement import Confinement
-from refagent.tools.base import BaseTool, Disk, PathPolicy, Plan, ReadTracker, Terminals, ToolContext
+from refagent.sandbox.editor import choose_files, choose_terminals
+from refagent.sandbox.seams import Disk, PathPolicy, ReadTracker, Terminals, Watcher
+from refagent.tools.base import BaseTool, Plan, ToolContext
+from refagent.tools.permissions import Permissions
 from refagent.tools.runner import ToolRunner
 
 
 class Peer(Protocol):
     async def request(self, method: str, params: dict[str, Any]) -> Any: ...
-
-
-class Watcher(Protocol):
-    async def run(self) -> None: ...
-
-    def drain(self) -> list[str]: ...
-
-    def note_own_write(self, path: str) -> None: ...
 
 
 @dataclass

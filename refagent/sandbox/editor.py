@@ -26,7 +26,7 @@ from refagent.acp.types import ClientCapabilities
 from refagent.errors import ToolError
 from refagent.sandbox.confinement import UNCONFINED, Confinement, Level
 from refagent.sandbox.process import ResourceLimits, is_secret_name
-from refagent.tools.base import CommandResult, Disk, PathPolicy, Terminals, TextFiles
+from refagent.sandbox.seams import CommandResult, Disk, PathPolicy, Terminals, TextFiles
 
 log = logging.getLogger(__name__)
 

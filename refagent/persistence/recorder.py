@@ -1,7 +1,7 @@
 """Recording what a session shows, and replaying it for ``session/load``.
 
 :class:`Recorder` sits between a session and its client: every update goes to the client at once and, if it
-belongs to the visible history, to the session's files (:mod:`refagent.records`) in the form a replay sends:
+belongs to the visible history, to the session's files (:mod:`refagent.persistence.records`) in the form a replay sends:
 each message as one chunk with its ``messageId`` (its chunks merged as it streams), each tool call once,
 where it began, in its final state, and the plans in order. What is complete goes to the replay file;
 what is not yet (a tool call running, and anything shown after it meanwhile) is held, its updates
@@ -12,7 +12,8 @@ grows large, or it has waited :data:`FLUSH_SECONDS` (then the rest follows as mo
 message, which a client joins).
 
 :func:`replay` folds updates the same way (the held updates of a session cut short by a crash);
-:func:`load` reads a saved session, repairing its replay file after such a crash.
+:func:`load` reads a saved session, repairing its replay file after such a crash. The model-facing
+conversation is :mod:`refagent.persistence.conversation`.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from refagent.acp.text import clean
-from refagent.records import SessionLog, StoredSession, replay_line
-from refagent.store import SessionStore
+from refagent.persistence.records import SessionLog, StoredSession, replay_line
+from refagent.persistence.store import SessionStore
 
 VISIBLE = frozenset(
     {"user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"}
@@ -252,60 +252,3 @@ def _fold_into(call: dict[str, Any], update: dict[str, Any]) -> None:
     for key, value in update.items():
         if key not in ("sessionUpdate", "toolCallId") and value is not None:
             call[key] = value
-
-
-class Conversation(list[dict[str, Any]]):
-    """The model-facing conversation. Each message appended is recorded in ``log``; :meth:`replace`
-    records the whole new conversation (compaction, undo).
-
-    Every message joins it cleaned of lone surrogates (:func:`refagent.acp.text.clean`): whatever it came
-    from (the prompt, a tool's output with a file name that is not UTF-8, a command's output, an MCP
-    server, a note of changed files), a message the model request cannot encode would fail this request
-    and every later one of the session. One scan per message, once."""
-
-    def __init__(self, messages: list[dict[str, Any]] | None = None, log: SessionLog | None = None) -> None:
-        super().__init__(clean(messages or []))
-        self.log = log
-
-    def append(self, message: dict[str, Any]) -> None:
-        message = clean(message)
-        super().append(message)
-        if self.log is not None:
-            self.log.append({"kind": "message", "message": message})
-
-    def restore(self, messages: list[dict[str, Any]]) -> None:
-        """Become ``messages``, read from the record file (so not recorded again). Tool calls left without a
-        result (the agent was stopped during them: a crash, a kill) are given one, as the API requires."""
-        super().__setitem__(slice(None), _answered(clean(messages)))
-
-    def replace(self, messages: list[dict[str, Any]]) -> None:
-        messages = clean(messages)
-        self[:] = messages
-        if self.log is not None:
-            self.log.append({"kind": "history", "messages": messages})
-
-
-STOPPED_RESULT = "Not run: the agent stopped before this call finished (it was restarted)."
-
-
-def _answered(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` with a :data:`STOPPED_RESULT` after the results of each assistant message for each of
-    its tool calls that has none."""
-    out: list[dict[str, Any]] = []
-    waiting: list[str] = []  # the last assistant message's calls without a result so far
-
-    def stopped() -> None:
-        out.extend({"role": "tool", "tool_call_id": ident, "content": STOPPED_RESULT} for ident in waiting)
-        waiting.clear()
-
-    for message in messages:
-        if message.get("role") == "tool" and message.get("tool_call_id") in waiting:
-            waiting.remove(message["tool_call_id"])
-        else:
-            stopped()
-        out.append(message)
-        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
-        if isinstance(calls, list):
-            waiting.extend(c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str))
-    stopped()
-    return out

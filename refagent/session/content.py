@@ -9,7 +9,7 @@
 
 Text needs no cleaning here: the prompt's lone surrogates were replaced as the line was read
 (:mod:`refagent.acp.jsonrpc`), and what else the message holds (a file's text, an error naming a path) is
-cleaned as it joins the conversation (:class:`refagent.history.Conversation`).
+cleaned as it joins the conversation (:class:`refagent.persistence.conversation.Conversation`).
 """
 
 from __future__ import annotations

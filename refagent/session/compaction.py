@@ -12,7 +12,7 @@ from typing import Any
 
 from refagent.errors import ModelError
 from refagent.llm.protocol import ModelClient, ModelRequest, TextDelta
-from refagent.turn import close_stream
+from refagent.session.turn import close_stream
 
 KEEP_TURNS = 2
 """User turns kept verbatim after the summary."""

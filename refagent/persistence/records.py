@@ -1,6 +1,6 @@
 """One session's files: what they hold, how they are written, and how they are read.
 
-A session is two files (their directory and index: :mod:`refagent.store`):
+A session is two files (their directory and index: :mod:`refagent.persistence.store`):
 
     <session id>.jsonl     its records, one JSON object per line, appended and flushed per record
     <session id>.replay    its visible history as ``session/load`` sends it: one ``session/update``
@@ -30,7 +30,7 @@ Record kinds (``kind``; unknown kinds are skipped, so older agents can read newe
   after a ``hold`` record that holds the replay file's size then (``replayed``). When the held items are
   all complete, they go to the replay file, folded, and a ``release`` record follows. A ``hold`` with no
   ``release`` after it (a crash in between) means: the replay file is good up to ``replayed`` bytes, and
-  the ``update`` records after it are the rest (:func:`refagent.history.load` folds them and repairs the
+  the ``update`` records after it are the rest (:func:`refagent.persistence.recorder.load` folds them and repairs the
   replay file). A session without a replay file (an older agent's) is read the same way, every
   ``update`` record held.
 
@@ -108,7 +108,7 @@ class StoredSession:
     @property
     def updates(self) -> list[dict[str, Any]]:
         """The visible history as updates: ``shown`` parsed, then ``held`` (what
-        :func:`refagent.history.replay` folds into what a load sends)."""
+        :func:`refagent.persistence.recorder.replay` folds into what a load sends)."""
         shown = [json.loads(line)["params"]["update"] for line in self.shown.splitlines()]
         return [*shown, *self.held]
 

@@ -1,0 +1,66 @@
+"""The model-facing conversation of a session (:class:`Conversation`): the messages in the Chat Completions
+format, each recorded in the session's record file as it joins."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from refagent.acp.text import clean
+from refagent.persistence.records import SessionLog
+
+
+class Conversation(list[dict[str, Any]]):
+    """The model-facing conversation. Each message appended is recorded in ``log``; :meth:`replace`
+    records the whole new conversation (compaction, undo).
+
+    Every message joins it cleaned of lone surrogates (:func:`refagent.acp.text.clean`): whatever it came
+    from (the prompt, a tool's output with a file name that is not UTF-8, a command's output, an MCP
+    server, a note of changed files), a message the model request cannot encode would fail this request
+    and every later one of the session. One scan per message, once."""
+
+    def __init__(self, messages: list[dict[str, Any]] | None = None, log: SessionLog | None = None) -> None:
+        super().__init__(clean(messages or []))
+        self.log = log
+
+    def append(self, message: dict[str, Any]) -> None:
+        message = clean(message)
+        super().append(message)
+        if self.log is not None:
+            self.log.append({"kind": "message", "message": message})
+
+    def restore(self, messages: list[dict[str, Any]]) -> None:
+        """Become ``messages``, read from the record file (so not recorded again). Tool calls left without a
+        result (the agent was stopped during them: a crash, a kill) are given one, as the API requires."""
+        super().__setitem__(slice(None), _answered(clean(messages)))
+
+    def replace(self, messages: list[dict[str, Any]]) -> None:
+        messages = clean(messages)
+        self[:] = messages
+        if self.log is not None:
+            self.log.append({"kind": "history", "messages": messages})
+
+
+STOPPED_RESULT = "Not run: the agent stopped before this call finished (it was restarted)."
+
+
+def _answered(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with a :data:`STOPPED_RESULT` after the results of each assistant message for each of
+    its tool calls that has none."""
+    out: list[dict[str, Any]] = []
+    waiting: list[str] = []  # the last assistant message's calls without a result so far
+
+    def stopped() -> None:
+        out.extend({"role": "tool", "tool_call_id": ident, "content": STOPPED_RESULT} for ident in waiting)
+        waiting.clear()
+
+    for message in messages:
+        if message.get("role") == "tool" and message.get("tool_call_id") in waiting:
+            waiting.remove(message["tool_call_id"])
+        else:
+            stopped()
+        out.append(message)
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if isinstance(calls, list):
+            waiting.extend(c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str))
+    stopped()
+    return out

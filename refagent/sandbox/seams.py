@@ -1,0 +1,146 @@
+"""The seams between the tools and what they act on: the protocols every file system, terminal, path
+policy, read tracker and watcher implements, local (this package) or the editor's
+(:mod:`refagent.sandbox.editor`).
+
+The tools see only these protocols (through :class:`refagent.tools.base.ToolContext`), never an
+implementation; a session chooses the implementations from the client's capabilities
+(:mod:`refagent.session.workspace`). This module imports nothing from ``refagent.tools``: the sandbox sits
+below the tools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from refagent.sandbox.confinement import Level
+
+
+class TextFiles(Protocol):
+    """Reading and writing whole text files: the editor's buffers (``fs/*``) or the local disk.
+
+    Paths are absolute and already checked by the path policy. ``read_text`` raises
+    ``FileNotFoundError`` for a missing file and :class:`~refagent.errors.ToolError` for anything else
+    the model should hear about (binary content, an editor error).
+    """
+
+    async def read_text(self, path: str) -> str: ...
+
+    async def write_text(self, path: str, content: str) -> None: ...
+
+
+class Disk(TextFiles, Protocol):
+    """The local file system (:class:`refagent.sandbox.local_fs.LocalFileSystem`).
+
+    Listing, searching, deleting and moving always happen here: ACP gives editors no such methods.
+    ``write_text`` is atomic (temporary file in the same directory, fsync, rename, mode bits kept).
+    """
+
+    async def kind(self, path: str) -> Literal["file", "dir", "other"] | None:
+        """What is at ``path`` without following a final symlink (``other``); None if nothing."""
+        ...
+
+    async def delete(self, path: str, *, recursive: bool = False) -> None:
+        """Delete a file, a symlink (not its target) or, with ``recursive``, a directory tree."""
+        ...
+
+    async def move(self, source: str, destination: str) -> None:
+        """Rename ``source`` to ``destination``; refuses to overwrite an existing destination."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    output: str
+    exit_code: int | None
+    signal: str | None = None
+    truncated: bool = False
+    timed_out: bool = False
+
+
+class Terminals(Protocol):
+    """Running a shell command: an editor terminal (``terminal/*``) or a local process group, confined
+    at a level (:mod:`refagent.sandbox.confinement`)."""
+
+    async def run(
+        self,
+        command: str,
+        cwd: str,
+        time_limit: float,
+        on_start: Callable[[str], Awaitable[None]] | None = None,
+        *,
+        sandbox: Level = "workspace",
+    ) -> CommandResult:
+        """Run ``command`` through the shell in ``cwd``, confined at level ``sandbox`` as far as
+        :meth:`not_confined` allows; kill it after ``time_limit`` s.
+
+        ``on_start(terminal_id)`` is called once an editor terminal exists (so the tool call can embed
+        it); local processes have no terminal id and never call it. Cancellation kills the command.
+        """
+        ...
+
+    def not_confined(self, level: Level) -> list[str]:
+        """What a command at ``level`` would *not* be confined from here, in words for the user
+        ([] when it is confined as the level promises)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedPath:
+    """A path the policy has resolved (absolute, normalised, symlinks followed) and placed."""
+
+    path: str
+    inside: bool
+    """Inside one of the session roots."""
+    display: str
+    """For titles: relative to the cwd when inside it, else absolute."""
+
+
+class PathPolicy(Protocol):
+    """The sandbox boundary (implemented in :mod:`refagent.sandbox.policy`)."""
+
+    def resolve(self, path: str, *, follow_symlinks: bool = True) -> ResolvedPath:
+        """Resolve a model-given path (relative to the session cwd or absolute). Raises ToolError if invalid.
+
+        ``follow_symlinks=False`` resolves every component but the last, for acting on a link itself."""
+        ...
+
+    def check_write(self, path: str, *, follow_symlinks: bool = True) -> ResolvedPath:
+        """Resolve a path about to be created, changed, deleted or moved; ToolError if outside the roots
+        or inside ``.git``. ``follow_symlinks=False``: the link itself is what changes (delete, move)."""
+        ...
+
+
+class ReadTracker(Protocol):
+    """What the model last saw of each file, so an edit of a file changed since is refused."""
+
+    def saw(self, path: str, content: str) -> None: ...
+
+    def check_fresh(self, path: str, current: str) -> None:
+        """Raise ToolError if ``path`` was read and has changed since (tell the model to read it again)."""
+        ...
+
+    def forget(self, path: str) -> None:
+        """``path`` is gone (deleted): a file made there later is new."""
+        ...
+
+    def moved(self, source: str, destination: str) -> None:
+        """What the model saw of ``source`` (a file or a tree) is now at ``destination``."""
+        ...
+
+
+class Watcher(Protocol):
+    """Notices files changed under the roots by anyone but the agent (:class:`refagent.sandbox.watcher.RootWatcher`)."""
+
+    async def run(self) -> None:
+        """Watch until cancelled."""
+        ...
+
+    def drain(self) -> list[str]:
+        """The paths changed since the last call (the model hears of them before its next request)."""
+        ...
+
+    def note_own_write(self, path: str) -> None:
+        """The agent itself wrote ``path``: not a change to report."""
+        ...
