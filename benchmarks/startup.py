@@ -1,22 +1,52 @@
-"""How fast refagent answers an editor that has just started it, side by side with bare Python.
+"""How fast refagent answers an editor that has just started it, side by side with bare Python and with
+the Rust ACP agent ``codex-acp``.
 
-Measured in one run, interleaved so that both see the same machine load:
+Measured in one run, interleaved so that all see the same machine load:
 
 - ``python -c pass``: spawn to exit, the floor for any Python agent;
 - an empty ``anyio.run`` (spawn to exit): the floor for an agent on our stack, which imports anyio and
   asyncio and starts an event loop before it can answer anything;
 - ``refagent`` (the console script an editor runs, else ``python -m refagent``): spawn to the
-  ``initialize`` response, and spawn to the ``session/new`` response (the
-  requests are written to stdin right after the spawn, as an editor does);
+  ``initialize`` response, and spawn to the ``session/new`` response (``initialize`` is written to stdin
+  right after the spawn, ``session/new`` as soon as its response is read, as an editor does);
+- with ``--installed``, the same for a non-editable install of this checkout: its files are copied to a
+  temporary directory, built into a wheel and installed there (``pip install --no-deps --target``; the
+  dependencies stay this venv's), and its console script is run: the package as an installed copy, not
+  the checkout on the path;
+- ``codex-acp`` (``@zed-industries/codex-acp``, a Rust binary, from npm): the same two measurements. It is
+  installed on first use into ``~/.cache/refagent-bench/codex-acp`` (``--codex-cache``) with
+  ``npm install``, and the platform binary inside ``node_modules`` (the package's
+  ``@zed-industries/codex-acp-<os>-<cpu>/bin/codex-acp``) is run directly, not through the package's node
+  wrapper (which adds node's own start-up: ``--help`` takes 16 ms from the binary, 120 ms through it, on
+  the machine this was written on). ``--no-codex`` leaves it out, and so does a
+  failing npm (the run says so and goes on);
 - ``python -c "import openai"`` (a few runs): what the agent must not pay before ``initialize``.
 
-Then one diagnostic run, under ``-X importtime`` and with a hook on the agent's first write to the
-protocol stream (no change to the agent: the hook wraps ``os.write`` from outside),
-reports whether ``openai`` was imported before the ``initialize`` response was written, and the slowest
-imports before it. The agent's idle RSS after ``session/new`` comes from ``/proc/PID/status``.
+codex-acp answers ``initialize`` with no credentials, but ``session/new`` only once authenticated (without,
+it is ``-32000 Authentication required``). It runs as a logged-in user's would: with a fresh
+``CODEX_HOME`` (and ``HOME``) under the cache directory, holding the ``auth.json`` that its ``authenticate``
+with ``codex-api-key`` writes, for a dummy key; that ``CODEX_HOME`` is outside the temporary directory
+because codex refuses to create its helper binaries under it, as it would in a real one. Its model
+endpoint is pointed at a closed local port (``-c openai_base_url=...``): the websocket it opens in the
+background after ``session/new`` fails at once, and the dummy key never leaves the machine. codex does
+not exit when stdin closes: it is sent SIGTERM after each measurement.
 
-Run: ``python benchmarks/startup.py [--runs N]``. The agent runs on its built-in scripted model (no
-``OPENAI_*`` variables, a temporary ``HOME``).
+Targets: refagent answers ``initialize`` in < 150 ms, no slower than codex-acp (ratio <= 1.0), and
+``session/new`` within 1.5x of codex-acp. The ratios are of the medians; in brackets the median of the
+ratios of the same round's runs. Only the first target, and ``openai`` not being imported before the
+``initialize`` response, make the exit status (the others depend on another program's speed).
+
+Every Python process gets a fresh ``PYTHONPYCACHEPREFIX`` (filled by a warm-up run) and no
+``PYTHONDONTWRITEBYTECODE``: bytecode is cached as on a user's machine, without writing into the checkout.
+
+Then one diagnostic run, under ``-X importtime`` and with a hook on the agent's protocol writes (no change
+to the agent: the hook wraps ``os.write`` from outside), reports whether ``openai`` was imported before the
+``initialize`` response was written and before the ``session/new`` response, how many modules were loaded
+at each, and the slowest imports before the first and between the two. The agent's idle RSS after
+``session/new`` comes from ``/proc/PID/status``.
+
+Run: ``python benchmarks/startup.py [--runs N] [--installed] [--no-codex]``. refagent runs on its built-in
+scripted model (no ``OPENAI_*`` variables, a temporary ``HOME``).
 """
 
 from __future__ import annotations
@@ -25,15 +55,29 @@ import argparse
 import json
 import os
 import platform
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MS = 150.0
+INITIALIZE_RATIO = 1.0  # refagent / codex-acp, at most
+SESSION_RATIO = 1.5
+
+CODEX_PACKAGE = "@zed-industries/codex-acp"
+CODEX_VERSION = "0.16.0"
+CODEX_CACHE = Path.home() / ".cache" / "refagent-bench" / "codex-acp"
+# Where codex's model requests go: a port nothing listens on (9, discard), so they fail at once, locally.
+CODEX_ENDPOINT = 'openai_base_url="http://127.0.0.1:9/v1"'
+
+BYTECODE_NOTE = " (PYTHONDONTWRITEBYTECODE, set here, is unset)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -42,20 +86,22 @@ INITIALIZE = {
     "params": {"protocolVersion": 1, "clientInfo": {"name": "startup-benchmark", "version": "1"}},
 }
 
-# Runs the agent exactly as `python -m refagent` does, with a hook on the first protocol write (os.write)
-# that says which modules are loaded at that moment. It goes to stderr, in order with -X importtime's lines.
+# Runs the agent exactly as `python -m refagent` does, with a hook on its protocol writes (os.write) that
+# says which modules are loaded at the first one (the initialize response) and at the session/new
+# response (id 1). It goes to stderr, in order with -X importtime's lines.
 HOOKED_AGENT = """
 import os
 import sys
 
 original = os.write
-first = []
+seen = []
 
 def write(fd, data):
-    if not first and bytes(data[:10]) == b'{"jsonrpc"':
-        first.append(True)
+    head = bytes(data[:10])
+    if head == b'{"jsonrpc"' and (not seen or b'{"jsonrpc":"2.0","id":1,' in bytes(data)):
+        seen.append(True)
         loaded = sorted(m for m in sys.modules if m == "openai" or m.startswith("openai."))
-        sys.stderr.write(f"BENCH first write: modules={len(sys.modules)} openai={len(loaded)}\\n")
+        sys.stderr.write(f"BENCH write {len(seen)}: modules={len(sys.modules)} openai={len(loaded)}\\n")
         sys.stderr.flush()
     return original(fd, data)
 
@@ -66,11 +112,31 @@ raise SystemExit(main())
 """
 
 
-def environment(home: Path) -> dict[str, str]:
+@dataclass
+class Agent:
+    """An ACP agent to time: how to start it, and how it ends once stdin closes."""
+
+    label: str
+    command: list[str]
+    env: dict[str, str]
+    exits_on_eof: bool = True
+    """refagent exits (status 0) when stdin closes; codex-acp does not, and gets SIGTERM."""
+    initialize: list[float] = field(default_factory=list)
+    session: list[float] = field(default_factory=list)
+    rss: list[int] = field(default_factory=list)
+
+
+def environment(home: Path, pythonpath: Path = ROOT) -> dict[str, str]:
+    """Python's environment: a temporary ``HOME`` (whose sibling ``pycache`` holds the bytecode cache), no
+    model configuration, and ``pythonpath`` first on the path."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "REFAGENT_"))}
+    # Bytecode is cached, as on a user's machine, but outside the checkout; PYTHONDONTWRITEBYTECODE (set in
+    # some sandboxes and CI images) would have every run compile refagent from source, some 60 ms more.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(home.parent / "pycache")
     env["HOME"] = str(home)
     env["XDG_CONFIG_HOME"] = str(home / ".config")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), *filter(None, [os.environ.get("PYTHONPATH")])])
     return env
 
 
@@ -78,9 +144,13 @@ def line(message: dict[str, object]) -> bytes:
     return json.dumps(message, separators=(",", ":")).encode() + b"\n"
 
 
-def read_response(stdout: object, msg_id: int) -> dict[str, object]:
+def session_new(cwd: Path) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": str(cwd), "mcpServers": []}}
+
+
+def read_response(stdout: IO[bytes], msg_id: int) -> dict[str, object]:
     while True:
-        raw = stdout.readline()  # type: ignore[attr-defined]
+        raw = stdout.readline()
         if not raw:
             raise RuntimeError(f"the agent exited before answering request {msg_id}")
         message = json.loads(raw)
@@ -111,15 +181,16 @@ _SCRIPT = Path(sys.executable).parent / "refagent"
 AGENT_COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "refagent"]
 
 
-def time_agent(env: dict[str, str], cwd: Path) -> tuple[float, float, int]:
+def time_agent(agent: Agent, cwd: Path) -> tuple[float, float, int]:
     """(ms to the initialize response, ms to the session/new response, RSS KiB after session/new)."""
     started = time.perf_counter()
     process = subprocess.Popen(
-        AGENT_COMMAND,
+        agent.command,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env=env,
+        env=agent.env,
+        cwd=cwd,  # as an editor starts it, in the project (and not where a `python -m` would import from)
     )
     assert process.stdin is not None
     assert process.stdout is not None
@@ -128,16 +199,19 @@ def time_agent(env: dict[str, str], cwd: Path) -> tuple[float, float, int]:
         process.stdin.flush()
         read_response(process.stdout, 0)
         initialized = time.perf_counter()
-        new = {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": str(cwd), "mcpServers": []}}
-        process.stdin.write(line(new))
+        process.stdin.write(line(session_new(cwd)))
         process.stdin.flush()
         read_response(process.stdout, 1)
         created = time.perf_counter()
         rss = rss_kib(process.pid)
         process.stdin.close()
-        code = process.wait(timeout=10)
-        if code != 0:
-            raise RuntimeError(f"the agent exited with {code}")
+        if agent.exits_on_eof:
+            code = process.wait(timeout=10)
+            if code != 0:
+                raise RuntimeError(f"{agent.label} exited with {code}")
+        else:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=10)
     finally:
         if process.poll() is None:
             process.kill()
@@ -145,122 +219,306 @@ def time_agent(env: dict[str, str], cwd: Path) -> tuple[float, float, int]:
     return (initialized - started) * 1000, (created - started) * 1000, rss
 
 
-def import_report(env: dict[str, str], cwd: Path) -> tuple[bool, bool, int, list[tuple[int, str]]]:
-    """(openai before the initialize response?, openai by the end of session/new?, modules at the first
-    write, the slowest imports before it as (cumulative us, module))."""
+def measure(agent: Agent, cwd: Path) -> None:
+    init_ms, new_ms, rss = time_agent(agent, cwd)
+    agent.initialize.append(init_ms)
+    agent.session.append(new_ms)
+    agent.rss.append(rss)
+
+
+# -- a non-editable install of this checkout ---------------------------------------------------
+
+
+def install_refagent(where: Path) -> Path | str:
+    """Build this checkout into a wheel and install it (no dependencies) under ``where``: the directory
+    to put on ``PYTHONPATH``, or why it could not be done.
+
+    The build runs on a copy, so that it leaves nothing (``build/``, ``*.egg-info``) in the checkout."""
+    source = where / "src"
+    site = where / "site"
+    source.mkdir(parents=True)
+    shutil.copytree(ROOT / "refagent", source / "refagent", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(source)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"pip install failed: {exc}"
+    if done.returncode != 0:
+        return f"pip install failed ({done.returncode}): {done.stderr.strip()[-500:]}"
+    return site
+
+
+def installed_agent(site: Path, home: Path) -> Agent | str:
+    """The installed copy's console script, checked to import refagent from ``site``."""
+    env = environment(home, site)
+    where = subprocess.run(
+        [sys.executable, "-c", "import refagent; print(refagent.__file__)"],
+        env=env,
+        cwd=site,  # not here: `-c` imports from the current directory first
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if not where.startswith(str(site)):
+        return f"the installed copy is not the one imported ({where or 'nothing'})"
+    script = site / "bin" / "refagent"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "refagent"]
+    return Agent("refagent, installed (wheel)", command, env)
+
+
+# -- codex-acp -------------------------------------------------------------------------------
+
+
+def codex_binary(cache: Path) -> Path | None:
+    """The platform binary of the installed package (what its node wrapper, bin/codex-acp.js, would run)."""
+    systems = {"linux": "linux", "darwin": "darwin", "win32": "win32"}
+    cpus = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
+    system = next((name for prefix, name in systems.items() if sys.platform.startswith(prefix)), None)
+    cpu = cpus.get(platform.machine().lower())
+    if system is None or cpu is None:
+        return None
+    package = cache / "node_modules" / "@zed-industries" / f"codex-acp-{system}-{cpu}"
+    binary = package / "bin" / ("codex-acp.exe" if system == "win32" else "codex-acp")
+    try:
+        version = json.loads((package / "package.json").read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return binary if version == CODEX_VERSION and binary.is_file() else None
+
+
+def ensure_codex(cache: Path) -> Path | str:
+    """The codex-acp binary, installed into ``cache`` with npm if it is not there yet; else why not."""
+    binary = codex_binary(cache)
+    if binary is not None:
+        return binary
+    npm = shutil.which("npm")
+    if npm is None:
+        return "npm not found"
+    cache.mkdir(parents=True, exist_ok=True)
+    command = [npm, "install", "--no-audit", "--no-fund", f"{CODEX_PACKAGE}@{CODEX_VERSION}"]
+    print(f"installing {CODEX_PACKAGE}@{CODEX_VERSION} into {cache} ...", file=sys.stderr)
+    try:
+        done = subprocess.run(command, cwd=cache, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"npm install failed: {exc}"
+    if done.returncode != 0:
+        return f"npm install failed ({done.returncode}): {done.stderr.strip()[-500:]}"
+    binary = codex_binary(cache)
+    return binary if binary is not None else f"no codex-acp binary for {sys.platform}/{platform.machine()} in {cache}"
+
+
+def codex_agent(binary: Path, home: Path) -> Agent:
+    """codex-acp as a logged-in user runs it, with a fresh ``CODEX_HOME`` under ``home``."""
+    codex_home = home / "codex"
+    (home / "home").mkdir(parents=True)
+    codex_home.mkdir()
+    # What `authenticate` with methodId "codex-api-key" writes: session/new needs it, initialize does not.
+    (codex_home / "auth.json").write_text(json.dumps({"auth_mode": "apikey", "OPENAI_API_KEY": "sk-bench-dummy"}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_", "RUST_LOG"))}
+    env["HOME"] = str(home / "home")
+    env["CODEX_HOME"] = str(codex_home)
+    return Agent(f"codex-acp {CODEX_VERSION}", [str(binary), "-c", CODEX_ENDPOINT], env, exits_on_eof=False)
+
+
+# -- the diagnostic run ------------------------------------------------------------------------
+
+
+@dataclass
+class ImportReport:
+    openai_before: bool
+    """openai imported before the initialize response was written"""
+    openai_by_session: bool
+    modules_at_initialize: int
+    modules_at_session: int
+    slowest_before: list[tuple[int, str]]
+    """the slowest outermost imports before the initialize response, (cumulative us, module)"""
+    slowest_between: list[tuple[int, str]]
+    """the same between the initialize and the session/new responses"""
+
+
+def import_report(env: dict[str, str], cwd: Path) -> ImportReport:
     process = subprocess.Popen(
         [sys.executable, "-X", "importtime", "-c", HOOKED_AGENT],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
+        cwd=cwd,
     )
     assert process.stdin is not None
     assert process.stdout is not None
     process.stdin.write(line(INITIALIZE))
     process.stdin.flush()
     read_response(process.stdout, 0)
-    new = {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": str(cwd), "mcpServers": []}}
-    process.stdin.write(line(new))
+    process.stdin.write(line(session_new(cwd)))
     process.stdin.flush()
     read_response(process.stdout, 1)
     _, stderr = process.communicate(timeout=10)  # closes stdin: the agent exits
-    before: list[tuple[int, str]] = []
-    everything_before: list[str] = []
-    after: list[str] = []
-    modules = -1
+    phases: list[list[tuple[int, str, bool]]] = [[], [], []]  # before, between, after: (us, name, outermost)
+    counts: list[int] = []
     for entry in stderr.decode(errors="replace").splitlines():
-        if entry.startswith("BENCH first write:"):
-            modules = int(entry.split("modules=")[1].split()[0])
+        if entry.startswith("BENCH write"):
+            counts.append(int(entry.split("modules=")[1].split()[0]))
             continue
         if not entry.startswith("import time:") or "|" not in entry or "cumulative" in entry:
             continue
         _, cumulative, raw_name = entry.split("|")
-        name = raw_name.strip()
-        if modules < 0:
-            everything_before.append(name)
-            if len(raw_name) - len(raw_name.lstrip()) == 1:  # not nested in another import
-                before.append((int(cumulative.strip()), name))
-        else:
-            after.append(name)
-    if modules < 0:
-        raise RuntimeError("the hook never saw the first write")
+        outermost = len(raw_name) - len(raw_name.lstrip()) == 1  # not nested in another import
+        phases[min(len(counts), 2)].append((int(cumulative.strip()), raw_name.strip(), outermost))
+    if len(counts) < 2:
+        raise RuntimeError(f"the hook saw {len(counts)} of the 2 responses")
 
-    def is_openai(name: str) -> bool:
-        return name == "openai" or name.startswith("openai.")
+    def has_openai(phase: list[tuple[int, str, bool]]) -> bool:
+        return any(name == "openai" or name.startswith("openai.") for _, name, _ in phase)
 
-    openai_before = any(is_openai(name) for name in everything_before)
-    openai_by_session = openai_before or any(is_openai(name) for name in after)
-    return openai_before, openai_by_session, modules, sorted(before, reverse=True)[:8]
+    def slowest(phase: list[tuple[int, str, bool]], count: int) -> list[tuple[int, str]]:
+        return sorted(((us, name) for us, name, outermost in phase if outermost), reverse=True)[:count]
+
+    return ImportReport(
+        openai_before=has_openai(phases[0]),
+        openai_by_session=has_openai(phases[0]) or has_openai(phases[1]),
+        modules_at_initialize=counts[0],
+        modules_at_session=counts[1],
+        slowest_before=slowest(phases[0], 8),
+        slowest_between=slowest(phases[1], 12),
+    )
+
+
+# -- the report --------------------------------------------------------------------------------
 
 
 def summary(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
 
 
+def ratio_cell(ours: list[float], theirs: list[float], target: float) -> str:
+    """``ratio of the medians [median of the paired ratios] PASS|MISS``, against ``target``."""
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    paired = statistics.median(a / b for a, b in zip(ours, theirs, strict=True))
+    return f"{ratio:>5.2f}x [{paired:.2f}x] {'PASS' if ratio <= target else 'MISS'}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=20, help="spawns of each kind (default 20)")
     parser.add_argument("--openai-runs", type=int, default=5, help="spawns importing openai (default 5)")
+    parser.add_argument("--no-codex", action="store_true", help="leave codex-acp out")
+    parser.add_argument(
+        "--codex-cache", type=Path, default=CODEX_CACHE, help=f"where codex-acp is installed (default {CODEX_CACHE})"
+    )
+    parser.add_argument(
+        "--installed", action="store_true", help="also time a non-editable install of this checkout (a wheel)"
+    )
     args = parser.parse_args()
 
+    notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="refagent-bench-") as tmp:
         home = Path(tmp) / "home"
         project = Path(tmp) / "project"
         home.mkdir()
         project.mkdir()
         env = environment(home)
+        agents = [Agent("refagent" + (", editable (this checkout)" if args.installed else ""), AGENT_COMMAND, env)]
+        if args.installed:
+            site = install_refagent(Path(tmp) / "installed")
+            installed = installed_agent(site, home) if isinstance(site, Path) else site
+            if isinstance(installed, Agent):
+                agents.append(installed)
+                notes.append(f"installed: {' '.join(installed.command)} (PYTHONPATH={site})")
+            else:
+                notes.append(f"installed refagent left out: {installed}")
+        codex: Agent | None = None
+        codex_dir: tempfile.TemporaryDirectory[str] | None = None
+        if not args.no_codex:
+            binary = ensure_codex(args.codex_cache)
+            if isinstance(binary, Path):
+                codex_dir = tempfile.TemporaryDirectory(prefix="home-", dir=args.codex_cache)
+                codex = codex_agent(binary, Path(codex_dir.name))
+                agents.append(codex)
+                notes.append(f"codex-acp: {binary}")
+            else:
+                notes.append(f"codex-acp left out: {binary}")
+        try:
+            # warm the OS caches (files, .pyc; codex's CODEX_HOME) so the first measured run is no outlier
+            time_python_c("pass", env)
+            for agent in agents:
+                time_agent(agent, project)
 
-        # warm the OS caches (files, .pyc) so the first measured run is not an outlier
-        time_python_c("pass", env)
-        time_agent(env, project)
-
-        bare: list[float] = []
-        loop: list[float] = []
-        initialize: list[float] = []
-        session: list[float] = []
-        rss: list[int] = []
-        for _ in range(args.runs):
-            bare.append(time_python_c("pass", env))
-            loop.append(time_python_c(EMPTY_LOOP, env))
-            init_ms, new_ms, rss_now = time_agent(env, project)
-            initialize.append(init_ms)
-            session.append(new_ms)
-            rss.append(rss_now)
-        openai_ms = [time_python_c("import openai", env) for _ in range(args.openai_runs)]
-        openai_before, openai_by_session, modules, slowest = import_report(env, project)
+            bare: list[float] = []
+            loop: list[float] = []
+            for round_ in range(args.runs):
+                bare.append(time_python_c("pass", env))
+                loop.append(time_python_c(EMPTY_LOOP, env))
+                for i in range(len(agents)):  # each round in another order: none is always first
+                    measure(agents[(round_ + i) % len(agents)], project)
+            openai_ms = [time_python_c("import openai", env) for _ in range(args.openai_runs)]
+            report = import_report(env, project)
+        finally:
+            if codex_dir is not None:
+                codex_dir.cleanup()
 
     base = statistics.median(bare)
     rows = [
         (f"python -c pass (spawn -> exit), {args.runs} runs", bare),
         (f"empty anyio.run (spawn -> exit), {args.runs} runs", loop),
-        (f"refagent spawn -> initialize response, {args.runs} runs", initialize),
-        (f"refagent spawn -> session/new response, {args.runs} runs", session),
-        (f'python -c "import openai" (spawn -> exit), {args.openai_runs} runs', openai_ms),
     ]
+    for agent in agents:
+        rows.append((f"{agent.label}: initialize", agent.initialize))
+        rows.append((f"{agent.label}: session/new", agent.session))
+    rows.append((f'python -c "import openai" (spawn -> exit), {args.openai_runs} runs', openai_ms))
+    width = max(58, *(len(label) for label, _ in rows))
     print(f"refagent startup: Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs")
+    print(f"spawn -> response, {args.runs} runs of each agent, interleaved")
+    for note in notes:
+        print(note)
+    print(f"bytecode cached in a fresh PYTHONPYCACHEPREFIX{BYTECODE_NOTE}")
     print()
-    print(f"{'measurement':<58} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'x pass':>7}")
-    print("-" * 95)
+    print(f"{'measurement':<{width}} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'x pass':>7}")
+    rule = "-" * (width + 37)
+    print(rule)
     for label, values in rows:
         median, low, high = summary(values)
-        print(f"{label:<58} {median:>10.1f} {low:>8.1f} {high:>8.1f} {median / base:>6.1f}x")
-    print("-" * 95)
-    init_median = statistics.median(initialize)
+        print(f"{label:<{width}} {median:>10.1f} {low:>8.1f} {high:>8.1f} {median / base:>6.1f}x")
+    print(rule)
+    ours = agents[0]
+    init_median = statistics.median(ours.initialize)
     verdict = "PASS" if init_median < TARGET_MS else "FAIL"
-    print(f"{'target: initialize answered in < ' + f'{TARGET_MS:.0f} ms':<58} {init_median:>10.1f}   {verdict}")
-    print(f"{'refagent over bare python, to initialize':<58} {init_median - base:>+10.1f} ms")
+    print(f"{'target: initialize answered in < ' + f'{TARGET_MS:.0f} ms':<{width}} {init_median:>10.1f}   {verdict}")
+    print(f"{'refagent over bare python, to initialize':<{width}} {init_median - base:>+10.1f} ms")
     loop_median = statistics.median(loop)
-    print(f"{'refagent over an empty anyio.run, to initialize':<58} {init_median - loop_median:>+10.1f} ms")
-    print(f"{'idle RSS after session/new (VmRSS, median)':<58} {statistics.median(rss) / 1024:>10.1f} MB")
-    print(f"{'modules loaded when the initialize response was written':<58} {modules:>10d}")
-    print(f"{'openai imported before the initialize response':<58} {'yes' if openai_before else 'no':>10}")
-    print(f"{'openai imported by the session/new response':<58} {'yes' if openai_by_session else 'no':>10}")
+    print(f"{'refagent over an empty anyio.run, to initialize':<{width}} {init_median - loop_median:>+10.1f} ms")
+    print("idle RSS after session/new (VmRSS, median):")
+    for agent in agents:
+        print(f"{'  ' + agent.label:<{width}} {statistics.median(agent.rss) / 1024:>10.1f} MB")
+    if codex is not None:
+        print()
+        print(
+            f"refagent / codex-acp: ratio of medians [median of paired ratios]; targets: initialize "
+            f"<= {INITIALIZE_RATIO:.1f}x, session/new <= {SESSION_RATIO:.1f}x"
+        )
+        print(f"{'':<{width}} {'initialize':>22} {'session/new':>22}")
+        for agent in agents:
+            if agent is codex:
+                continue
+            init_cell = ratio_cell(agent.initialize, codex.initialize, INITIALIZE_RATIO)
+            session_cell = ratio_cell(agent.session, codex.session, SESSION_RATIO)
+            print(f"{agent.label:<{width}} {init_cell:>22} {session_cell:>22}")
+    print()
+    print("diagnostic run (the editable refagent, under -X importtime):")
+    print(f"{'modules loaded when the initialize response was written':<{width}} {report.modules_at_initialize:>10d}")
+    print(f"{'modules loaded when the session/new response was written':<{width}} {report.modules_at_session:>10d}")
+    print(f"{'openai imported before the initialize response':<{width}} {'yes' if report.openai_before else 'no':>10}")
+    print(f"{'openai imported by the session/new response':<{width}} {'yes' if report.openai_by_session else 'no':>10}")
     print()
     print("slowest outermost imports before the initialize response (-X importtime, cumulative):")
-    for us, name in slowest:
+    for us, name in report.slowest_before:
         print(f"  {us / 1000:>7.1f} ms  {name}")
-    return 0 if verdict == "PASS" and not openai_before else 1
+    print("slowest outermost imports between the initialize and session/new responses:")
+    for us, name in report.slowest_between:
+        print(f"  {us / 1000:>7.1f} ms  {name}")
+    return 0 if verdict == "PASS" and not report.openai_before else 1
 
 
 if __name__ == "__main__":
