@@ -15,7 +15,7 @@ fresh agent (a restart) or a fresh store:
 - ``session/load`` over the in-memory editor (:func:`refagent.testing.memory.connect`): the same plus
   the fake editor's side, which decodes every line twice (its transcript and its connection);
 - ``SessionStore.load`` alone (the replay file read whole, the record file's first record and its last
-  ``meta`` and ``hold`` read from its end), and :meth:`~refagent.persistence.records.StoredSession.model_state` (the
+  ``meta`` and ``hold`` read from its end), and :meth:`~refagent.persistence.reader.StoredSession.model_state` (the
   conversation and the ``/undo`` records: not part of a load; parsed in a worker thread when the first
   prompt or slash command needs them, which it waits for);
 - ``json.loads`` of each line of the record file: what a load that parsed every record would cost at
@@ -74,14 +74,14 @@ def pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-async def _nothing(update: dict[str, Any]) -> None:
+async def _nothing(method: str, params: dict[str, Any]) -> None:
     return None
 
 
 def write_session(store: SessionStore, session_id: str, cwd: str, visible: int) -> int:
     """Write a session with ``visible`` replayable updates; return how many updates were sent live."""
     log = store.create(session_id, cwd, [])
-    recorder = Recorder(_nothing, log)
+    recorder = Recorder(_nothing, session_id, log)
     history = Conversation([], log)
     sent = 0
     shown = 0

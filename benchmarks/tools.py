@@ -30,10 +30,11 @@ import anyio
 from refagent.sandbox.local_fs import LocalFileSystem
 from refagent.sandbox.policy import RootPolicy
 from refagent.sandbox.process import LocalTerminals
+from refagent.sandbox.search.ripgrep import RG_BASE, find_rg
 from refagent.sandbox.tracker import FileTracker
 from refagent.tools.base import ToolContext
 from refagent.tools.files import ReadFile
-from refagent.tools.search import RG_BASE, Grep, find_rg
+from refagent.tools.search import Grep
 
 PATTERNS = [r"def main\(", "import asyncio", "ZZZ_not_there_at_all", r"raise \w+Error\("]
 

@@ -10,7 +10,9 @@ reported at startup or when a session is created.
     │   ├── ModelAuthError     401/403: the key is missing or wrong
     │   └── ModelRefused       the provider refused to answer (content filter, refusal)
     └── ToolError              a tool call the model can fix: bad arguments, a path outside the roots...
-        └── PermissionDenied   the user declined, or the session's mode forbids the call
+
+A call the user declines is not an error: the runner answers it with a result that says so
+(:mod:`refagent.tools.runner`).
 """
 
 from __future__ import annotations
@@ -37,8 +39,4 @@ class ModelRefused(ModelError):
 
 
 class ToolError(RefagentError):
-    pass
-
-
-class PermissionDenied(ToolError):
     pass

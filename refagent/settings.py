@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from refagent.llm.config import Config
     from refagent.llm.protocol import ModelClient
     from refagent.persistence.store import SessionStore
-    from refagent.session.workspace import Sandbox
+    from refagent.sandbox.local import Sandbox
     from refagent.tools.base import BaseTool
     from refagent.tools.custom import CustomTools
 
@@ -48,13 +48,15 @@ def default_store() -> SessionStore | None:
 
 
 def local_sandbox(cwd: str, additional: list[str]) -> Sandbox:
-    from refagent.session.workspace import local_sandbox as sandbox
+    """:func:`refagent.sandbox.local.local_sandbox`, imported when the first session needs it."""
+    from refagent.sandbox.local import local_sandbox as sandbox
 
     return sandbox(cwd, additional)
 
 
 def default_tools() -> Sequence[BaseTool]:
-    from refagent.session.workspace import default_tools as tools
+    """:func:`refagent.tools.registry.default_tools`, imported when the first session needs them."""
+    from refagent.tools.registry import default_tools as tools
 
     return tools()
 

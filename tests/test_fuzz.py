@@ -35,8 +35,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refagent.acp.connection import Connection
+from refagent.sandbox.local import Sandbox, local_sandbox
 from refagent.server.agent import Agent, Settings
-from refagent.session.workspace import Sandbox, local_sandbox
 from tests.acp_schema import validate_agent_message
 
 pytestmark = pytest.mark.anyio

@@ -1,7 +1,8 @@
-"""gitignore rules (refagent.sandbox.gitignore): GitIgnore on a fake file system, then both dialects on real trees,
-checked against git and ripgrep themselves when they are installed.
+"""gitignore rules (refagent.sandbox.gitignore, and its globs: refagent.sandbox.globs): GitIgnore on a
+fake file system, then both dialects on real trees, checked against git and ripgrep themselves when they
+are installed.
 
-The root watcher asks :class:`GitIgnore` (the ``git`` dialect); the search tools' Python walker reads the
+The root watcher asks :class:`GitIgnore` (the ``git`` dialect); the search engines' Python walker reads the
 same rules in the ``rg`` dialect. The random-tree test in ``test_tools_search.py`` checks both against
 git and ripgrep; the tables here pin the patterns where the two used to disagree and where git and
 ripgrep themselves do.
@@ -23,23 +24,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyfakefs.fake_filesystem import FakeFilesystem
 
-from refagent.sandbox.gitignore import (
-    _DIRS,
-    MAX_IGNORE_BYTES,
-    Dialect,
-    GitIgnore,
-    GlobMatcher,
-    Rules,
-    _automaton,
-    _regex,
-    _run,
-    _simplify,
-    _translate,
-    byte_view,
-    parse_rule,
-    read_regular,
-)
-from refagent.tools.search import find_rg, list_files, python_files, rg_files
+from refagent.sandbox.gitignore import MAX_IGNORE_BYTES, GitIgnore, Rules, parse_rule
+from refagent.sandbox.globs import DIRS, Dialect, GlobMatcher, _automaton, _regex, _run, _simplify, byte_view, translate
+from refagent.sandbox.safe_open import read_regular
+from refagent.sandbox.search.dispatch import list_files
+from refagent.sandbox.search.python_engine import python_files
+from refagent.sandbox.search.ripgrep import find_rg, rg_files
 
 ROOT = "/repo"
 GIT = shutil.which("git")
@@ -281,10 +271,10 @@ def test_the_automaton_matches_what_the_regex_matches(parts: list[str], subjects
     glob = "".join(parts)
     for dialect in ("git", "rg"):
         try:
-            tokens = _translate(glob, dialect, quirk=False)
+            tokens = translate(glob, dialect, quirk=False)
         except ValueError:
             continue
-        for shape in (tokens, [_DIRS, *tokens]):  # as written, and as a pattern without a slash is read
+        for shape in (tokens, [DIRS, *tokens]):  # as written, and as a pattern without a slash is read
             regex = re.compile(_regex(shape), re.DOTALL)
             program = _automaton(shape)
             simplified = _automaton(_simplify(shape))

@@ -1,4 +1,5 @@
-"""glob and grep on hostile trees, with hostile patterns (refagent.tools.search), on the real disk.
+"""glob and grep on hostile trees, with hostile patterns (refagent.tools.search and the engines of
+refagent.sandbox.search), on the real disk.
 
 A repository is untrusted input: FIFOs, devices and links to them where files or ``.gitignore`` files
 are expected, patterns that make backtracking engines take exponential time, a directory swapped for a
@@ -18,7 +19,11 @@ import pytest
 
 from refagent.errors import ToolError
 from refagent.sandbox.gitignore import MAX_IGNORE_BYTES
-from refagent.tools.search import Glob, Grep, Query, find_rg, list_files, python_grep_in_process, rg_grep, search
+from refagent.sandbox.search.dispatch import list_files, search
+from refagent.sandbox.search.python_engine import python_grep_in_process
+from refagent.sandbox.search.query import Query
+from refagent.sandbox.search.ripgrep import find_rg, rg_grep
+from refagent.tools.search import Glob, Grep
 from tests.tool_fakes import call, make_ctx
 
 pytestmark = pytest.mark.anyio

@@ -27,8 +27,9 @@ from refagent.llm.profiles import ModelProfile
 from refagent.llm.protocol import ModelClient, ModelRequest, TextDelta, ToolCallRequest, ToolSpec
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.persistence.conversation import Conversation
-from refagent.persistence.records import SessionLog, read_records
+from refagent.persistence.reader import read_records
 from refagent.persistence.store import SessionStore
+from refagent.persistence.writer import SessionLog
 from refagent.server.agent import Settings
 from refagent.session.turn import MAX_KEPT_ARGUMENTS, kept_arguments
 from refagent.session.turn import Turn as PromptTurn

@@ -13,8 +13,8 @@ from refagent.acp.errors import RequestError
 from refagent.errors import ToolError
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import Hang, ScriptedModel, text
+from refagent.sandbox.local import Sandbox
 from refagent.server.agent import Settings
-from refagent.session.workspace import Sandbox
 from refagent.testing.memory import FakeClient, allow_once, connect, select
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
 

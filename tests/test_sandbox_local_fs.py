@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from pyfakefs.fake_filesystem import FakeFilesystem
 
 from refagent.errors import ToolError
-from refagent.sandbox.local_fs import TEMP_PREFIX, LinePage, LocalFileSystem
+from refagent.sandbox.fs_read import LinePage
+from refagent.sandbox.fs_write import TEMP_PREFIX
+from refagent.sandbox.local_fs import LocalFileSystem
 
 pytestmark = pytest.mark.anyio
 

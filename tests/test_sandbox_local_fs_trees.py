@@ -15,8 +15,9 @@ from pyfakefs.fake_filesystem import FakeFilesystem
 from pyfakefs.helpers import reset_ids, set_uid
 
 from refagent.errors import ToolError
-from refagent.sandbox import local_fs
-from refagent.sandbox.local_fs import TEMP_PREFIX, LocalFileSystem
+from refagent.sandbox import fs_delete_move, fs_trees
+from refagent.sandbox.fs_write import TEMP_PREFIX
+from refagent.sandbox.local_fs import LocalFileSystem
 
 pytestmark = pytest.mark.anyio
 
@@ -84,10 +85,10 @@ async def test_the_removal_walk_stops_before_a_git_that_appeared(fs: FakeFilesys
     fs.create_file("/p/tree/a.txt")
     fs.create_file("/p/tree/sub/deep/.git/HEAD", contents="ref\n")
     fs.create_file("/p/tree/sub/deep/b.txt")
-    removal = local_fs._Removal()
+    removal = fs_trees.Removal()
     dir_fd = os.open("/p", os.O_RDONLY | os.O_DIRECTORY)
     try:
-        with pytest.raises(local_fs._Appeared) as caught:
+        with pytest.raises(fs_trees.Appeared) as caught:
             removal.remove(dir_fd, "tree")
     finally:
         os.close(dir_fd)
@@ -113,7 +114,7 @@ async def test_a_move_that_finds_a_git_after_the_rename_moves_it_back(fs: FakeFi
     src_fd = os.open("/p", os.O_RDONLY | os.O_DIRECTORY)
     try:
         with pytest.raises(ToolError, match=r"appeared in it while it was being moved.* It was moved back; nothing"):
-            local_fs._check_moved(src_fd, "src", src_fd, "dst", "/p/src", "/p/dst")
+            fs_delete_move._check_moved(src_fd, "src", src_fd, "dst", "/p/src", "/p/dst")
     finally:
         os.close(src_fd)
     assert read("/p/src/.git/HEAD") == "ref\n"

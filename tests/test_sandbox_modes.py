@@ -27,12 +27,12 @@ from refagent.sandbox.confinement import (
     Support,
     machine_support,
 )
+from refagent.sandbox.local import Sandbox
 from refagent.sandbox.local_fs import LocalFileSystem
 from refagent.sandbox.policy import RootPolicy
 from refagent.sandbox.tracker import FileTracker
 from refagent.server.agent import Settings
-from refagent.session.state import modes_for
-from refagent.session.workspace import Sandbox
+from refagent.session.modes import modes_for
 from refagent.testing.memory import Editor, FakeClient, allow_once, connect
 from refagent.tools.base import CommandResult, Plan, ToolResult
 from refagent.tools.command_scope import permission_scope

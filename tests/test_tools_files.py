@@ -10,14 +10,8 @@ from pathlib import Path
 import pytest
 
 from refagent.errors import ToolError
-from refagent.tools.files import (
-    DEFAULT_READ_LIMIT,
-    MAX_LINE_CHARS,
-    EditFile,
-    ReadFile,
-    WriteFile,
-    split_lines,
-)
+from refagent.tools.files import DEFAULT_READ_LIMIT, EditFile, ReadFile, WriteFile
+from refagent.tools.text import MAX_LINE_CHARS, split_lines
 from tests.tool_fakes import EditorFiles, call, make_ctx
 
 pytestmark = pytest.mark.anyio

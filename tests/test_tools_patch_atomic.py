@@ -18,11 +18,11 @@ from refagent.errors import ToolError
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.persistence.store import SessionStore
-from refagent.sandbox.local_fs import TEMP_PREFIX
+from refagent.sandbox.fs_write import TEMP_PREFIX
 from refagent.server.agent import Settings
 from refagent.testing.memory import FakeClient, connect
-from refagent.tools.base import Disk, Plan
-from refagent.tools.patch import CANCEL_NOTE, ApplyPatch
+from refagent.tools.base import CANCEL_NOTE, Disk, Plan
+from refagent.tools.patch import ApplyPatch
 from refagent.tools.permissions import Permissions
 from refagent.tools.runner import ToolRunner
 from tests.tool_fakes import check_result, make_ctx, sent

@@ -16,19 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refagent.errors import ToolError
-from refagent.sandbox.gitignore import GitIgnore, glob_regex
-from refagent.tools.search import (
-    Glob,
-    Grep,
-    Query,
-    find_rg,
-    python_files,
-    python_grep,
-    render,
-    rg_files,
-    rg_grep,
-    search,
-)
+from refagent.sandbox.gitignore import GitIgnore
+from refagent.sandbox.globs import glob_regex
+from refagent.sandbox.search.dispatch import search
+from refagent.sandbox.search.python_engine import python_files, python_grep
+from refagent.sandbox.search.query import Query
+from refagent.sandbox.search.ripgrep import find_rg, rg_files, rg_grep
+from refagent.tools.search import Glob, Grep, render
 from tests.test_gitignore import GIT, git_init, git_listing
 from tests.tool_fakes import call, make_ctx
 

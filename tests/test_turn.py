@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from refagent.acp import updates
 from refagent.errors import ModelError, ModelRefused
 from refagent.llm.protocol import Finished, Retrying, TextDelta, ToolCallRequest, Usage
 from refagent.llm.scripted import Fail, Response, ScriptedModel, text
@@ -82,14 +83,16 @@ async def test_retries_are_shown_as_thoughts() -> None:
     assert "retrying in 0.2 s (attempt 2 of 4)" in sent[0]["content"]["text"]
 
 
-async def test_usage_is_reported() -> None:
+async def test_usage_is_reported_as_the_update_the_meter_makes() -> None:
     seen: list[Usage] = []
 
-    async def on_usage(usage: Usage) -> None:
-        seen.append(usage)
+    def usage(counts: Usage) -> dict[str, Any]:
+        seen.append(counts)
+        return updates.usage(counts.prompt_tokens + counts.completion_tokens, 1000)
 
-    await play([TextDelta("x"), Usage(10, 2)], on_usage=on_usage)
+    _, sent, _, _ = await play([TextDelta("x"), Usage(10, 2)], usage=usage)
     assert seen == [Usage(10, 2)]
+    assert {"sessionUpdate": "usage_update", "used": 12, "size": 1000} in sent
 
 
 async def test_changed_files_are_noted_before_the_next_request() -> None:

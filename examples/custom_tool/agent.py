@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # this directory: wher
 from outline import Outline
 
 from refagent import cli
-from refagent.server.agent import Settings
+from refagent.settings import Settings
 from refagent.tools.registry import default_tools
 
 

@@ -51,6 +51,17 @@ class Handler(Protocol):
     async def handle_notification(self, method: str, params: dict[str, Any]) -> None: ...
 
 
+class Peer(Protocol):
+    """The other side of a connection as a handler sees it (a :class:`Connection` is one): what it may
+    send while it serves. The one definition: the agent, its sessions and the editor-backed tools use it."""
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any: ...
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None: ...
+
+    async def send_lines(self, data: bytes) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     """A result plus work to do once the response has been queued (so it is written after it)."""

@@ -88,3 +88,13 @@ class ModelClient(Protocol):
     """
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
+
+
+async def close_stream(stream: AsyncIterator[ModelEvent]) -> None:
+    """Close a model's stream now, even when the caller is being cancelled: it holds an HTTP response open."""
+    import anyio  # here: this module is imported where anyio is not loaded yet (the settings, at startup)
+
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+            await close()

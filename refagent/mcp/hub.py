@@ -105,10 +105,6 @@ class McpHub:
         self._closed = False
         self._scope: anyio.CancelScope | None = None
 
-    @property
-    def has_servers(self) -> bool:
-        return bool(self._configs or self._invalid)
-
     async def start(self, task_group: TaskGroup) -> None:
         """Start connecting in the background (in ``task_group``); returns at once. Called once."""
         if self._started or self._closed:

@@ -35,8 +35,9 @@ from typing import Any, Protocol
 
 from refagent.acp.types import ToolKind
 from refagent.mcp.results import convert_result
+from refagent.tools.args import shown
 from refagent.tools.base import MAX_NAME_LENGTH, NAME_CHARS, BaseTool, Plan, ToolContext, ToolResult
-from refagent.tools.files import shown, text_content
+from refagent.tools.text import text_content
 
 PREFIX = "mcp__"
 _NOT_NAME_CHARS = re.compile(f"[^{NAME_CHARS}]")

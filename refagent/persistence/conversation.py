@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from refagent.acp.text import clean
-from refagent.persistence.records import SessionLog
+from refagent.persistence.writer import SessionLog
 
 
 class Conversation(list[dict[str, Any]]):

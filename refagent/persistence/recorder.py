@@ -22,8 +22,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from refagent.persistence.records import SessionLog, StoredSession, replay_line
+from refagent.persistence.reader import StoredSession
+from refagent.persistence.records import replay_line
 from refagent.persistence.store import SessionStore
+from refagent.persistence.writer import SessionLog
 
 VISIBLE = frozenset(
     {"user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"}
@@ -38,7 +40,7 @@ FLUSH_SECONDS = 0.5
 
 
 class Recorder:
-    """Sends updates to the client and records the visible ones in ``log`` (if any).
+    """Sends a session's updates to the client (``notify``) and records the visible ones in ``log`` (if any).
 
     ``clock`` (seconds, monotonic) bounds how long streamed text waits in memory: a message still
     streaming after :data:`FLUSH_SECONDS` is written so far, so a crash loses at most that much of it.
@@ -47,11 +49,13 @@ class Recorder:
 
     def __init__(
         self,
-        send: Callable[[dict[str, Any]], Awaitable[None]],
+        notify: Callable[[str, dict[str, Any]], Awaitable[None]],
+        session_id: str,
         log: SessionLog | None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._send = send
+        self._notify = notify
+        self.session_id = session_id
         self.log = log
         self._clock = clock
         self._pending: dict[str, Any] | None = None
@@ -68,7 +72,8 @@ class Recorder:
         """The ids of tool calls that have ended (the latest :data:`_SHOWN_CALLS`)."""
 
     async def __call__(self, update: dict[str, Any]) -> None:
-        await self._send(update)
+        """Send ``update`` to the client as a ``session/update`` (``notify``: the connection's), then record it."""
+        await self._notify("session/update", {"sessionId": self.session_id, "update": update})
         self.record(update)
 
     def record(self, update: dict[str, Any]) -> None:

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from refagent.acp.errors import InvalidParams
-from refagent.persistence.records import SessionLog, StoredSession, read_records, read_session, repair
+from refagent.persistence.reader import StoredSession, read_records, read_session
+from refagent.persistence.writer import SessionLog, repair
 
 log = logging.getLogger(__name__)
 
@@ -111,14 +112,14 @@ class SessionStore:
     # -- reading ------------------------------------------------------------------------------
 
     def load(self, session_id: str) -> StoredSession | None:
-        """A session's state and its visible history (:func:`refagent.persistence.records.read_session`); None if there
+        """A session's state and its visible history (:func:`refagent.persistence.reader.read_session`); None if there
         is no such session (or it is unreadable)."""
         if not _ID.match(session_id):
             return None
         return read_session(self._path(session_id), session_id)
 
     def repair(self, stored: StoredSession, lines: list[bytes]) -> None:
-        """:func:`refagent.persistence.records.repair` (warned about, once, if it cannot be written)."""
+        """:func:`refagent.persistence.writer.repair` (warned about, once, if it cannot be written)."""
         try:
             repair(self._path(stored.session_id), stored, lines)
         except OSError as exc:

@@ -17,10 +17,11 @@ import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
+from refagent.acp.connection import Peer
 from refagent.acp.errors import RESOURCE_NOT_FOUND, RequestError
 from refagent.acp.types import ClientCapabilities
 from refagent.errors import ToolError
@@ -32,10 +33,6 @@ log = logging.getLogger(__name__)
 
 OUTPUT_BYTE_LIMIT = 64 * 1024
 _CLEANUP_SECONDS = 5
-
-
-class Peer(Protocol):
-    async def request(self, method: str, params: dict[str, Any]) -> Any: ...
 
 
 class EditorFiles:

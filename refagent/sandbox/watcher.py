@@ -11,7 +11,7 @@ How: watchfiles' Rust notifier (``inotify``, FSEvents, ...) on each root, recurs
 ever takes a lock to drain. Not reported: directories (their files are), paths git ignores
 (:class:`refagent.sandbox.gitignore.GitIgnore`, ``.git`` always), what watchfiles' default filter drops
 (``__pycache__``, ``node_modules``, editor swap and backup files, ...), and our own temporary files
-(:data:`~refagent.sandbox.local_fs.TEMP_PREFIX`).
+(:data:`~refagent.sandbox.fs_write.TEMP_PREFIX`).
 
 The agent's own writes: ``note_own_write(path)`` records the file's identity after the change (inode,
 size, modification time, or "missing"). An event for that path whose file still has that identity is
@@ -44,8 +44,8 @@ from watchfiles import Change, DefaultFilter
 from watchfiles._rust_notify import RustNotify
 from watchfiles.main import _default_force_polling
 
+from refagent.sandbox.fs_write import TEMP_PREFIX
 from refagent.sandbox.gitignore import GitIgnore
-from refagent.sandbox.local_fs import TEMP_PREFIX
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,11 @@
-"""The ACP agent: the connection's handler (:class:`Agent`) and what it is configured with
-(:class:`Settings`).
+"""The ACP agent: the connection's handler (:class:`Agent`).
 
-Methods (ACP v1, agent side): ``initialize``, ``authenticate``, and the ``session/*`` methods, which
-:class:`refagent.session.manager.Sessions` implements; ``session/cancel`` is a notification. Anything else is
-``-32601``. Capabilities advertised at ``initialize`` are exactly the ones implemented.
+Every method a client may call is in :data:`REQUESTS` (and ``session/cancel`` in :data:`NOTIFICATIONS`),
+each mapped to the :class:`Agent` method that answers it; anything else is ``-32601``. ``initialize`` and
+``authenticate`` are answered here; the ``session/*`` methods by
+:class:`refagent.session.manager.SessionManager` (``session/prompt`` through
+:mod:`refagent.session.prompting`). Capabilities advertised at ``initialize`` are exactly the ones
+implemented (:func:`refagent.server.handshake.answer_initialize`).
 
 Starting fast: this module imports little. The session machinery is imported when the first session
 request arrives (or in the background right after ``initialize`` has been answered), so the editor's
@@ -13,78 +15,48 @@ request arrives (or in the background right after ``initialize`` has been answer
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 from anyio.abc import TaskGroup
 
 from refagent.acp import params as p
-from refagent.acp.connection import Reply
+from refagent.acp.connection import Peer, Reply
 from refagent.acp.errors import AuthRequired, InvalidParams, MethodNotFound
 from refagent.acp.types import ClientCapabilities
-from refagent.llm.profiles import ModelProfile, missing_key
-from refagent.llm.protocol import ModelClient
+from refagent.llm.pool import ModelPool, require_key
 from refagent.server.handshake import AUTH_METHOD, answer_initialize
 from refagent.settings import Settings
 
-__all__ = ["Agent", "Settings"]
+__all__ = ["NOTIFICATIONS", "REQUESTS", "Agent", "Settings"]
 
 if TYPE_CHECKING:
-    from refagent.session.manager import Sessions
+    from refagent.session.manager import SessionManager
     from refagent.session.state import Session
 
 log = logging.getLogger(__name__)
 
-
-class Peer(Protocol):
-    """The client as the agent sees it (a :class:`refagent.acp.connection.Connection`)."""
-
-    async def request(self, method: str, params: dict[str, Any]) -> Any: ...
-
-    async def notify(self, method: str, params: dict[str, Any]) -> None: ...
-
-    async def send_lines(self, data: bytes) -> None: ...
+Params = dict[str, Any]
 
 
 class Agent:
     """Serves one client connection. Sessions live as long as the connection.
 
     Use as an async context manager around :meth:`Connection.serve`: it owns the sessions' background
-    tasks (file watchers) and stops them on exit.
+    tasks (file watchers, MCP servers) and stops them on exit.
     """
 
     def __init__(self, peer: Peer, settings: Settings | None = None) -> None:
         self.peer = peer
-        self._background: TaskGroup | None = None
         self.settings = settings or Settings()
         self.store = self.settings.store() if self.settings.store is not None else None
         self.client_capabilities: ClientCapabilities = {}
         self.client_info: dict[str, Any] = {}
-        self._models: dict[tuple[str, str], ModelClient] = {}
-        self._sessions: Sessions | None = None
-        self._methods: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
-            "initialize": self.initialize,
-            "authenticate": self.authenticate,
-        }
-
-    @property
-    def sessions(self) -> dict[str, Session]:
-        """The open sessions by id."""
-        return self.manager().sessions
-
-    def manager(self) -> Sessions:
-        """The session machinery, imported on first use."""
-        if self._sessions is None:
-            from refagent.session.manager import Sessions
-
-            self._sessions = Sessions(self)
-        return self._sessions
-
-    @property
-    def background(self) -> TaskGroup | None:
-        """Where sessions run their background tasks (file watchers); None outside ``async with``."""
-        return self._background
+        self.models = ModelPool(self.settings.make_model)
+        self._background: TaskGroup | None = None
+        self._manager: SessionManager | None = None
 
     async def __aenter__(self) -> Agent:
         self._background = await anyio.create_task_group().__aenter__()
@@ -96,35 +68,54 @@ class Agent:
             background.cancel_scope.cancel()
             await background.__aexit__(None, None, None)
 
-    # -- dispatch (the Handler protocol) -----------------------------------------------------
+    @property
+    def sessions(self) -> dict[str, Session]:
+        """The open sessions by id."""
+        return self.manager().sessions
 
-    async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
-        handler = self._methods.get(method)
-        if handler is not None:
-            return await handler(params)
-        if method in SESSION_METHODS and (method not in NEEDS_STORE or self.store is not None):
-            return await getattr(self.manager(), SESSION_METHODS[method])(params)
-        raise MethodNotFound(f"Method not found: {_short(method)}")
+    def manager(self) -> SessionManager:
+        """The session machinery, imported on first use."""
+        if self._manager is None:
+            from refagent.session.manager import SessionManager
 
-    async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
-        if method == "session/cancel":
-            if self._sessions is not None:
-                self._sessions.cancel(params.get("sessionId"))
-            return
-        raise MethodNotFound(f"Method not found: {_short(method)}")
+            self._manager = SessionManager(
+                peer=self.peer,
+                settings=self.settings,
+                store=self.store,
+                background=self._background,
+                models=self.models,
+                capabilities=self.client_capabilities,
+            )
+        return self._manager
 
-    # -- initialization --------------------------------------------------------------------
+    # -- dispatch (the connection's Handler protocol) -----------------------------------------
 
-    async def initialize(self, params: dict[str, Any]) -> Reply:
-        """Negotiate the version (ours is 1) and exchange capabilities."""
+    async def handle_request(self, method: str, params: Params) -> Any:
+        route = REQUESTS.get(method)
+        if route is None or (route.needs_store and self.store is None):
+            raise MethodNotFound(f"Method not found: {_short(method)}")
+        return await route.handler(self, params)
+
+    async def handle_notification(self, method: str, params: Params) -> None:
+        handler = NOTIFICATIONS.get(method)
+        if handler is None:
+            raise MethodNotFound(f"Method not found: {_short(method)}")
+        handler(self, params)
+
+    # -- initialization ----------------------------------------------------------------------
+
+    async def initialize(self, params: Params) -> Reply:
+        """``initialize``: negotiate the version (ours is 1) and exchange capabilities."""
         result = answer_initialize(self.settings, self.store is not None, params)
         self.adopt(params)
         return Reply(result, after=self.warm_up)
 
-    def adopt(self, params: dict[str, Any]) -> None:
+    def adopt(self, params: Params) -> None:
         """Take the client's side of an ``initialize`` (answered here, or before the loop by the CLI)."""
         self.client_capabilities = p.optional(params, "clientCapabilities", dict, {})  # type: ignore[assignment]
         self.client_info = p.optional(params, "clientInfo", dict, {})
+        if self._manager is not None:
+            self._manager.capabilities = self.client_capabilities
         log.info("client %s %s", self.client_info.get("name", "?"), self.client_info.get("version", ""))
 
     async def warm_up(self) -> None:
@@ -138,8 +129,9 @@ class Agent:
             except Exception:  # only an optimisation: the first turn will import what it needs
                 log.exception("warming up the model client failed")
 
-    async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Re-read the configuration (file and environment); succeed if the default profile has its key."""
+    async def authenticate(self, params: Params) -> dict[str, Any]:
+        """``authenticate``: re-read the configuration (file and environment); succeed if the default
+        profile has its key."""
         method_id = p.required(params, "methodId", str)
         if method_id != AUTH_METHOD:
             raise InvalidParams(f"Invalid params: unknown authentication method {method_id!r}")
@@ -148,40 +140,74 @@ class Agent:
                 self.settings = self.settings.reload()
             except Exception as exc:
                 raise AuthRequired(f"The configuration could not be read again: {exc}") from None
-            self._models.clear()
-        self.require_key(self.default_profile())
+            self.models.reset(self.settings.make_model)
+            if self._manager is not None:
+                self._manager.reconfigure(self.settings)
+        require_key(self.settings.active_profile())
         return {}
 
-    @staticmethod
-    def require_key(profile: ModelProfile) -> None:
-        """``-32000`` with what to set, if ``profile`` needs a key it has not got."""
-        problem = missing_key(profile)
-        if problem is not None:
-            raise AuthRequired(problem)
+    # -- sessions: answered by the session manager ------------------------------------------------
 
-    def model(self, profile: ModelProfile) -> ModelClient:
-        """One client per profile, reused across turns (keeps the HTTP connection pool warm)."""
-        key = (profile.id, profile.model)
-        if key not in self._models:
-            self._models[key] = self.settings.make_model(profile)
-        return self._models[key]
+    async def new_session(self, params: Params) -> Reply:
+        return await self.manager().new_session(params)
 
-    def default_profile(self) -> ModelProfile:
-        return self.settings.active_profile()
+    async def load_session(self, params: Params) -> Reply:
+        return await self.manager().load_session(params)
+
+    async def resume_session(self, params: Params) -> Reply:
+        return await self.manager().resume_session(params)
+
+    async def list_sessions(self, params: Params) -> dict[str, Any]:
+        return await self.manager().list_sessions(params)
+
+    async def close_session(self, params: Params) -> dict[str, Any]:
+        return await self.manager().close_session(params)
+
+    async def delete_session(self, params: Params) -> dict[str, Any]:
+        return await self.manager().delete_session(params)
+
+    async def prompt(self, params: Params) -> dict[str, Any]:
+        return await self.manager().prompt(params)
+
+    async def set_mode(self, params: Params) -> dict[str, Any]:
+        return await self.manager().set_mode(params)
+
+    async def set_config_option(self, params: Params) -> dict[str, Any]:
+        return await self.manager().set_config_option(params)
+
+    def cancel(self, params: Params) -> None:
+        """``session/cancel``: ends the session's turn and the prompts queued behind it."""
+        if self._manager is not None:  # no sessions yet: nothing to cancel
+            self._manager.cancel(params.get("sessionId"))
 
 
-SESSION_METHODS = {
-    "session/new": "new_session",
-    "session/load": "load_session",
-    "session/resume": "resume_session",
-    "session/list": "list_sessions",
-    "session/close": "close_session",
-    "session/delete": "delete_session",
-    "session/prompt": "prompt",
-    "session/set_mode": "set_mode",
-    "session/set_config_option": "set_config_option",
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Who answers a request method, and whether it exists only when sessions are saved."""
+
+    handler: Callable[[Agent, Params], Awaitable[Any]]
+    needs_store: bool = False
+
+
+REQUESTS: Final[Mapping[str, Route]] = {
+    "initialize": Route(Agent.initialize),
+    "authenticate": Route(Agent.authenticate),
+    "session/new": Route(Agent.new_session),
+    "session/load": Route(Agent.load_session, needs_store=True),
+    "session/resume": Route(Agent.resume_session, needs_store=True),
+    "session/list": Route(Agent.list_sessions, needs_store=True),
+    "session/close": Route(Agent.close_session),
+    "session/delete": Route(Agent.delete_session, needs_store=True),
+    "session/prompt": Route(Agent.prompt),
+    "session/set_mode": Route(Agent.set_mode),
+    "session/set_config_option": Route(Agent.set_config_option),
 }
-NEEDS_STORE = frozenset({"session/load", "session/resume", "session/list", "session/delete"})
+"""Every request method the agent answers (ACP v1, agent side), and the method of :class:`Agent` that does."""
+
+NOTIFICATIONS: Final[Mapping[str, Callable[[Agent, Params], None]]] = {
+    "session/cancel": Agent.cancel,
+}
+"""Every notification the agent acts on."""
 
 
 def _probe_sandbox() -> None:

@@ -19,7 +19,8 @@ from typing import Any
 
 from refagent.acp.types import AvailableCommand
 from refagent.errors import ToolError
-from refagent.session.state import MODES, Session, text_digest
+from refagent.session.modes import MODES
+from refagent.session.state import Session, text_digest
 
 _COMMAND = re.compile(r"^/([a-z][a-z0-9_-]*)(?:\s+(.*))?$", re.DOTALL)
 NAMES = frozenset({"init", "compact", "undo", "mode", "model"})
@@ -85,10 +86,11 @@ async def undo(session: Session) -> str:
             continue
         before, _ = files.get(change["path"], (change["before"], None))
         files[change["path"]] = (before, change.get("after"))
-        if "afterSha256" in change:  # a large text, recorded by its digest (Session.record_change)
+        if "afterSha256" in change:  # a large text, recorded by its digest (Session.before_change)
             left_digests.setdefault(change["path"], set()).add(change["afterSha256"])
         else:
             left.setdefault(change["path"], []).append(change.get("after"))
+    assert session.workspace is not None  # every session the manager opens has one
     context = session.workspace.context
     outside = []
     for path in files:
@@ -128,7 +130,7 @@ async def undo(session: Session) -> str:
     for path in unchanged:
         del files[path]
     if not files and not unsupported:
-        _undone(session, turn)
+        session.undone(turn)
         return "There is nothing to undo: the files the last turn meant to change are as they were before it."
     failed: dict[str, str] = {}
     for path, (before, _) in files.items():
@@ -141,7 +143,7 @@ async def undo(session: Session) -> str:
         except (ToolError, OSError) as exc:  # the others are restored all the same; say which was not
             failed[path] = str(exc)
         context.reads.forget(path)
-    _undone(session, turn)
+    session.undone(turn)
     files = {path: state for path, state in files.items() if path not in failed}
     restored = "\n".join(f"- {p}" for p in sorted(files))
     note = f"The user ran /undo: the files your turn {turn} changed are back as they were before it:\n{restored}"
@@ -157,9 +159,3 @@ async def undo(session: Session) -> str:
     if failed:
         message += "\nCould not restore:\n" + "\n".join(f"- {p}: {why}" for p, why in sorted(failed.items()))
     return message.strip() + "\nChanges made by commands the agent ran are not tracked and were not undone."
-
-
-def _undone(session: Session, turn: int) -> None:
-    """Turn ``turn`` is undone: its changes are forgotten, in memory and in the record file alike."""
-    session.changes = [c for c in session.changes if c["turn"] != turn]
-    session.save({"kind": "undo", "turn": turn})

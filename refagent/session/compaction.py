@@ -1,6 +1,6 @@
 """Compaction: the older part of a conversation summarised by the model and replaced by the summary,
 keeping the recent turns as they are (``/compact``, and automatically before a request would overflow
-the model's context window).
+the model's context window). :class:`Compactor` does it for one session; the rest are its pure parts.
 """
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
 
+from refagent.acp import updates
 from refagent.errors import ModelError
-from refagent.llm.protocol import ModelClient, ModelRequest, TextDelta
-from refagent.session.turn import close_stream
+from refagent.llm.protocol import ModelClient, ModelRequest, TextDelta, close_stream
+from refagent.persistence.conversation import Conversation
+from refagent.session.speaker import Say, speaker
 
 KEEP_TURNS = 2
 """User turns kept verbatim after the summary."""
@@ -96,3 +98,51 @@ async def summarise(
 def compacted(summary: str, recent: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The new conversation: the summary as the first user message, then the recent turns."""
     return [{"role": "user", "content": SUMMARY_PREFIX + summary}, *recent]
+
+
+class Compactor:
+    """Compacts one session's conversation with ``model``, telling the user through ``send`` what it does.
+
+    ``window`` is the model's context window in tokens (a callable: the session may switch models)."""
+
+    def __init__(
+        self,
+        model: ModelClient,
+        history: Conversation,
+        send: Callable[[dict[str, Any]], Awaitable[None]],
+        window: Callable[[], int],
+    ) -> None:
+        self.model = model
+        self.history = history
+        self.send = send
+        self.window = window
+
+    async def compact_if_full(self, messages: list[dict[str, Any]], tools: list[Any]) -> None:
+        """Before a model request of ``messages`` and ``tools``: compact first if it would fill most
+        (:data:`AUTO_COMPACT_AT`) of the context window."""
+        if estimate_tokens(messages, tools) >= self.window() * AUTO_COMPACT_AT:
+            await self.compact("", speaker(self.send), automatic=True)
+
+    async def compact(self, focus: str, say: Say, *, automatic: bool) -> None:
+        """Summarise the older messages (with ``focus``, if given) and keep the recent turns; ``say`` streams
+        the summary and the outcome to the user. A short conversation or an empty summary changes nothing."""
+        history = self.history
+        cut = split_point(list(history))
+        if cut == 0:
+            if not automatic:
+                await say("Nothing to compact yet: the conversation is short.")
+            return
+        older, recent = list(history[:cut]), list(history[cut:])
+        before = estimate_tokens(list(history))
+        await say(
+            ("The conversation is near the model's context window, so " if automatic else "")
+            + f"compacting {len(older)} older messages into a summary:\n\n"
+        )
+        summary = await summarise(self.model, older, focus, say)
+        if not summary:
+            await say("\n\nThe model returned an empty summary; nothing was changed.")
+            return
+        history.replace(compacted(summary, recent))
+        after = estimate_tokens(list(history))
+        await say(f"\n\nCompacted: about {before:,} tokens down to {after:,}.\n")
+        await self.send(updates.usage(after, self.window()))

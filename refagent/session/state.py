@@ -1,73 +1,50 @@
-"""One session's state: its roots, mode, model, history, and the turns running in it.
+"""One session's state: its roots, mode, model, conversation, saved records, and the turns running in it.
 
-A session is created by ``session/new`` and lives until the agent exits. Its prompts run one at a time:
-a prompt that arrives while a turn is running waits for it (FIFO). Editors commonly send
-``session/cancel`` and then a new prompt at once; queueing lets the new prompt start as soon as the
-cancelled turn has answered, instead of failing. ``session/cancel`` cancels the running turn *and* the
-prompts queued behind it: the user asked to stop.
+A session is opened by :class:`refagent.session.manager.SessionManager` (``session/new``, ``load``,
+``resume``) and lives until it is closed or the agent exits. It owns its fields: the manager and the prompt
+handling (:mod:`refagent.session.prompting`) call its methods, they do not set them.
+
+Its prompts run one at a time: a prompt that arrives while a turn is running waits for it (FIFO). Editors
+commonly send ``session/cancel`` and then a new prompt at once; queueing lets the new prompt start as soon
+as the cancelled turn has answered, instead of failing. ``session/cancel`` cancels the running turn *and*
+the prompts queued behind it: the user asked to stop.
+
+Everything the session shows goes out through its :attr:`Session.update`, a
+:class:`~refagent.persistence.recorder.Recorder` that sends each update straight to the connection and keeps
+the visible ones in the session's files.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
 from refagent.acp import updates
 from refagent.acp.errors import InvalidParams
-from refagent.acp.types import ClientCapabilities, ConfigOption, SessionMode, SessionModeState
+from refagent.acp.types import ClientCapabilities, ConfigOption, SessionModeState
+from refagent.llm.pool import require_key
 from refagent.llm.profiles import ModelProfile
 from refagent.mcp import McpHub
 from refagent.persistence.conversation import Conversation
+from refagent.persistence.reader import StoredSession
 from refagent.persistence.recorder import Recorder
-from refagent.persistence.records import SessionLog, StoredSession
+from refagent.persistence.writer import SessionLog
 from refagent.sandbox.confinement import Support
+from refagent.session.modes import DEFAULT_MODE, MODE_IDS, modes_for
+from refagent.session.usage import UsageMeter
+from refagent.session.workspace import Workspace
 from refagent.tools.base import Plan
 from refagent.tools.permissions import Permissions
-from refagent.tools.protocol import NoTools, ToolRunner
+from refagent.tools.runner import NoTools, Tools
 
+log = logging.getLogger(__name__)
 
-def modes_for(support: Support) -> list[SessionMode]:
-    """The modes, each described as it works on this machine (``support``: how commands are confined)."""
-    missing = support.missing("workspace")
-    gaps = ", ".join(missing)
-    if missing:
-        auto = (
-            f"Edit files inside the workspace without asking. Commands still ask: this machine cannot confine {gaps}."
-        )
-        full = f"Never ask. Commands are not fully confined on this machine ({gaps})."
-    else:
-        auto = (
-            "Edit files and run sandboxed commands (writes only inside the workspace, no network) without "
-            "asking; ask before deletions and before commands that need the network or no sandbox."
-        )
-        full = "Never ask. Commands still run sandboxed, unless the model asks for network access or none."
-    return [
-        {"id": "ask", "name": "Ask", "description": "Ask before every edit, deletion, move or command."},
-        {
-            "id": "accept-edits",
-            "name": "Accept edits",
-            "description": "Edit files inside the workspace without asking; still ask before commands.",
-        },
-        {"id": "auto", "name": "Auto", "description": auto},
-        {
-            "id": "read-only",
-            "name": "Read only",
-            "description": "Read and search only: every change is refused without asking, so the model can plan.",
-        },
-        {"id": "full-access", "name": "Full access", "description": full},
-    ]
-
-
-MODES = modes_for(Support(landlock=6, namespaces=True, netns=True))
-"""The modes where commands are fully confined (their ids are the same everywhere)."""
-DEFAULT_MODE = "ask"
-MODE_IDS = frozenset(m["id"] for m in MODES)
-
-SendUpdate = Callable[[dict[str, Any]], Awaitable[None]]
+Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
+"""How a session reaches the client: the connection's ``notify``."""
 
 LARGE_AFTER_CHARS = 1 << 20
 """A change record keeps a text written over this size as its digest: ``/undo`` only needs to recognise
@@ -79,47 +56,61 @@ def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-@dataclass
 class Session:
-    id: str
-    cwd: str
-    additional_directories: list[str]
-    mcp_servers: list[dict[str, Any]]
-    client_capabilities: ClientCapabilities
-    profiles: list[ModelProfile]
-    profile_id: str
-    send: SendUpdate
-    mode_id: str = DEFAULT_MODE
-    support: Support = field(default_factory=Support)
-    """How this machine confines the session's commands (the mode descriptions say it)."""
-    permissions: Permissions = field(default_factory=Permissions)
-    tools: ToolRunner = field(default_factory=NoTools)
-    changed_files: Callable[[], list[str]] | None = None
-    """Files changed outside the agent since last asked (the root watcher), if one runs."""
-    cost: float = 0.0
-    """Cumulative model cost of the session, in the profile's currency."""
-    history: Conversation = field(default_factory=Conversation)
-    """The conversation in the model's (Chat Completions) format, without the system prompt."""
-    log: SessionLog | None = None
-    """Where the session is saved (None: not saved)."""
-    title: str | None = None
-    updated_at: str | None = None
-    turns: int = 0
-    """Prompt turns so far (saved sessions count on from where they were)."""
-    changes: list[dict[str, Any]] = field(default_factory=list)
-    """Files the agent changed, per turn (``change`` records): what ``/undo`` restores."""
-    recorder: Recorder | None = None
-    saved: StoredSession | None = None
-    """A loaded session's records, until its conversation is read from them (when a prompt needs it)."""
-    workspace: Any = None
-    """The session's :class:`refagent.session.workspace.Workspace` (tools and their backends)."""
-    background: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    mcp: McpHub | None = None
-    """The session's MCP servers, if the client gave any."""
-    mcp_scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    """Cancels the session's background tasks (the file watcher) when it closes."""
-    _turn_lock: anyio.Lock = field(default_factory=anyio.Lock)
-    _turn_scopes: set[anyio.CancelScope] = field(default_factory=set)
+    """One ACP session. ``notify`` is the connection's: each update is one ``session/update`` notification."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str],
+        client_capabilities: ClientCapabilities,
+        profiles: list[ModelProfile],
+        profile_id: str,
+        notify: Notify,
+        log: SessionLog | None = None,
+    ) -> None:
+        self.id = session_id
+        self.cwd = cwd
+        self.additional_directories = additional_directories
+        self.client_capabilities = client_capabilities
+        self.profiles = profiles
+        self.profile_id = profile_id
+        self.log = log
+        """Where the session is saved (None: not saved)."""
+        self.recorder = Recorder(notify, session_id, log)
+        self.update: Callable[[dict[str, Any]], Awaitable[None]] = self.recorder
+        """Send one ``session/update`` for this session (and record it if it is part of the visible history)."""
+        self.history = Conversation([], log)
+        """The conversation in the model's (Chat Completions) format, without the system prompt."""
+        self.mode_id = DEFAULT_MODE
+        self.support = Support()
+        """How this machine confines the session's commands (the mode descriptions say it)."""
+        self.permissions = Permissions()
+        self.meter = UsageMeter()
+        """Tokens and the cumulative cost of the session's model responses."""
+        self.title: str | None = None
+        self.updated_at: str | None = None
+        self.turns = 0
+        """Prompt turns so far (saved sessions count on from where they were)."""
+        self.changes: list[dict[str, Any]] = []
+        """Files the agent changed, per turn (``change`` records): what ``/undo`` restores."""
+        self.tools: Tools = NoTools()
+        self.workspace: Workspace | None = None
+        """The session's tools and their backends (:func:`refagent.session.workspace.build`)."""
+        self.mcp: McpHub | None = None
+        """The session's MCP servers, if the client gave any."""
+        self.changed_files: Callable[[], list[str]] | None = None
+        """Files changed outside the agent since last asked (the root watcher), if one runs."""
+        self.background = anyio.CancelScope()
+        """Cancels the session's file watcher when it closes."""
+        self.mcp_scope = anyio.CancelScope()
+        """Cancels the session's MCP servers when it closes."""
+        self._saved: StoredSession | None = None
+        """A loaded session's records, until its conversation is read from them (when a prompt needs it)."""
+        self._turn_lock = anyio.Lock()
+        self._turn_scopes: set[anyio.CancelScope] = set()
 
     @property
     def roots(self) -> list[str]:
@@ -130,9 +121,47 @@ class Session:
     def profile(self) -> ModelProfile:
         return next(p for p in self.profiles if p.id == self.profile_id)
 
-    async def update(self, update: dict[str, Any]) -> None:
-        """Send one ``session/update`` for this session."""
-        await self.send(update)
+    # -- being opened --------------------------------------------------------------------------
+
+    def restore(self, stored: StoredSession) -> None:
+        """Take the saved state of a session being loaded or resumed (what of it still applies: a mode or
+        profile this configuration no longer has is left at the default). Its conversation is read from
+        its records later (:meth:`read_conversation`)."""
+        self.title = stored.title
+        self.updated_at = stored.updated_at
+        self.turns = stored.turns
+        if stored.mode_id in MODE_IDS:
+            self.mode_id = stored.mode_id
+        if stored.profile_id in {p.id for p in self.profiles}:
+            self.profile_id = stored.profile_id
+        self._saved = stored
+
+    def attach(
+        self, workspace: Workspace, *, mcp: McpHub | None, changed_files: Callable[[], list[str]] | None
+    ) -> None:
+        """Give the session its tools and their backends, its MCP servers and its watcher's changed files."""
+        self.workspace = workspace
+        self.tools = workspace.runner
+        self.mcp = mcp
+        self.changed_files = changed_files
+        if workspace.sandbox.confinement is not None:
+            self.support = workspace.sandbox.confinement.support
+
+    async def read_conversation(self) -> None:
+        """Give a loaded session its model-facing conversation and ``/undo`` records, parsed from its records
+        (the bulk of a long session's file: in a worker thread) when a prompt or command first needs them,
+        under the turn lock. Not when it is loaded: a session opened to be looked at, or the replay a client
+        waits for, does not pay for it."""
+        saved, self._saved = self._saved, None
+        if saved is None:
+            return
+        try:
+            messages, changes = await anyio.to_thread.run_sync(saved.model_state)
+        except Exception:  # not expected (bad records are skipped); the session goes on without them
+            log.exception("could not read the conversation of session %s", self.id)
+            messages, changes = [], []
+        self.history.restore(messages)
+        self.changes = list(changes)
 
     # -- modes and config options ------------------------------------------------------------
 
@@ -175,7 +204,8 @@ class Session:
         await self.update(updates.config_options(self.config_options()))
 
     async def set_config_option(self, config_id: str, value: object) -> list[ConfigOption]:
-        """Apply ``session/set_config_option``; returns the complete option list."""
+        """Apply ``session/set_config_option``; returns the complete option list. Switching to a model whose
+        key is missing is ``-32000`` (authentication required)."""
         if not isinstance(value, str):
             raise InvalidParams(f"Invalid params: option {config_id!r} takes a string value")
         if config_id == "mode":
@@ -186,14 +216,18 @@ class Session:
                 self.save_state()
                 await self.update(updates.current_mode(value))
         elif config_id == "model":
-            if value not in {p.id for p in self.profiles}:
+            chosen = next((p for p in self.profiles if p.id == value), None)
+            if chosen is None:
                 known = ", ".join(p.id for p in self.profiles)
                 raise InvalidParams(f"Invalid params: unknown model {value!r}; available: {known}")
+            require_key(chosen)
             self.profile_id = value
             self.save_state()
         else:
             raise InvalidParams(f"Invalid params: unknown config option {config_id!r}; available: mode, model")
         return self.config_options()
+
+    # -- records -------------------------------------------------------------------------------
 
     def save(self, record: dict[str, Any]) -> None:
         if self.log is not None:
@@ -212,28 +246,30 @@ class Session:
             }
         )
 
-    # -- turns ------------------------------------------------------------------------------
+    def begin_turn(self) -> None:
+        """A prompt turn starts: count it (its changes are recorded under its number)."""
+        self.turns += 1
+        self.save_state()
 
-    def open_turn(self) -> anyio.CancelScope:
-        """A cancel scope for a prompt, registered so that :meth:`cancel` reaches it while it waits or runs."""
-        scope = anyio.CancelScope()
-        self._turn_scopes.add(scope)
-        return scope
+    def record_prompt(self, blocks: list[Any], message_id: str) -> None:
+        """The user's prompt joins the visible history (the client shows it itself, so it is not sent)."""
+        for block in blocks:
+            if isinstance(block, dict):
+                self.recorder.record(updates.user_message_chunk(block, message_id))
+        self.recorder.flush()
 
-    def close_turn(self, scope: anyio.CancelScope) -> None:
-        self._turn_scopes.discard(scope)
+    def touch(self, stamp: str, title: str | None = None) -> bool:
+        """The session was used at ``stamp``; it takes ``title`` if it has none yet. Returns whether it
+        was named now."""
+        self.updated_at = stamp
+        named = self.title is None and bool(title)
+        if named:
+            self.title = title
+        self.save_state()
+        return named
 
-    @property
-    def turn_lock(self) -> anyio.Lock:
-        return self._turn_lock
-
-    def cancel(self) -> None:
-        """``session/cancel``: the running turn and the prompts queued behind it end as ``cancelled``."""
-        for scope in self._turn_scopes:
-            scope.cancel()
-
-    def record_change(self, kind: str, plan: Plan) -> None:
-        """Before a change by a tool: what each file is and will be, for ``/undo`` (recorded first, so a
+    def before_change(self, kind: str, plan: Plan) -> None:
+        """Before a tool changes files: what each file is and will be, for ``/undo`` (recorded first, so a
         crash during the write cannot lose the way back)."""
         for content in plan.preview:
             if content["type"] != "diff":
@@ -259,10 +295,32 @@ class Session:
             self.changes.append(change)
             self.save(change)
 
-    def settle(self) -> None:
-        """The end of a turn: what it showed is recorded whole (:meth:`Recorder.settle`)."""
-        if self.recorder is not None:
-            self.recorder.settle()
+    def undone(self, turn: int) -> None:
+        """Turn ``turn`` is undone: its changes are forgotten, in memory and in the record file alike."""
+        self.changes = [c for c in self.changes if c["turn"] != turn]
+        self.save({"kind": "undo", "turn": turn})
+
+    # -- turns ------------------------------------------------------------------------------
+
+    def open_turn(self) -> anyio.CancelScope:
+        """A cancel scope for a prompt, registered so that :meth:`cancel` reaches it while it waits or runs."""
+        scope = anyio.CancelScope()
+        self._turn_scopes.add(scope)
+        return scope
+
+    def close_turn(self, scope: anyio.CancelScope) -> None:
+        """The prompt of ``scope`` has ended: what it showed is recorded whole (:meth:`Recorder.settle`)."""
+        self._turn_scopes.discard(scope)
+        self.recorder.settle()
+
+    @property
+    def turn_lock(self) -> anyio.Lock:
+        return self._turn_lock
+
+    def cancel(self) -> None:
+        """``session/cancel``: the running turn and the prompts queued behind it end as ``cancelled``."""
+        for scope in self._turn_scopes:
+            scope.cancel()
 
     def close(self) -> None:
         """``session/close``: stop its turns and background tasks, and close its record file."""
@@ -270,5 +328,5 @@ class Session:
         self.background.cancel()
         self.mcp_scope.cancel()
         if self.log is not None:
-            self.settle()
+            self.recorder.settle()
             self.log.close()

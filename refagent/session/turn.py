@@ -1,12 +1,12 @@
 """The prompt turn: model stream -> tool calls -> updates -> stop reason.
 
-One call of :func:`run_turn` answers one ``session/prompt`` (ACP "Prompt Turn"):
+One :meth:`Turn.run` (through :func:`run_prompt`) answers one ``session/prompt`` (ACP "Prompt Turn"):
 
 1. the prompt joins the session history as a user message;
 2. the model is asked for a response; its text streams out as ``agent_message_chunk`` and its reasoning
    as ``agent_thought_chunk`` while it arrives, each message under its own ``messageId``;
-3. if it asked for tools, each call runs through the :class:`ToolRunner` (which reports the call to the
-   editor and asks permission) and its result joins the history; then back to 2;
+3. if it asked for tools, each call runs through the session's :class:`~refagent.tools.runner.Tools` (which
+   report the call to the editor and ask permission) and its result joins the history; then back to 2;
 4. the turn ends with a stop reason: ``end_turn`` when the model stops calling tools, ``max_tokens``
    when a response was cut by length, ``refusal``, ``max_turn_requests`` after the configured number of
    model requests, and ``cancelled`` when ``session/cancel`` arrived (never an error).
@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import anyio
 
 from refagent.acp import updates
 from refagent.acp.text import cut, shorten
@@ -35,17 +33,18 @@ from refagent.ids import new_id
 from refagent.llm.protocol import (
     Finished,
     ModelClient,
-    ModelEvent,
     ModelRequest,
     ReasoningDelta,
     Retrying,
     TextDelta,
     ToolCallRequest,
     Usage,
+    close_stream,
 )
+from refagent.session.compaction import Compactor
 from refagent.settings import DEFAULT_MAX_REQUESTS
 from refagent.tools.base import cancel_note
-from refagent.tools.protocol import NoTools, ToolRunner
+from refagent.tools.runner import NoTools, Tools
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +66,14 @@ class Turn:
     """The conversation: a session's :class:`refagent.persistence.conversation.Conversation`, which records
     each message and cleans it of lone surrogates (a plain list does neither)."""
     send: Callable[[dict[str, Any]], Awaitable[None]]
+    """Sends one ``session/update`` (the session's recorder, which writes it to the connection)."""
     system_prompt: str = ""
-    tools: ToolRunner = field(default_factory=NoTools)
+    tools: Tools = field(default_factory=NoTools)
     max_requests: int = DEFAULT_MAX_REQUESTS
-    on_usage: Callable[[Usage], Awaitable[None]] | None = None
-    before_request: Callable[[list[dict[str, Any]], list[Any]], Awaitable[None]] | None = None
-    """Called with the messages and tools of each model request before it is sent (auto-compaction)."""
+    usage: Callable[[Usage], dict[str, Any]] | None = None
+    """The ``usage_update`` to send for a response's token counts (:class:`refagent.session.usage.UsageMeter`)."""
+    compactor: Compactor | None = None
+    """Compacts the conversation before a model request that would fill most of the context window."""
     changed_files: Callable[[], list[str]] | None = None
     """Files changed outside the agent since last asked; the model hears of them before its next request."""
 
@@ -94,8 +95,8 @@ class Turn:
         self._note_changed_files()
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         tools = self.tools.specs()
-        if self.before_request is not None:
-            await self.before_request(system + self.history, tools)
+        if self.compactor is not None:
+            await self.compactor.compact_if_full(system + self.history, tools)
         request = ModelRequest(messages=system + self.history, tools=tools)
         text: list[str] = []
         calls: list[ToolCallRequest] = []
@@ -115,8 +116,8 @@ class Turn:
                     elif isinstance(event, ToolCallRequest):
                         calls.append(event)
                     elif isinstance(event, Usage):
-                        if self.on_usage is not None:
-                            await self.on_usage(event)
+                        if self.usage is not None:
+                            await self.send(self.usage(event))
                     elif isinstance(event, Retrying):
                         await self.send(updates.agent_thought_chunk(updates.text(_retry_note(event)), thought_id))
                     elif isinstance(event, Finished):
@@ -167,14 +168,6 @@ class Turn:
         finally:
             for call in calls[done:]:
                 self.history.append(_tool_message(call.id, CANCELLED_RESULT))
-
-
-async def close_stream(stream: AsyncIterator[ModelEvent]) -> None:
-    """Close the model's stream now, even when cancelled: it holds an HTTP response open."""
-    close = getattr(stream, "aclose", None)
-    if close is not None:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-            await close()
 
 
 def _retry_note(event: Retrying) -> str:

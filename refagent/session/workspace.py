@@ -10,62 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from refagent.acp.connection import Peer
 from refagent.acp.types import ClientCapabilities
-from refagent.sandbox.confinement import Confinement
 from refagent.sandbox.editor import choose_files, choose_terminals
-from refagent.sandbox.seams import Disk, PathPolicy, ReadTracker, Terminals, Watcher
+from refagent.sandbox.local import Sandbox
 from refagent.tools.base import BaseTool, Plan, ToolContext
 from refagent.tools.permissions import Permissions
 from refagent.tools.runner import ToolRunner
-
-
-class Peer(Protocol):
-    async def request(self, method: str, params: dict[str, Any]) -> Any: ...
-
-
-@dataclass
-class Sandbox:
-    """The local side of a session: policy, disk, processes, read tracking, and a watcher (optional)."""
-
-    policy: PathPolicy
-    disk: Disk
-    terminals: Terminals
-    reads: ReadTracker
-    watcher: Watcher | None = None
-    confinement: Confinement | None = None
-    """How commands are confined, in local processes and the editor's terminals alike (None: not)."""
-
-    def close(self) -> None:
-        """The session is over: remove what its commands left in their private temporary directory."""
-        if self.confinement is not None:
-            self.confinement.close()
-
-
-def local_sandbox(cwd: str, additional: list[str]) -> Sandbox:
-    from refagent.sandbox.confinement import Confinement, machine_support
-    from refagent.sandbox.local_fs import LocalFileSystem
-    from refagent.sandbox.policy import RootPolicy
-    from refagent.sandbox.process import LocalTerminals
-    from refagent.sandbox.tracker import FileTracker
-    from refagent.sandbox.watcher import RootWatcher
-
-    confinement = Confinement([cwd, *additional], machine_support())
-    return Sandbox(
-        policy=RootPolicy(cwd, additional),
-        disk=LocalFileSystem(),
-        terminals=LocalTerminals(confinement=confinement),
-        reads=FileTracker(),
-        watcher=RootWatcher([cwd, *additional]),
-        confinement=confinement,
-    )
-
-
-def default_tools() -> Sequence[BaseTool]:
-    from refagent.tools.registry import default_tools as tools
-
-    return tools()
 
 
 @dataclass
@@ -91,7 +44,7 @@ def build(
     mode: Callable[[], str],
     send_update: Callable[[dict[str, Any]], Awaitable[None]],
     cancel_turn: Callable[[], None],
-    on_applied: Callable[[str, Plan], None] | None = None,
+    before_change: Callable[[str, Plan], None] | None = None,
 ) -> Workspace:
     context = ToolContext(
         session_id=session_id,
@@ -109,5 +62,5 @@ def build(
         return await peer.request("session/request_permission", params)
 
     on_changed = sandbox.watcher.note_own_write if sandbox.watcher is not None else None
-    runner = ToolRunner(tools, context, permissions, mode, request_permission, cancel_turn, on_changed, on_applied)
+    runner = ToolRunner(tools, context, permissions, mode, request_permission, cancel_turn, on_changed, before_change)
     return Workspace(sandbox, context, runner, permissions)

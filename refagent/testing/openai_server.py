@@ -24,6 +24,9 @@ object with :class:`Turn`'s field names (``fault`` as ``{"status": 429, "retry_a
 ``{"cut_after": 2}``, tool calls as ``{"name": ..., "arguments": ...}``). ``GET /_scripted/requests``
 returns the recorded requests as JSON, for tests that spawned the server.
 
+One module of some 550 lines, not split: the script's format, the chunks it becomes and the handler
+that serves them change together, and a test author reads them as one thing.
+
 This module uses only the standard library: importing it does not import ``openai``. It is longer than
 most (~550 lines) because the server, the shapes of its chunks and the JSON script format are one fake:
 split up, each part would only make sense next to the others.

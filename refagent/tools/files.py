@@ -1,141 +1,36 @@
 """The file tools: ``read_file``, ``write_file`` and ``edit_file`` (the contract: :mod:`refagent.tools.base`).
 
-Also the small helpers every tool module shares (argument checks, diff content, line endings), kept
-here because the file tools are their first users; with them and the three tools the module passes 400
-lines, but an edit's diagnostics are best read next to the edit.
-
 Reads go through ``ctx.files`` (the editor's buffers when it offers ``fs/read_text_file``, else the
-disk). A read records what the model saw in ``ctx.reads``; an edit or overwrite of a file that changed
-since is refused by ``ctx.reads.check_fresh``. Edits are previewed as ACP ``diff`` content (the whole
-file before and after) and written through ``ctx.files.write_text``.
+disk); from the local disk, a page is read without reading the rest of a big file (:class:`LinePager`,
+returning :class:`~refagent.sandbox.fs_read.LinePage`). A read records what the model saw in
+``ctx.reads``; an edit or overwrite of a file that changed since is refused by ``ctx.reads.check_fresh``,
+and so is one whose file changed while the user was being asked. Edits are previewed as ACP ``diff``
+content (the whole file before and after) and written through ``ctx.files.write_text``.
+
+The argument checks and text helpers these tools share with the others are in :mod:`refagent.tools.args`
+and :mod:`refagent.tools.text`. An edit's diagnostics (why ``old_string`` was not found, and the nearest
+text to copy) stay here, next to the edit.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from refagent.acp.types import DiffContent, ToolCallContent, ToolCallLocation
 from refagent.errors import ToolError
+from refagent.sandbox.fs_read import LinePage
+from refagent.tools.args import arg_bool, arg_int, arg_str, shown
 from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult, outside_read_scope
+from refagent.tools.text import MAX_LINE_CHARS, cut_line, diff, is_crlf, location, numbered, split_lines, with_endings
 
 DEFAULT_READ_LIMIT = 2000
 """Lines per read_file page when the model gives no ``limit``."""
 MAX_READ_LIMIT = 10_000
-MAX_LINE_CHARS = 2000
-"""Longer lines are cut (minified code, data): one line must not flood the model's context."""
 MAX_PAGE_CHARS = 100_000
 """A page ends early when its text would pass this (~25k tokens), whatever ``limit`` says."""
 
 EDIT_PERMISSION = ("edit", "edits inside the workspace")
-
-
-# -- argument helpers (shared by all tool modules) ------------------------------------------------
-#
-# The runner checks top-level types, enums and required names against the schema; these re-check what
-# a schema cannot say (non-empty, ranges) and keep prepare() safe when called directly.
-
-
-def arg_str(args: dict[str, Any], name: str, *, required: bool = True, empty: bool = False) -> str:
-    value = args.get(name)
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str):
-        raise ToolError(f"Argument {name!r} must be a string.")
-    if not empty and not value:
-        raise ToolError(f"Argument {name!r} must not be empty.")
-    return value
-
-
-def arg_int(args: dict[str, Any], name: str, default: int, *, minimum: int, maximum: int) -> int:
-    value = args.get(name)
-    if value is None:
-        return default
-    # JSON has one number type; models send 10.0 for 10.
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ToolError(f"Argument {name!r} must be an integer.")
-    if not minimum <= value <= maximum:
-        raise ToolError(f"Argument {name!r} must be between {minimum} and {maximum}, got {value}.")
-    return value
-
-
-def arg_bool(args: dict[str, Any], name: str, default: bool = False) -> bool:
-    value = args.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ToolError(f"Argument {name!r} must be true or false.")
-    return value
-
-
-def plural(count: int, noun: str) -> str:
-    """``1 file``, ``2 files``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def shown(value: Any, limit: int = 60) -> str:
-    """A model-given string for a title: one line, shortened."""
-    text = " ".join(str(value).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# -- content helpers --------------------------------------------------------------------------------
-
-
-def diff(path: str, old: str | None, new: str) -> DiffContent:
-    """ACP ``diff`` content: ``old`` None for a new file."""
-    return {"type": "diff", "path": path, "oldText": old, "newText": new}
-
-
-def text_content(value: str) -> ToolCallContent:
-    return {"type": "content", "content": {"type": "text", "text": value}}
-
-
-def location(path: str, line: int | None = None) -> ToolCallLocation:
-    return {"path": path, "line": line} if line is not None else {"path": path}
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines without their endings; a final newline does not start an empty line."""
-    if not text:
-        return []
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
-
-
-def is_crlf(text: str) -> bool:
-    """Every line ends with CRLF (mixed files are edited as they are)."""
-    crlf = text.count("\r\n")
-    return crlf > 0 and crlf == text.count("\n")
-
-
-def with_endings(new: str, old: str | None) -> str:
-    """``new`` with CRLF line endings if ``old`` used them throughout (models write ``\\n``)."""
-    if old is not None and is_crlf(old) and not is_crlf(new):
-        return new.replace("\r\n", "\n").replace("\n", "\r\n")
-    return new
-
-
-def cut_line(line: str) -> str:
-    """``line``, or its start and a marker, in at most :data:`MAX_LINE_CHARS` characters (the local disk's
-    ``read_lines`` cuts the same way)."""
-    if len(line) <= MAX_LINE_CHARS:
-        return line
-    marker = f"… [line cut: {len(line)} characters]"
-    return line[: MAX_LINE_CHARS - len(marker)] + marker
-
-
-def numbered(lines: Sequence[str], first: int, *, cut: bool = True) -> str:
-    """``cat -n`` style: the 1-based line number right-aligned in 6 columns, a tab, the line (cut to
-    :data:`MAX_LINE_CHARS` unless ``cut`` is false: a page's lines come cut already)."""
-    return "\n".join(f"{number:6}\t{cut_line(line) if cut else line}" for number, line in enumerate(lines, first))
 
 
 async def read_existing(ctx: ToolContext, path: str) -> str | None:
@@ -151,61 +46,21 @@ async def read_existing(ctx: ToolContext, path: str) -> str | None:
 # -- read_file --------------------------------------------------------------------------------------
 
 
-class PageLike(Protocol):
-    """Lines ``first``..``first + len(lines) - 1`` of a file, endings stripped, long lines already cut."""
-
-    @property
-    def lines(self) -> list[str]: ...
-    @property
-    def first(self) -> int: ...
-    @property
-    def more(self) -> bool:
-        """There are lines after this page."""
-        ...
-
-    @property
-    def total(self) -> int | None:
-        """The number of lines, when known without reading the whole file."""
-        ...
-
-    @property
-    def size(self) -> int | None:
-        """The file's size in bytes, when known."""
-        ...
-
-    @property
-    def text(self) -> str | None:
-        """The whole file, when it was read whole (then the read tracker records it)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """A :class:`PageLike` cut from text already in memory."""
-
-    lines: list[str]
-    first: int
-    more: bool
-    total: int | None = None
-    size: int | None = None
-    text: str | None = None
-
-
 @runtime_checkable
 class LinePager(Protocol):
     """A backend that reads a page without reading the whole file: the local disk
     (:meth:`refagent.sandbox.local_fs.LocalFileSystem.read_lines`). Page 1 of a 100 MB file must cost
     what page 1 of a 1 MB file costs."""
 
-    async def read_lines(self, path: str, offset: int, limit: int, max_line_chars: int) -> PageLike: ...
+    async def read_lines(self, path: str, offset: int, limit: int, max_line_chars: int) -> LinePage: ...
 
 
-def page_of(text: str, offset: int, limit: int) -> Page:
+def page_of(text: str, offset: int, limit: int) -> LinePage:
     """A page of ``text`` already in memory (an editor's buffer: ``fs/read_text_file`` has ``line`` and
     ``limit``, but :class:`~refagent.tools.base.TextFiles` reads whole files)."""
     lines = split_lines(text)
     chosen = [cut_line(line) for line in lines[offset - 1 : offset - 1 + limit]]
-    return Page(chosen, offset, offset - 1 + len(chosen) < len(lines), total=len(lines), text=text)
+    return LinePage(chosen, offset, offset - 1 + len(chosen) < len(lines), total=len(lines), text=text)
 
 
 class ReadFile(BaseTool):
@@ -258,7 +113,7 @@ class ReadFile(BaseTool):
         if await ctx.disk.kind(path) == "dir":
             raise ToolError(f"{resolved.display} is a directory. Use glob to list its files.")
         try:
-            page: PageLike
+            page: LinePage
             if ctx.files is ctx.disk and isinstance(ctx.disk, LinePager):
                 page = await ctx.disk.read_lines(path, offset, limit, MAX_LINE_CHARS)
             else:

@@ -8,7 +8,7 @@ does). The policy refuses roots, anything outside the roots and ``.git``; a dire
 
 A ``.git`` at any depth is never deleted or moved along with a tree (a nested or vendored repository,
 a submodule): a directory that holds one is refused here, before permission is asked, and again by the
-disk at the moment of the delete or move (:data:`~refagent.sandbox.local_fs.PROTECTED_NAME`), which
+disk at the moment of the delete or move (:data:`~refagent.sandbox.fs_trees.PROTECTED_NAME`), which
 refuses before it deletes or moves anything.
 """
 
@@ -23,9 +23,10 @@ import anyio
 
 from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
-from refagent.sandbox.local_fs import is_protected
+from refagent.sandbox.fs_trees import is_protected
+from refagent.tools.args import arg_bool, arg_str, plural, shown
 from refagent.tools.base import BaseTool, PathPolicy, Plan, ResolvedPath, ToolContext, ToolResult
-from refagent.tools.files import arg_bool, arg_str, diff, location, plural, shown, text_content
+from refagent.tools.text import diff, location, text_content
 
 DELETE_PERMISSION = ("delete", "deletions inside the workspace")
 MOVE_PERMISSION = ("move", "moves and renames inside the workspace")

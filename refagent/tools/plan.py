@@ -11,8 +11,8 @@ from typing import Any, ClassVar, cast
 from refagent.acp import updates
 from refagent.acp.types import PlanEntry, PlanEntryPriority, PlanEntryStatus
 from refagent.errors import ToolError
+from refagent.tools.args import plural
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
-from refagent.tools.files import plural
 
 STATUSES: tuple[PlanEntryStatus, ...] = ("pending", "in_progress", "completed")
 PRIORITIES: tuple[PlanEntryPriority, ...] = ("high", "medium", "low")

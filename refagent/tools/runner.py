@@ -22,7 +22,7 @@ import dataclasses
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -52,8 +52,32 @@ MAX_RESULT_CHARS = 1 << 20
 """What the model reads of one result, at most: the head and the tail (tools cap their own far lower)."""
 
 
+class Tools(Protocol):
+    """What a prompt turn needs of tools (:class:`ToolRunner` is the one implementation; :class:`NoTools`
+    has none): the specs to offer the model, and a way to run one call."""
+
+    def specs(self) -> list[ToolSpec]: ...
+
+    async def run(self, call: ToolCallRequest) -> str:
+        """Run ``call``, reporting it to the editor; return the result text the model reads.
+
+        Errors the model can fix are returned as text, not raised. Only cancellation propagates.
+        """
+        ...
+
+
+class NoTools:
+    """No tools: every call is answered with an error the model can read."""
+
+    def specs(self) -> list[ToolSpec]:
+        return []
+
+    async def run(self, call: ToolCallRequest) -> str:
+        return f"Error: there is no tool named {call.name!r}."
+
+
 class ToolRunner:
-    """The :class:`refagent.session.turn.ToolRunner` of a session."""
+    """A session's :class:`Tools`: its tools (built-in, custom and MCP), its permissions and backends."""
 
     def __init__(
         self,

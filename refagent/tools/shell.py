@@ -23,9 +23,10 @@ from refagent.acp import updates
 from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
 from refagent.sandbox.confinement import LEVELS, Level
+from refagent.tools.args import arg_int, arg_str, shown
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
 from refagent.tools.command_scope import permission_scope
-from refagent.tools.files import arg_int, arg_str, shown, text_content
+from refagent.tools.text import text_content
 
 DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 600

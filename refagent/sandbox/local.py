@@ -1,0 +1,47 @@
+"""The local side of a session (:class:`Sandbox`): its path policy, the disk, local processes, read tracking
+and a watcher of the roots, all confined to the session's roots. :func:`local_sandbox` makes the standard
+one; tests and forks pass their own through ``Settings.make_sandbox``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from refagent.sandbox.confinement import Confinement, machine_support
+from refagent.sandbox.local_fs import LocalFileSystem
+from refagent.sandbox.policy import RootPolicy
+from refagent.sandbox.process import LocalTerminals
+from refagent.sandbox.seams import Disk, PathPolicy, ReadTracker, Terminals, Watcher
+from refagent.sandbox.tracker import FileTracker
+from refagent.sandbox.watcher import RootWatcher
+
+
+@dataclass
+class Sandbox:
+    """The local side of a session: policy, disk, processes, read tracking, and a watcher (optional)."""
+
+    policy: PathPolicy
+    disk: Disk
+    terminals: Terminals
+    reads: ReadTracker
+    watcher: Watcher | None = None
+    confinement: Confinement | None = None
+    """How commands are confined, in local processes and the editor's terminals alike (None: not)."""
+
+    def close(self) -> None:
+        """The session is over: remove what its commands left in their private temporary directory."""
+        if self.confinement is not None:
+            self.confinement.close()
+
+
+def local_sandbox(cwd: str, additional: list[str]) -> Sandbox:
+    """The standard sandbox of a session with roots ``[cwd, *additional]``: commands confined as far as this
+    machine can (:func:`refagent.sandbox.confinement.machine_support`)."""
+    confinement = Confinement([cwd, *additional], machine_support())
+    return Sandbox(
+        policy=RootPolicy(cwd, additional),
+        disk=LocalFileSystem(),
+        terminals=LocalTerminals(confinement=confinement),
+        reads=FileTracker(),
+        watcher=RootWatcher([cwd, *additional]),
+        confinement=confinement,
+    )

@@ -1,0 +1,171 @@
+"""``session/prompt``: one prompt of a session, from its content blocks to its stop reason.
+
+A prompt is either a slash command (:mod:`refagent.session.commands`: ``/undo``, ``/compact``, ``/mode``,
+``/model``; ``/init`` is an ordinary turn with a prepared instruction) or a turn of the model
+(:mod:`refagent.session.turn`). Either way it runs under the session's turn lock, in a cancel scope that
+``session/cancel`` reaches (:meth:`Session.open_turn`), and afterwards the session is stamped and, after
+its first exchange, named.
+
+The turn is given everything it needs here, so that it never calls back up: the model, the conversation,
+the session's recorder to send updates through, its tools, a :class:`~refagent.session.compaction.Compactor`
+and the :class:`~refagent.session.usage.UsageMeter`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from refagent.acp import updates
+from refagent.acp.errors import RequestError
+from refagent.acp.types import StopReason
+from refagent.ids import new_id
+from refagent.llm.pool import ModelPool
+from refagent.persistence.store import SessionStore, now
+from refagent.session.commands import Command, init_instruction, undo
+from refagent.session.commands import parse as parse_command
+from refagent.session.compaction import Compactor
+from refagent.session.content import user_message
+from refagent.session.speaker import Say, speaker
+from refagent.session.state import Session
+from refagent.session.system_prompt import make_system_prompt
+from refagent.session.turn import Turn, run_prompt, user_text
+
+log = logging.getLogger(__name__)
+
+TITLE_CHARS = 60
+MCP_READY_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class Prompting:
+    """What a prompt needs beyond its session: the model clients, the request budget of a turn, and the
+    store whose index keeps each session's title and time (None: sessions are not saved)."""
+
+    models: ModelPool
+    max_requests: int
+    store: SessionStore | None
+
+    async def prompt(self, session: Session, blocks: list[Any]) -> StopReason:
+        """Answer one ``session/prompt`` of ``session``: run its command or its turn; ``cancelled`` if
+        ``session/cancel`` (or ``session/close``) ended it."""
+        command = parse_command(blocks)
+        if command is not None and command.name != "init":
+            return await self._run_command(session, command, blocks)
+        typed = blocks  # what the user wrote: recorded, and the source of the title
+        if command is not None:  # /init: an ordinary turn with a prepared instruction, plus the user's words
+            instruction = init_instruction(session.cwd)
+            if command.argument:
+                instruction += f"\n\nThe user adds: {command.argument}"
+            blocks = [{"type": "text", "text": instruction}, *blocks[1:]]
+        message = await user_message(blocks, images=session.profile.images, read_text=_reader(session))
+        if session.mcp is not None:
+            # The first prompt may come while servers still start; a slow one is not waited for long.
+            with anyio.move_on_after(MCP_READY_SECONDS):
+                await session.mcp.wait_ready()
+        turn = Turn(
+            model=self.models.get(session.profile),
+            history=session.history,
+            send=session.update,
+            system_prompt=await make_system_prompt(session.cwd, session.roots),
+            tools=session.tools,
+            max_requests=self.max_requests,
+            usage=functools.partial(session.meter.update, profile=session.profile),
+            compactor=self._compactor(session),
+            changed_files=session.changed_files,
+        )
+        stop: StopReason = "cancelled"  # unless the turn gets to answer otherwise
+        scope = session.open_turn()
+        try:
+            with scope:
+                async with session.turn_lock:  # a prompt sent during a turn waits for it
+                    await session.read_conversation()
+                    session.begin_turn()
+                    session.record_prompt(typed, new_id("user"))
+                    stop = await run_prompt(turn, message)
+        finally:
+            session.close_turn(scope)
+        await self._after(session, typed)
+        return stop
+
+    async def _run_command(self, session: Session, command: Command, blocks: list[Any]) -> StopReason:
+        """Run a slash command other than /init; its answer is an agent message."""
+        say = speaker(session.update)
+        scope = session.open_turn()
+        try:
+            with scope:
+                async with session.turn_lock:
+                    await session.read_conversation()
+                    session.record_prompt(blocks, new_id("user"))
+                    if command.name == "undo":
+                        await say(await undo(session))
+                    elif command.name == "compact":
+                        await self._compactor(session).compact(command.argument, say, automatic=False)
+                    elif command.name in ("mode", "model"):
+                        await _switch(session, command, say)
+                    return "end_turn"
+            return "cancelled"
+        finally:
+            session.close_turn(scope)
+            with anyio.CancelScope(shield=True):
+                await self._after(session, blocks, name_it=False)  # "/undo" is no title
+
+    def _compactor(self, session: Session) -> Compactor:
+        return Compactor(
+            self.models.get(session.profile),
+            session.history,
+            session.update,
+            lambda: session.profile.context_window,
+        )
+
+    async def _after(self, session: Session, blocks: list[Any], *, name_it: bool = True) -> None:
+        """Keep the saved session current; give it a title after its first exchange."""
+        stamp = now()
+        title = _title(blocks) if name_it else None
+        if session.touch(stamp, title):
+            with anyio.CancelScope(shield=True):
+                await session.update(updates.session_info(title=session.title, updated_at=stamp))
+        if self.store is not None:
+            self.store.touch(session.id, title=session.title, updated_at=stamp)
+
+
+def _title(blocks: list[Any]) -> str | None:
+    """A session's title from its first prompt: the text on one line, at most :data:`TITLE_CHARS`."""
+    text = " ".join(user_text(blocks).split())
+    if not text:
+        return None
+    return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+async def _switch(session: Session, command: Command, say: Say) -> None:
+    """``/mode X`` and ``/model X``: as ``session/set_config_option`` would, said in the thread."""
+    config_id = command.name
+    try:
+        options = await session.set_config_option(config_id, command.argument)
+    except RequestError as exc:
+        await say(f"{exc.message.removeprefix('Invalid params: ')}")
+        return
+    await session.update(updates.config_options(options))
+    await say(f"The {config_id} is now {command.argument}.")
+
+
+def _reader(session: Session) -> Callable[[str], Awaitable[str]]:
+    """How ``resource_link``s are read: through the session's text files (the editor's buffers when it
+    offers them; else the disk, regular files only and size-capped, so a link to a FIFO or
+    ``/dev/zero`` cannot hang or exhaust the agent)."""
+    assert session.workspace is not None  # every session the manager opens has one
+    files = session.workspace.context.files
+    by_editor = bool(session.client_capabilities.get("fs", {}).get("readTextFile"))
+
+    async def read(path: str) -> str:
+        real = path if by_editor else await anyio.to_thread.run_sync(os.path.realpath, path)
+        text: str = await files.read_text(real)
+        return text
+
+    return read

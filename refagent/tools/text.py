@@ -1,0 +1,66 @@
+"""Text as the tools read and show it: lines and line endings, ``cat -n`` numbering with long lines cut
+(:data:`MAX_LINE_CHARS`), and the ACP tool-call content built from them (diffs, text, locations).
+
+Contract: pure functions of strings, shared by the tool modules. Lines are split on ``\\n`` with a final
+``\\r`` dropped; a file is CRLF only when every line ends so (mixed files are edited as they are).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from refagent.acp.types import DiffContent, ToolCallContent, ToolCallLocation
+
+MAX_LINE_CHARS = 2000
+"""Longer lines are cut (minified code, data): one line must not flood the model's context."""
+
+
+def diff(path: str, old: str | None, new: str) -> DiffContent:
+    """ACP ``diff`` content: ``old`` None for a new file."""
+    return {"type": "diff", "path": path, "oldText": old, "newText": new}
+
+
+def text_content(value: str) -> ToolCallContent:
+    return {"type": "content", "content": {"type": "text", "text": value}}
+
+
+def location(path: str, line: int | None = None) -> ToolCallLocation:
+    return {"path": path, "line": line} if line is not None else {"path": path}
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines without their endings; a final newline does not start an empty line."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def is_crlf(text: str) -> bool:
+    """Every line ends with CRLF (mixed files are edited as they are)."""
+    crlf = text.count("\r\n")
+    return crlf > 0 and crlf == text.count("\n")
+
+
+def with_endings(new: str, old: str | None) -> str:
+    """``new`` with CRLF line endings if ``old`` used them throughout (models write ``\\n``)."""
+    if old is not None and is_crlf(old) and not is_crlf(new):
+        return new.replace("\r\n", "\n").replace("\n", "\r\n")
+    return new
+
+
+def cut_line(line: str) -> str:
+    """``line``, or its start and a marker, in at most :data:`MAX_LINE_CHARS` characters (the local disk's
+    ``read_lines`` cuts the same way)."""
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    marker = f"… [line cut: {len(line)} characters]"
+    return line[: MAX_LINE_CHARS - len(marker)] + marker
+
+
+def numbered(lines: Sequence[str], first: int, *, cut: bool = True) -> str:
+    """``cat -n`` style: the 1-based line number right-aligned in 6 columns, a tab, the line (cut to
+    :data:`MAX_LINE_CHARS` unless ``cut`` is false: a page's lines come cut already)."""
+    return "\n".join(f"{number:6}\t{cut_line(line) if cut else line}" for number, line in enumerate(lines, first))
