@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 
-from tests.acp_schema import validate_agent_message
+from tests.support.acp_schema import validate_agent_message
 
 # The same examples on every run (tests are deterministic), and no example database left behind.
 settings.register_profile("deterministic", derandomize=True, database=None)

@@ -1,5 +1,5 @@
 // A small ACP client built on the official TypeScript SDK (@agentclientprotocol/sdk), for
-// tests/test_real_clients.py. It spawns an agent, runs one session with the given prompts, answers the
+// tests/e2e/test_real_clients.py. It spawns an agent, runs one session with the given prompts, answers the
 // agent's requests as told, and prints what happened as one JSON object on stdout.
 //
 //   node sdk-client.mjs --cwd DIR [--permission allow|reject|cancel] [--fs none|allow|refuse-write]

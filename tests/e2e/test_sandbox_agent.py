@@ -1,0 +1,208 @@
+"""Confinement end to end: a real ``refagent`` process in ``full-access`` mode (nothing asks), whose model
+(the scripted OpenAI-compatible server on 127.0.0.1) writes the attacks as tool calls. The agent holds a
+real API key in its environment, as it does in an editor."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from refagent.llm.protocol import ToolCallRequest
+from refagent.llm.scripted import ScriptedModel, text
+from refagent.sandbox.confinement import machine_support
+from refagent.settings import Settings
+from refagent.testing.memory import FakeClient, connect
+from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
+from refagent.testing.terminals import FakeTerminalHost
+from tests.support.helpers_process import AgentProcess, agent_env
+from tests.support.procs import alive, gone, survivors
+
+MISSING = machine_support().missing("workspace")
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.slow,
+    pytest.mark.skipif(bool(MISSING) and not os.environ.get("REFAGENT_REQUIRE_SANDBOX"), reason="no sandbox here"),
+]
+
+KEY = "sk-live-secret-of-the-agent"
+
+
+def env_for(tmp_path: Path, server: ScriptedOpenAIServer) -> dict[str, str]:
+    return agent_env(tmp_path / "home", OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=KEY, REFAGENT_MODEL="m")
+
+
+async def full_access_session(agent: AgentProcess, cwd: Path) -> str:
+    await agent.initialize()
+    sid = await agent.new_session(cwd)
+    await agent.result("session/set_mode", {"sessionId": sid, "modeId": "full-access"})
+    return sid
+
+
+def prompt(sid: str) -> dict[str, Any]:
+    return {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+
+
+async def test_a_command_cannot_read_the_agents_key_or_signal_it(tmp_path: Path, check: Any) -> None:
+    attack = (
+        "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | sort -u; "
+        "kill -KILL $PPID 1 2>&1; kill -TERM -1 2>&1; echo survived"
+    )
+    turns = [Turn(tool_calls=[ToolCall("run_command", {"command": attack})]), Turn(text="done")]
+    with ScriptedOpenAIServer(turns, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            sid = await full_access_session(agent, tmp_path)
+            assert await agent.result("session/prompt", prompt(sid)) == {"stopReason": "end_turn"}
+            assert alive(agent.pid)
+            [result] = [m for m in server.chat_requests[1].body["messages"] if m["role"] == "tool"]
+    assert KEY not in result["content"]
+    assert "PATH=" in result["content"]  # it did read environments: its own, the only ones it can see
+
+
+async def test_killing_the_agent_kills_everything_its_commands_started(tmp_path: Path, check: Any) -> None:
+    marker = f"8{os.getpid() % 10000:04d}"
+    escape = f"setsid sleep {marker}.1 & (setsid sleep {marker}.2 &) ; nohup sleep {marker}.3 & sleep {marker}.4"
+    turns = [Turn(tool_calls=[ToolCall("run_command", {"command": escape, "timeout_seconds": 600})])]
+    with ScriptedOpenAIServer(turns, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            sid = await full_access_session(agent, tmp_path)
+            await agent.send_request("session/prompt", prompt(sid))
+            await agent.wait_for(lambda m: m.get("params", {}).get("update", {}).get("status") == "in_progress")
+            while len(survivors(marker)) < 4:  # noqa: ASYNC110 - processes of another namespace
+                await anyio.sleep(0.02)
+            agent.process.kill()  # SIGKILL: the agent cleans up nothing
+            await agent.process.wait()
+    assert await gone(marker) == []
+
+
+async def answer_permissions_until_done(agent: AgentProcess, prompt_id: int) -> list[dict[str, Any]]:
+    """Allow each permission request once until the prompt answers; the requests, in order."""
+    asked = []
+    while True:
+        message = await agent.wait_for(
+            lambda m: m.get("method") == "session/request_permission" or m.get("id") == prompt_id
+        )
+        if message.get("method") != "session/request_permission":
+            assert message["result"] == {"stopReason": "end_turn"}
+            return asked
+        asked.append(message["params"])
+        allow = {"outcome": {"outcome": "selected", "optionId": "allow"}}
+        await agent.send({"jsonrpc": "2.0", "id": message["id"], "result": allow})
+
+
+def commands(*calls: dict[str, Any]) -> list[Turn]:
+    return [Turn(tool_calls=[ToolCall("run_command", args)]) for args in calls] + [Turn(text="done")]
+
+
+async def auto_session(agent: AgentProcess, cwd: Path) -> tuple[str, dict[str, Any]]:
+    await agent.initialize()
+    new = await agent.result("session/new", {"cwd": str(cwd), "mcpServers": []})
+    await agent.result("session/set_mode", {"sessionId": new["sessionId"], "modeId": "auto"})
+    return new["sessionId"], new
+
+
+async def test_auto_runs_sandboxed_commands_and_asks_for_more(tmp_path: Path, check: Any) -> None:
+    turns = commands(
+        {"command": "echo hi > made-here.txt"},
+        {"command": "echo net", "sandbox": "network", "reason": "fetch the dependencies"},
+    )
+    with ScriptedOpenAIServer(turns, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            sid, new = await auto_session(agent, tmp_path)
+            asked = await answer_permissions_until_done(agent, await agent.send_request("session/prompt", prompt(sid)))
+    assert [a["toolCall"]["title"] for a in asked] == ["Run `echo net` (network access)"]
+    assert "Reason: fetch the dependencies" in asked[0]["toolCall"]["content"][0]["content"]["text"]
+    assert (tmp_path / "made-here.txt").read_text() == "hi\n"
+    [auto] = [m for m in new["modes"]["availableModes"] if m["id"] == "auto"]
+    assert "run sandboxed commands" in auto["description"]
+
+
+async def test_where_the_machine_cannot_confine_auto_asks_and_says_why(tmp_path: Path, check: Any) -> None:
+    """``REFAGENT_SANDBOX_DISABLE`` plays a machine without namespaces (a distribution that blocks them)."""
+    turns = commands({"command": "echo hi > made-here.txt"})
+    with ScriptedOpenAIServer(turns, api_key=KEY) as server:
+        env = {**env_for(tmp_path, server), "REFAGENT_SANDBOX_DISABLE": "namespaces"}
+        async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
+            sid, new = await auto_session(agent, tmp_path)
+            asked = await answer_permissions_until_done(agent, await agent.send_request("session/prompt", prompt(sid)))
+            said = agent.text(sid)
+    assert [a["toolCall"]["title"] for a in asked] == ["Run `echo hi > made-here.txt` (not sandboxed here)"]
+    shown = asked[0]["toolCall"]["content"][0]["content"]["text"]
+    assert "This machine cannot confine it from" in shown
+    assert "other processes" in shown
+    assert "Sandbox: commands are not fully confined on this machine" in said
+    [auto] = [m for m in new["modes"]["availableModes"] if m["id"] == "auto"]
+    assert "Commands still ask" in auto["description"]
+
+
+ATTACKS = (
+    "echo pwned > {home}/.bashrc-refagent-test; echo pwned > /tmp/refagent-host-{tag}; echo pwned > {outside}/x; "
+    "ln -s {outside} escape && echo pwned > escape/y; ln {outside}/keep hard; "
+    "chmod 000 {outside}/keep; touch -d 2001-01-01 {outside}/keep; "
+    "setsid sleep {marker}.1 & (nohup sleep {marker}.2 &); "
+    "kill -TERM {agent}; test -e /proc/{agent}/environ && echo AGENT-VISIBLE; "
+    "{python} -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=3)'; echo ran"
+)
+
+
+@pytest.mark.parametrize("backend", ["local", "editor"])
+async def test_full_access_attacks_in_process(backend: str, tmp_path: Path, check: Any) -> None:
+    """The model's attacks in one approved command, in ``full-access`` (nothing asks), through the agent's
+    real tools and sandbox, on the local path and the editor's terminal alike."""
+    outside = Path(tempfile.mkdtemp(prefix="refagent-outside-", dir="/var/tmp"))
+    (outside / "keep").write_text("keep\n")
+    before = (outside / "keep").stat()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    marker = f"9{os.getpid() % 1000:03d}{len(backend)}"
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.setblocking(False)
+        command = ATTACKS.format(
+            home=Path.home(),
+            tag=tmp_path.name,
+            outside=outside,
+            marker=marker,
+            agent=os.getpid(),
+            python=sys.executable,
+            port=listener.getsockname()[1],
+        )
+        model = ScriptedModel([[ToolCallRequest("c1", "run_command", json.dumps({"command": command}))], text("ok")])
+        async with FakeTerminalHost() as host:
+            client = FakeClient(extra=host.handlers())
+            capabilities = {"terminal": True} if backend == "editor" else {}
+            async with connect(Settings(make_model=lambda p: model), client=client, check=check) as editor:
+                await editor.initialize(capabilities)
+                sid = await editor.new_session(str(workspace))
+                await editor.request("session/set_mode", {"sessionId": sid, "modeId": "full-access"})
+                assert await editor.prompt(sid, "go") == {"stopReason": "end_turn"}
+            assert client.permission_requests == []
+            with pytest.raises(BlockingIOError):
+                listener.accept()
+    try:
+        result = next(m for m in model.requests[-1].messages if m["role"] == "tool")["content"]
+        assert "ran" in result  # the command ran to its end
+        assert "AGENT-VISIBLE" not in result
+        assert_untouched(outside, Path(f"/tmp/refagent-host-{tmp_path.name}"), workspace, before)
+        assert await gone(marker) == []
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+
+
+def assert_untouched(outside: Path, host_tmp_file: Path, workspace: Path, before: os.stat_result) -> None:
+    assert not (Path.home() / ".bashrc-refagent-test").exists()
+    assert not host_tmp_file.exists()
+    assert sorted(p.name for p in outside.iterdir()) == ["keep"]
+    after = (outside / "keep").stat()
+    assert (outside / "keep").read_text() == "keep\n"
+    assert (after.st_mode, after.st_mtime, after.st_nlink) == (before.st_mode, before.st_mtime, 1)
+    assert not (workspace / "hard").exists()

@@ -1,0 +1,158 @@
+"""Both sides of each backend pair pass the same behavioural tests: the editor's terminals (through a
+fake editor that runs real processes) and local processes; the editor's files and the local disk."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from refagent.acp.errors import MethodNotFound, RequestError
+from refagent.errors import ToolError
+from refagent.sandbox.editor import EditorFiles, EditorTerminals, choose_files, choose_terminals
+from refagent.sandbox.local_fs import LocalFileSystem
+from refagent.sandbox.process import LocalTerminals
+from refagent.testing.memory import FakeClient
+from refagent.testing.terminals import FakeTerminalHost
+from refagent.tools.base import Terminals, TextFiles
+from tests.support.procs import alive
+from tests.support.tool_fakes import DirectPeer
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["local", "editor"])
+async def terminals(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Terminals, FakeTerminalHost | None]]:
+    if request.param == "local":
+        yield LocalTerminals(), None
+        return
+    async with FakeTerminalHost() as host:
+        client = FakeClient(extra=host.handlers())
+        yield EditorTerminals(DirectPeer(client.handle_request), "sess_1"), host
+        assert host.live == [], "every terminal must be released"
+
+
+async def test_command_output_and_exit_code(terminals: Any, tmp_path: Path) -> None:
+    backend, _ = terminals
+    result = await backend.run("echo hello; echo oops >&2; exit 3", str(tmp_path), 10)
+    assert result.exit_code == 3
+    assert "hello" in result.output
+    assert "oops" in result.output
+    assert not result.timed_out
+
+
+async def test_runs_in_the_given_directory(terminals: Any, tmp_path: Path) -> None:
+    backend, _ = terminals
+    result = await backend.run("pwd", str(tmp_path), 10)
+    assert result.output.strip() == str(tmp_path)
+    assert result.exit_code == 0
+
+
+@pytest.mark.slow
+async def test_time_limit_kills(terminals: Any, tmp_path: Path) -> None:
+    backend, host = terminals
+    with anyio.fail_after(10):
+        result = await backend.run("echo started; sleep 30", str(tmp_path), 0.5)
+    assert result.timed_out
+    assert "started" in result.output
+    if host is not None:
+        assert [c for c, _ in host.calls if c in ("kill", "release")] == ["kill", "release"]
+
+
+async def test_cancel_kills_and_releases(terminals: Any, tmp_path: Path) -> None:
+    backend, host = terminals
+    pid_file = tmp_path / "pid"
+    with anyio.move_on_after(0.3):
+        await backend.run(f"echo $$ > {pid_file}; exec sleep 30", str(tmp_path), 60)
+    # Another process's state has no event to wait on: poll it, bounded.
+    with anyio.fail_after(5):
+        while not pid_file.exists() or not pid_file.read_text().strip():  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+    pid = int(pid_file.read_text())
+    with anyio.fail_after(5):
+        while alive(pid):  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+    if host is not None:
+        assert host.live == []
+
+
+async def test_editor_terminal_is_embedded_before_it_runs(tmp_path: Path) -> None:
+    async with FakeTerminalHost() as host:
+        client = FakeClient(extra=host.handlers())
+        started: list[str] = []
+
+        async def on_start(terminal_id: str) -> None:
+            started.append(terminal_id)
+
+        result = await EditorTerminals(DirectPeer(client.handle_request), "s").run(
+            "echo hi", str(tmp_path), 10, on_start
+        )
+        assert started == ["term_1"]
+        assert result.output == "hi\n"
+        create = host.calls[0][1]
+        assert create["command"] == "/bin/sh"
+        assert create["args"] == ["-c", "echo hi"]
+        assert create["outputByteLimit"] > 0
+
+
+async def test_editor_terminal_errors_become_tool_errors(tmp_path: Path) -> None:
+    client = FakeClient()  # supports no terminal methods
+    with pytest.raises(ToolError, match="could not start a terminal"):
+        await EditorTerminals(DirectPeer(client.handle_request), "s").run("echo hi", str(tmp_path), 10)
+
+
+# -- text files -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["local", "editor"])
+def files(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[TextFiles, Callable[[str], str | None]]:
+    """A backend and a way to see a file's content where that backend keeps it."""
+    if request.param == "local":
+        return LocalFileSystem(), lambda p: Path(p).read_text() if Path(p).exists() else None
+    client = FakeClient()
+    backend = EditorFiles(DirectPeer(client.handle_request), "s", LocalFileSystem(), read=True, write=True)
+    return backend, client.files.get
+
+
+async def test_write_then_read(files: Any, tmp_path: Path) -> None:
+    backend, stored = files
+    path = str(tmp_path / "a.txt")
+    await backend.write_text(path, "one\ntwo\n")
+    assert stored(path) == "one\ntwo\n"
+    assert await backend.read_text(path) == "one\ntwo\n"
+
+
+async def test_missing_file(files: Any, tmp_path: Path) -> None:
+    backend, _ = files
+    with pytest.raises(FileNotFoundError):
+        await backend.read_text(str(tmp_path / "missing.txt"))
+
+
+async def test_editor_error_fails_the_call_with_its_message(tmp_path: Path) -> None:
+    client = FakeClient(fs_error=RequestError("writes are disabled by the user"))
+    backend = EditorFiles(DirectPeer(client.handle_request), "s", LocalFileSystem(), read=True, write=True)
+    with pytest.raises(ToolError, match="writes are disabled by the user"):
+        await backend.write_text(str(tmp_path / "a"), "x")
+    (tmp_path / "b").write_text("disk")
+    with pytest.raises(ToolError, match="writes are disabled by the user"):
+        await backend.read_text(str(tmp_path / "b"))
+
+
+async def test_capabilities_choose_the_backends() -> None:
+    disk = LocalFileSystem()
+    local = LocalTerminals()
+    peer = DirectPeer(lambda m, p: _unsupported(m))
+    assert choose_files({}, peer, "s", disk) is disk
+    assert choose_files({"fs": {"readTextFile": False, "writeTextFile": False}}, peer, "s", disk) is disk
+    mixed = choose_files({"fs": {"readTextFile": True}}, peer, "s", disk)
+    assert isinstance(mixed, EditorFiles)
+    assert (mixed.read, mixed.write) == (True, False)
+    assert choose_terminals({}, peer, "s", local) is local
+    assert isinstance(choose_terminals({"terminal": True}, peer, "s", local), EditorTerminals)
+
+
+async def _unsupported(method: str) -> Any:
+    raise MethodNotFound(method)
