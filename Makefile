@@ -23,7 +23,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
-# The third-party ACP clients tests/test_real_clients.py drives refagent from (acpx, the TypeScript SDK),
+# The third-party ACP clients tests/e2e/test_real_clients.py drives refagent from (acpx, the TypeScript SDK),
 # at the versions pinned in tests/js/package-lock.json. Needs Node.js and npm; the tests skip without them.
 JS_STAMP := tests/js/node_modules/.package-lock.json
 

@@ -26,7 +26,7 @@ files are untrusted (they come with the repository): they are read by
 :data:`MAX_IGNORE_BYTES`) and matched in linear time (:class:`~refagent.sandbox.globs.GlobMatcher`).
 
 One reader for both dialects keeps each difference a branch, side by side, checked against git and
-``rg`` themselves on random trees (``tests/test_tools_search.py``).
+``rg`` themselves on random trees (``tests/tools/test_search.py``).
 """
 
 from __future__ import annotations
