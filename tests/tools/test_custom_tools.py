@@ -309,3 +309,14 @@ async def test_a_real_agent_imports_custom_tools_at_the_first_session(tools: Too
         await agent.close_stdin()
         await agent.wait_exit(10)
     assert agent.stderr().count("custom tool 'missing_tool_mod:X' left out") == 1
+
+
+def test_a_tool_written_against_tools_base_finds_the_seams_there() -> None:
+    """The backend protocols moved to refagent.sandbox.seams; a custom tool that imports them from
+    refagent.tools.base (as tools written before the move do) gets the same objects."""
+    import refagent.sandbox.seams as seams
+    import refagent.tools.base as base
+
+    for name in ("TextFiles", "Disk", "Terminals", "CommandResult", "PathPolicy", "ReadTracker", "ResolvedPath"):
+        assert getattr(base, name) is getattr(seams, name), name
+        assert name in base.__all__
