@@ -30,6 +30,14 @@ The file::
     input_price = 2.0             # per million tokens (stored per token in ModelProfile)
     output_price = 8.0
     currency = "USD"
+    reasoning_effort = ["low", "medium", "high"]   # the efforts the model accepts, in order (default: none)
+    default_reasoning_effort = "medium"            # default: "medium" if listed, else the first
+
+Reasoning effort: a profile whose model takes one lists the levels it accepts (non-empty strings, no
+duplicates, as the provider spells them: OpenAI's are ``minimal``, ``low``, ``medium``, ``high``); the session
+offers them, and the chosen one is sent as the Chat Completions ``reasoning_effort``; a profile without the
+key sends none. ``default_reasoning_effort`` must be one of the levels; without it, ``"medium"`` (most providers'
+own default) when listed, else the first level.
 
 How the layers combine:
 
@@ -113,6 +121,9 @@ _PROFILE_KEYS: dict[str, type] = {
     "currency": str,
     "needs_key": bool,
 }
+_REASONING_KEYS = frozenset({"reasoning_effort", "default_reasoning_effort"})
+PREFERRED_REASONING_EFFORT = "medium"
+"""The default reasoning effort when a profile lists it and names no ``default_reasoning_effort``."""
 
 
 @dataclass(frozen=True)
@@ -370,8 +381,10 @@ def _profiles(table: Any, source: str, env: Mapping[str, str], warnings: list[st
             raise ConfigError(f"{where}: the profile id {SCRIPTED!r} is reserved for the built-in model")
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: must be a table")
-        warnings += [f"{where}: unknown key {k!r} (ignored)" for k in entry if k not in _PROFILE_KEYS]
+        known = _PROFILE_KEYS.keys() | _REASONING_KEYS
+        warnings += [f"{where}: unknown key {k!r} (ignored)" for k in entry if k not in known]
         values = {k: _typed(entry, k, kind, where) for k, kind in _PROFILE_KEYS.items() if k in entry}
+        values["reasoning_efforts"], values["default_reasoning_effort"] = _reasoning(entry, where)
         for price in ("input_price", "output_price"):
             if price in values:
                 values[price] /= PER_MILLION
@@ -385,6 +398,36 @@ def _profiles(table: Any, source: str, env: Mapping[str, str], warnings: list[st
         values.setdefault("name", "")  # named once flags and environment have had their say
         profiles.append(ModelProfile(id=profile_id, source=where, **values))
     return profiles
+
+
+def _reasoning(entry: Mapping[str, Any], where: str) -> tuple[tuple[str, ...], str | None]:
+    """A profile's ``reasoning_effort`` levels and its default level, checked (see the module docstring)."""
+    levels = entry.get("reasoning_effort")
+    default = _typed(entry, "default_reasoning_effort", str, where)
+    if levels is None:
+        if default is not None:
+            raise ConfigError(
+                f"{where}: default_reasoning_effort needs reasoning_effort (the levels the model accepts)"
+            )
+        return (), None
+    if not isinstance(levels, list) or not all(isinstance(level, str) and level.strip() for level in levels):
+        raise ConfigError(
+            f"{where}: reasoning_effort must be a list of the levels the model accepts, as non-empty strings "
+            f'(e.g. ["low", "medium", "high"]), not {levels!r}'
+        )
+    if not levels:
+        raise ConfigError(
+            f"{where}: reasoning_effort must list at least one level (leave it out if the model takes none)"
+        )
+    duplicates = sorted({level for level in levels if levels.count(level) > 1})
+    if duplicates:
+        raise ConfigError(f"{where}: reasoning_effort lists {', '.join(map(repr, duplicates))} more than once")
+    if default is None:
+        default = PREFERRED_REASONING_EFFORT if PREFERRED_REASONING_EFFORT in levels else levels[0]
+    elif default not in levels:
+        listed = ", ".join(map(repr, levels))
+        raise ConfigError(f"{where}: default_reasoning_effort {default!r} is not one of reasoning_effort ({listed})")
+    return tuple(levels), default
 
 
 def _env_profile(base_url: str | None, model: str | None, env: Mapping[str, str]) -> ModelProfile:

@@ -20,6 +20,9 @@ Provider quirks stop here (the turn only sees :mod:`refagent.llm.protocol` event
   (the refusal text is yielded as text); ``stop`` with tool calls (some local servers) -> ``tool_calls``;
   a stream with no choices at all -> ``Finished("stop")``;
 - a server that rejects ``stream_options`` is asked again without it (and never again with it);
+- a request's reasoning effort goes out as ``reasoning_effort`` (none: the field is left out); a 400/422
+  that names it is not retried without it (the user chose it): :class:`~refagent.errors.ModelError` says
+  the model does not accept that reasoning effort and where to change it;
 - a request that cannot be encoded (a lone surrogate got into the conversation or a tool's description
   past the boundaries that clean text) is sent again cleaned, with a warning, rather than failing.
 
@@ -50,7 +53,7 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
@@ -305,6 +308,8 @@ class OpenAIModel:
                 if self._stream_options and not yielded and _rejects_stream_options(exc):
                     self._stream_options = False  # not a real attempt: ask again at once, and from now on
                     continue
+                if request.reasoning_effort is not None and not yielded and _rejects_reasoning_effort(exc):
+                    raise self._effort_rejected(exc, model, request.reasoning_effort) from exc
                 failure = self._classify(exc)  # raises what is not worth retrying
             if yielded:
                 raise ModelError(
@@ -371,7 +376,17 @@ class OpenAIModel:
             ]
         if self._stream_options:
             kwargs["stream_options"] = {"include_usage": True}
+        if request.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = request.reasoning_effort
         return client.chat.completions.with_streaming_response.create(**kwargs)
+
+    def _effort_rejected(self, exc: Exception, model: str, effort: str) -> ModelError:
+        where = f"`reasoning_effort` in {self.profile.source}" if self.profile.source.endswith("]") else "its profile"
+        return ModelError(
+            f"The model {model!r} does not accept the reasoning effort {effort!r}: {self.url} answered "
+            f"{getattr(exc, 'status_code', '?')}: {_server_said(exc)}. Choose another thought level, or fix "
+            f"{where} (leave it out if the model takes no reasoning effort)."
+        )
 
     def _classify(self, exc: Exception) -> _Failure:
         """Describe a failed attempt worth retrying; raise at once what retrying cannot fix."""
@@ -418,7 +433,7 @@ class _Malformed(ValueError):
 def _cleaned_request(request: ModelRequest) -> ModelRequest:
     """``request`` with every string in its messages and tools valid Unicode (:func:`refagent.acp.text.clean`)."""
     tools = [ToolSpec(clean_text(t.name), clean_text(t.description), clean(t.parameters)) for t in request.tools]
-    return ModelRequest(messages=clean(request.messages), tools=tools)
+    return replace(request, messages=clean(request.messages), tools=tools)
 
 
 class _Closeable(Protocol):
@@ -437,6 +452,11 @@ async def _close(response: _Closeable) -> None:
 def _rejects_stream_options(exc: Exception) -> bool:
     status = getattr(exc, "status_code", None)
     return status in (400, 422) and "stream_options" in f"{getattr(exc, 'body', '')} {exc}"
+
+
+def _rejects_reasoning_effort(exc: Exception) -> bool:
+    status = getattr(exc, "status_code", None)
+    return status in (400, 422) and "reasoning_effort" in f"{getattr(exc, 'body', '')} {exc}"
 
 
 def _server_said(exc: Any) -> str:

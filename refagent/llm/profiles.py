@@ -33,6 +33,11 @@ class ModelProfile:
     description: str = ""
     needs_key: bool | None = None
     """Whether the endpoint needs an API key; ``None``: decide from ``base_url`` (see :func:`needs_key`)."""
+    reasoning_efforts: tuple[str, ...] = ()
+    """The reasoning efforts the model accepts, in order (e.g. ``("low", "medium", "high")``), each sent as
+    the Chat Completions ``reasoning_effort``; empty: the model takes none, and requests carry none."""
+    default_reasoning_effort: str | None = None
+    """One of :attr:`reasoning_efforts` (the config sets it whenever they are given); ``None`` when there are none."""
     source: str = ""
     """Where the profile was defined, for messages: ``"environment"``, or ``"<config file> [profiles.<id>]"``."""
 

@@ -27,6 +27,9 @@ class ToolSpec:
 class ModelRequest:
     messages: list[dict[str, Any]]
     tools: list[ToolSpec] = field(default_factory=list)
+    reasoning_effort: str | None = None
+    """How hard the model should reason (one of its profile's ``reasoning_efforts``), sent as the Chat
+    Completions ``reasoning_effort``; ``None``: nothing is sent and the model uses its own default."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -409,3 +409,78 @@ def test_custom_tool_keys_of_the_wrong_type(tmp_path: Path, text: str, message: 
     with pytest.raises(ConfigError, match=message) as caught:
         load(None, with_file(path))
     assert str(path) in str(caught.value)
+
+
+# -- reasoning effort ------------------------------------------------------------------------------
+
+
+def reasoning_profile(tmp_path: Path, lines: str) -> ModelProfile:
+    path = write(tmp_path, f'[profiles.r]\nbase_url = "http://localhost:1/v1"\nmodel = "m"\n{lines}\n')
+    return load(None, with_file(path)).profile
+
+
+def test_a_profile_without_reasoning_effort_takes_none(tmp_path: Path) -> None:
+    profile = reasoning_profile(tmp_path, "")
+    assert (profile.reasoning_efforts, profile.default_reasoning_effort) == ((), None)
+    assert (scripted_profile().reasoning_efforts, scripted_profile().default_reasoning_effort) == ((), None)
+
+
+@pytest.mark.parametrize(
+    ("lines", "levels", "default"),
+    [
+        ('reasoning_effort = ["low", "medium", "high"]', ("low", "medium", "high"), "medium"),
+        (
+            'reasoning_effort = ["minimal", "low", "medium", "high"]\ndefault_reasoning_effort = "high"',
+            ("minimal", "low", "medium", "high"),
+            "high",
+        ),
+        ('reasoning_effort = ["low", "high"]', ("low", "high"), "low"),  # no "medium": the first
+        ('reasoning_effort = ["on"]', ("on",), "on"),
+    ],
+)
+def test_reasoning_effort_levels_and_default(tmp_path: Path, lines: str, levels: tuple[str, ...], default: str) -> None:
+    profile = reasoning_profile(tmp_path, lines)
+    assert profile.reasoning_efforts == levels
+    assert profile.default_reasoning_effort == default
+    hash(profile)  # still usable as a key
+
+
+def test_reasoning_effort_keys_are_not_unknown(tmp_path: Path) -> None:
+    path = write(tmp_path, '[profiles.r]\nmodel = "m"\nreasoning_effort = ["low"]\ndefault_reasoning_effort = "low"\n')
+    assert load(None, with_file(path)).warnings == []
+
+
+def test_reasoning_effort_survives_a_model_override(tmp_path: Path) -> None:
+    path = write(tmp_path, '[profiles.r]\nmodel = "m"\nreasoning_effort = ["low", "high"]\n')
+    profile = load(parse("--model", "other"), with_file(path)).profile
+    assert (profile.model, profile.reasoning_efforts, profile.default_reasoning_effort) == (
+        "other",
+        ("low", "high"),
+        "low",
+    )
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ('reasoning_effort = "high"', r"reasoning_effort must be a list of the levels .*, not 'high'"),
+        ("reasoning_effort = [1, 2]", r"reasoning_effort must be a list of the levels .*, not \[1, 2\]"),
+        ('reasoning_effort = ["low", ""]', "reasoning_effort must be a list of the levels .* non-empty strings"),
+        ("reasoning_effort = true", "reasoning_effort must be a list"),
+        ("reasoning_effort = []", "reasoning_effort must list at least one level"),
+        ('reasoning_effort = ["low", "high", "low"]', "reasoning_effort lists 'low' more than once"),
+        (
+            'reasoning_effort = ["low", "high"]\ndefault_reasoning_effort = "medium"',
+            r"default_reasoning_effort 'medium' is not one of reasoning_effort \('low', 'high'\)",
+        ),
+        (
+            'reasoning_effort = ["low"]\ndefault_reasoning_effort = 1',
+            "default_reasoning_effort must be a string, not 1",
+        ),
+        ('default_reasoning_effort = "low"', "default_reasoning_effort needs reasoning_effort"),
+    ],
+)
+def test_reasoning_effort_mistakes(tmp_path: Path, lines: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        reasoning_profile(tmp_path, lines)
+    assert r"[profiles.r]" in str(caught.value)

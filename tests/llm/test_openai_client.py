@@ -260,6 +260,58 @@ async def test_a_server_that_rejects_stream_options_is_asked_again_without(model
     assert Usage in {type(e) for e in first}
 
 
+async def test_a_reasoning_effort_is_sent_as_reasoning_effort(model_for: Any) -> None:
+    with serving(Turn(text="ok")) as server:
+        events = await collect(model_for(server), ModelRequest(messages=HI.messages, reasoning_effort="high"))
+    assert texts(events) == ["ok"]
+    [request] = server.chat_requests
+    assert request.body["reasoning_effort"] == "high"
+    assert request.body["messages"] == HI.messages
+
+
+async def test_no_reasoning_effort_means_no_new_field(model_for: Any) -> None:
+    with serving(Turn(text="ok")) as server:
+        await collect(model_for(server))
+    assert set(server.chat_requests[0].body) == {"model", "messages", "stream", "stream_options"}
+
+
+async def test_a_reasoning_effort_survives_cleaning_the_request(model_for: Any) -> None:
+    request = ModelRequest(messages=[{"role": "user", "content": "a\ud83d"}], reasoning_effort="low")
+    with serving(Turn(text="ok")) as server:
+        await collect(model_for(server), request)
+    [sent] = server.chat_requests
+    assert sent.body["messages"] == [{"role": "user", "content": "a\ufffd"}]  # cleaned, and sent once
+    assert sent.body["reasoning_effort"] == "low"
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        (400, "Unrecognized request argument supplied: reasoning_effort"),
+        (400, "Unsupported parameter: 'reasoning_effort' is not supported with this model."),
+        (422, "Unsupported value: 'reasoning_effort' does not support 'high' with this model."),
+    ],
+)
+async def test_an_endpoint_that_rejects_the_reasoning_effort(model_for: Any, status: int, said: str) -> None:
+    with serving(Turn(fault=Fault.status(status, message=said)), Turn(text="ok")) as server:
+        _, error = await collect_failing(
+            model_for(server, source="config.toml [profiles.test]"),
+            ModelRequest(messages=HI.messages, reasoning_effort="high"),
+        )
+    message = str(error)
+    assert "The model 'gpt-test' does not accept the reasoning effort 'high'" in message
+    assert f"answered {status}: {said}" in message
+    assert "`reasoning_effort` in config.toml [profiles.test]" in message
+    assert len(server.chat_requests) == 1  # neither retried nor asked again without it
+
+
+async def test_another_client_error_with_a_reasoning_effort_is_reported_as_usual(model_for: Any) -> None:
+    with serving(Turn(fault=Fault.status(400, message="Invalid 'messages[1].role'."))) as server:
+        _, error = await collect_failing(model_for(server), ModelRequest(messages=HI.messages, reasoning_effort="low"))
+    assert "answered 400: Invalid 'messages[1].role'." in str(error)
+    assert "reasoning effort" not in str(error)
+
+
 async def test_a_local_profile_needs_no_key(model_for: Any) -> None:
     with serving(Turn(text="ok")) as server:
         events = await collect(model_for(server, api_key=None))
