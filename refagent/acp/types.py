@@ -1,6 +1,6 @@
 """Wire types of ACP v1 that refagent sends or reads, as ``TypedDict``s (zero import cost, plain JSON).
 
-Names and fields follow ``$defs`` of the official schema (``tests/data/acp-schema/v1/schema.json``); enums
+Names and fields follow ``$defs`` of the official schema (``tests/data/acp-schema/sdk-2.4.0/v1/schema.json``); enums
 are ``Literal``s. Only what the agent uses is here. Builders for ``session/update`` payloads live in
 :mod:`refagent.acp.updates`.
 """
