@@ -28,7 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="refagent",
         description="A coding agent that speaks the Agent Client Protocol (ACP v1) over stdin/stdout. "
         "Editors start it as a subprocess; run it without arguments to serve ACP.",
-        epilog='To use it from a terminal instead: refagent run "your task" (see refagent run --help).',
+        epilog='To use it from a terminal instead: refagent run "your task" (see refagent run --help). '
+        "To set up a model (endpoint, model, key) in the config file: refagent login; to forget the stored "
+        "keys: refagent logout.",
     )
     parser.add_argument("--version", action="version", version=f"refagent {__version__}")
     parser.add_argument(
@@ -64,6 +66,14 @@ def main(argv: list[str] | None = None) -> int:
         from refagent.client.run import main as run_main
 
         return run_main(argv[1:])
+    if argv[:1] == ["login"]:  # interactive set-up in a terminal: writes the config file
+        from refagent.client.login import main as login_main
+
+        return login_main(argv[1:])
+    if argv[:1] == ["logout"]:  # forgets the keys stored in the config file
+        from refagent.client.login import logout_main
+
+        return logout_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.log_level not in LOG_LEVELS:  # only the default can be wrong: argparse checked the option
         build_parser().error(
