@@ -6,18 +6,19 @@ except where ``null`` means something (``oldText: null`` is a new file).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from refagent.acp.types import (
-    AvailableCommand,
-    ConfigOption,
-    ContentBlock,
-    PlanEntry,
-    ToolCallContent,
-    ToolCallLocation,
-    ToolCallStatus,
-    ToolKind,
-)
+if TYPE_CHECKING:  # annotations only: the TypedDicts take a millisecond or two to create
+    from refagent.acp.types import (
+        AvailableCommand,
+        ConfigOption,
+        ContentBlock,
+        PlanEntry,
+        ToolCallContent,
+        ToolCallLocation,
+        ToolCallStatus,
+        ToolKind,
+    )
 
 
 def text(value: str) -> ContentBlock:
@@ -52,8 +53,10 @@ def tool_call(
     locations: list[ToolCallLocation] | None = None,
     content: list[ToolCallContent] | None = None,
     raw_input: Any = None,
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """A ``tool_call``: announces a call. ``locations`` paths must be absolute."""
+    """A ``tool_call``: announces a call. ``locations`` paths must be absolute. ``name``: the tool's own
+    name (``edit_file``, ``mcp__server__tool``), which a client may show or match on beside the title."""
     update: dict[str, Any] = {
         "sessionUpdate": "tool_call",
         "toolCallId": tool_call_id,
@@ -61,6 +64,8 @@ def tool_call(
         "kind": kind,
         "status": status,
     }
+    if name is not None:
+        update["name"] = name
     if locations:
         update["locations"] = locations
     if content:

@@ -120,13 +120,15 @@ class ToolRunner:
         try:
             args = parse_arguments(call.arguments, tool.parameters)
         except ToolError as exc:
-            return await self._reject(call_id, f"{call.name} (invalid arguments)", str(exc), call.arguments)
+            return await self._reject(
+                call_id, f"{call.name} (invalid arguments)", str(exc), call.arguments, name=tool.name
+            )
 
         announced = not tool.silent
         title = tool.title(args)
         raw_input = bounded_raw(args)
         if announced:
-            await send(updates.tool_call(call_id, title, tool.kind, raw_input=raw_input))
+            await send(updates.tool_call(call_id, title, tool.kind, raw_input=raw_input, name=tool.name))
         try:
             context = dataclasses.replace(self.context, current_call_id=call_id)
             plan = await tool.prepare(args, context)
@@ -230,11 +232,15 @@ class ToolRunner:
             )
         )
 
-    async def _reject(self, call_id: str, title: str, message: str, raw: str | None = None) -> str:
-        """A call that cannot even start: show it as failed, and tell the model why."""
+    async def _reject(
+        self, call_id: str, title: str, message: str, raw: str | None = None, *, name: str | None = None
+    ) -> str:
+        """A call that cannot even start: show it as failed, and tell the model why. ``name``: the tool's,
+        when there is such a tool (a call of an unknown one has none to give)."""
         send = self.context.send_update
         raw_input = bounded_raw({"arguments": raw}) if raw else None
-        await send(updates.tool_call(call_id, cut(title, 200), "other", status="failed", raw_input=raw_input))
+        update = updates.tool_call(call_id, cut(title, 200), "other", status="failed", raw_input=raw_input, name=name)
+        await send(update)
         shown: list[ToolCallContent] = [{"type": "content", "content": updates.text(message)}]
         await send(updates.tool_call_update(call_id, content=bounded_content(shown)))
         return for_model(f"Error: {message}")

@@ -184,6 +184,23 @@ async def test_edit_flow_on_the_wire(check: Any) -> None:
     assert STORE.files == {"/ws/a.py": "x = 1\n"}
 
 
+async def test_each_tool_call_carries_the_tools_own_name(check: Any) -> None:
+    """ACP's optional ``name`` on ``tool_call``: the tool's name as the model called it; an unknown tool's
+    call has no tool to name, one with bad arguments does."""
+    responses = [
+        [call("write_file", path="a.py", content="x")],
+        [call("no_such_tool")],
+        [call("write_file")],
+        text("ok"),
+    ]
+    async with connect(settings(*responses), client=FakeClient(permission=allow_once), check=check) as editor:
+        await editor.initialize()
+        sid = await editor.new_session("/ws")
+        await editor.prompt(sid, "go")
+        announced = [u for u in editor.updates(sid) if u["sessionUpdate"] == "tool_call"]
+    assert [u.get("name") for u in announced] == ["write_file", None, "write_file"]
+
+
 async def test_reject_tells_the_model_and_the_turn_goes_on(check: Any) -> None:
     client = FakeClient(permission=select("reject_once"))
     async with connect(
