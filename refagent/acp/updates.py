@@ -131,3 +131,37 @@ def usage(used: int, size: int, cost: tuple[float, str] | None = None) -> dict[s
     if cost is not None:
         update["cost"] = {"amount": cost[0], "currency": cost[1]}
     return update
+
+
+def notice(severity: str, title: str, description: str | None = None) -> dict[str, Any]:
+    """A ``notice``: news for the user about this run of the agent, not part of the conversation (an MCP
+    server that failed, a retried request). ``severity``: ``info``, ``warning`` or ``error``. Only for a
+    client that advertised ``session.notices``; never recorded, never replayed."""
+    update: dict[str, Any] = {"sessionUpdate": "notice", "severity": severity, "title": title}
+    if description:
+        update["description"] = description
+    return update
+
+
+def compaction(
+    compaction_id: str,
+    status: str,
+    *,
+    summary: list[ContentBlock] | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """A ``compaction_update``: ``in_progress`` first (which fixes its place in the thread), then
+    ``completed`` (with the ``summary``), ``failed`` (with the ``error``) or ``cancelled``. Only for a
+    client that advertised ``session.compaction``."""
+    update: dict[str, Any] = {"sessionUpdate": "compaction_update", "compactionId": compaction_id, "status": status}
+    if summary is not None:
+        update["summary"] = summary
+    if error is not None:
+        update["error"] = error
+    return update
+
+
+def compaction_summary_chunk(compaction_id: str, content: ContentBlock) -> dict[str, Any]:
+    """A piece of a compaction's summary as the model writes it (the final ``compaction_update`` carries it
+    whole)."""
+    return {"sessionUpdate": "compaction_summary_chunk", "compactionId": compaction_id, "content": content}

@@ -28,8 +28,20 @@ from refagent.persistence.store import SessionStore
 from refagent.persistence.writer import SessionLog
 
 VISIBLE = frozenset(
-    {"user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"}
+    {
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+        "compaction_update",
+    }
 )
+"""The kinds of update that make up a session's visible history (what ``session/load`` replays). A
+compaction is recorded once, as its final ``compaction_update`` (with its summary or error): its
+``in_progress`` and its summary's chunks only matter while it runs."""
+_COMPACTION_ENDED = frozenset({"completed", "failed", "cancelled"})
 _CHUNKS = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
 _FLUSH_CHARS = 64 * 1024
 _ENDED = frozenset({"completed", "failed"})
@@ -80,6 +92,8 @@ class Recorder:
         """Record without sending (the user's own prompt: the client already shows it)."""
         if self.log is None or update.get("sessionUpdate") not in VISIBLE or not _showable(update):
             return
+        if update["sessionUpdate"] == "compaction_update" and update["status"] not in _COMPACTION_ENDED:
+            return  # recorded when it ends, whole
         if _mergeable(self._pending, update):
             text: str = update["content"]["text"]
             self._parts.append(text)
@@ -208,6 +222,8 @@ def _showable(update: Any) -> bool:
         )
     if kind in ("tool_call", "tool_call_update"):
         return isinstance(update.get("toolCallId"), str)
+    if kind == "compaction_update":
+        return isinstance(update.get("compactionId"), str) and isinstance(update.get("status"), str)
     return kind == "plan" and isinstance(update.get("entries"), list)
 
 
@@ -238,7 +254,7 @@ def replay(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 out.append(call)
                 continue
             _fold_into(target, update)
-        elif kind == "plan":
+        elif kind in ("plan", "compaction_update"):
             out.append(dict(update))
     return out
 

@@ -10,8 +10,11 @@ from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
 
+import anyio
+
 from refagent.acp import updates
 from refagent.errors import ModelError
+from refagent.ids import new_id
 from refagent.llm.protocol import ModelClient, ModelRequest, TextDelta, close_stream
 from refagent.persistence.conversation import Conversation
 from refagent.session.speaker import Say, speaker
@@ -68,8 +71,8 @@ async def summarise(
     focus: str,
     on_text: Callable[[str], Awaitable[None]],
 ) -> str:
-    """Ask ``model`` for a summary of ``older``, streaming it through ``on_text``. A model failure is said
-    through ``on_text`` too, and the summary is then empty (nothing is replaced)."""
+    """Ask ``model`` for a summary of ``older``, streaming it through ``on_text``. Raises
+    :class:`~refagent.errors.ModelError` when the model fails (the conversation then stays as it was)."""
     instructions = resources.files("refagent.prompts").joinpath("compact.md").read_text(encoding="utf-8")
     if focus:
         instructions += f"\nFocus the summary on: {focus}\n"
@@ -80,18 +83,14 @@ async def summarise(
         ]
     )
     parts: list[str] = []
+    stream = model.stream(request)
     try:
-        stream = model.stream(request)
-        try:
-            async for event in stream:
-                if isinstance(event, TextDelta) and event.text:
-                    parts.append(event.text)
-                    await on_text(event.text)
-        finally:
-            await close_stream(stream)
-    except ModelError as exc:  # the user hears why; the conversation stays as it was
-        await on_text(f"\n\nThe model could not summarise: {exc}")
-        return ""
+        async for event in stream:
+            if isinstance(event, TextDelta) and event.text:
+                parts.append(event.text)
+                await on_text(event.text)
+    finally:
+        await close_stream(stream)
     return "".join(parts).strip()
 
 
@@ -103,7 +102,10 @@ def compacted(summary: str, recent: list[dict[str, Any]]) -> list[dict[str, Any]
 class Compactor:
     """Compacts one session's conversation with ``model``, telling the user through ``send`` what it does.
 
-    ``window`` is the model's context window in tokens (a callable: the session may switch models)."""
+    ``window`` is the model's context window in tokens (a callable: the session may switch models). With
+    ``updates`` (the client advertised ``session.compaction``) a compaction is shown as
+    ``compaction_update`` and ``compaction_summary_chunk`` updates, recorded with the session and replayed
+    at their place; without, as an agent message that streams the summary."""
 
     def __init__(
         self,
@@ -111,11 +113,14 @@ class Compactor:
         history: Conversation,
         send: Callable[[dict[str, Any]], Awaitable[None]],
         window: Callable[[], int],
+        *,
+        updates: bool = False,
     ) -> None:
         self.model = model
         self.history = history
         self.send = send
         self.window = window
+        self.updates = updates
 
     async def compact_if_full(self, messages: list[dict[str, Any]], tools: list[Any]) -> None:
         """Before a model request of ``messages`` and ``tools``: compact first if it would fill most
@@ -124,8 +129,9 @@ class Compactor:
             await self.compact("", speaker(self.send), automatic=True)
 
     async def compact(self, focus: str, say: Say, *, automatic: bool) -> None:
-        """Summarise the older messages (with ``focus``, if given) and keep the recent turns; ``say`` streams
-        the summary and the outcome to the user. A short conversation or an empty summary changes nothing."""
+        """Summarise the older messages (with ``focus``, if given) and keep the recent turns; ``say`` tells
+        the user what happens (a short conversation has nothing to compact). A model failure or an empty
+        summary changes nothing."""
         history = self.history
         cut = split_point(list(history))
         if cut == 0:
@@ -134,15 +140,54 @@ class Compactor:
             return
         older, recent = list(history[:cut]), list(history[cut:])
         before = estimate_tokens(list(history))
+        if self.updates:
+            summary = await self._summarise_as_updates(older, focus)
+        else:
+            summary = await self._summarise_as_message(older, focus, say, automatic=automatic)
+        if not summary:
+            return
+        history.replace(compacted(summary, recent))
+        after = estimate_tokens(list(history))
+        if not self.updates:
+            await say(f"\n\nCompacted: about {before:,} tokens down to {after:,}.\n")
+        await self.send(updates.usage(after, self.window()))
+
+    async def _summarise_as_message(self, older: list[dict[str, Any]], focus: str, say: Say, *, automatic: bool) -> str:
         await say(
             ("The conversation is near the model's context window, so " if automatic else "")
             + f"compacting {len(older)} older messages into a summary:\n\n"
         )
-        summary = await summarise(self.model, older, focus, say)
+        try:
+            summary = await summarise(self.model, older, focus, say)
+        except ModelError as exc:  # the user hears why; the conversation stays as it was
+            await say(f"\n\nThe model could not summarise: {exc}")
+            return ""
         if not summary:
             await say("\n\nThe model returned an empty summary; nothing was changed.")
-            return
-        history.replace(compacted(summary, recent))
-        after = estimate_tokens(list(history))
-        await say(f"\n\nCompacted: about {before:,} tokens down to {after:,}.\n")
-        await self.send(updates.usage(after, self.window()))
+        return summary
+
+    async def _summarise_as_updates(self, older: list[dict[str, Any]], focus: str) -> str:
+        compaction_id = new_id("compact")
+
+        async def chunk(text: str) -> None:
+            await self.send(updates.compaction_summary_chunk(compaction_id, updates.text(text)))
+
+        await self.send(updates.compaction(compaction_id, "in_progress"))
+        try:
+            summary = await summarise(self.model, older, focus, chunk)
+        except ModelError as exc:
+            await self.send(updates.compaction(compaction_id, "failed", error=f"The model could not summarise: {exc}"))
+            return ""
+        except BaseException:  # cancelled (or worse): the thread must not show it running forever
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                await self.send(updates.compaction(compaction_id, "cancelled"))
+            raise
+        if not summary:
+            await self.send(
+                updates.compaction(
+                    compaction_id, "failed", error="The model returned an empty summary; nothing was changed."
+                )
+            )
+            return ""
+        await self.send(updates.compaction(compaction_id, "completed", summary=[updates.text(summary)]))
+        return summary

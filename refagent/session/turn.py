@@ -74,6 +74,10 @@ class Turn:
     """The ``usage_update`` to send for a response's token counts (:class:`refagent.session.usage.UsageMeter`)."""
     compactor: Compactor | None = None
     """Compacts the conversation before a model request that would fill most of the context window."""
+    notices: bool = False
+    """The client shows ``notice`` updates (``session.notices``): a retried request is one; else a thought."""
+    reasoning_effort: str | None = None
+    """How hard the model should reason (the session's ``thought_level``), if its profile takes one."""
     changed_files: Callable[[], list[str]] | None = None
     """Files changed outside the agent since last asked; the model hears of them before its next request."""
 
@@ -97,7 +101,7 @@ class Turn:
         tools = self.tools.specs()
         if self.compactor is not None:
             await self.compactor.compact_if_full(system + self.history, tools)
-        request = ModelRequest(messages=system + self.history, tools=tools)
+        request = ModelRequest(messages=system + self.history, tools=tools, reasoning_effort=self.reasoning_effort)
         text: list[str] = []
         calls: list[ToolCallRequest] = []
         reason = "stop"
@@ -119,7 +123,11 @@ class Turn:
                         if self.usage is not None:
                             await self.send(self.usage(event))
                     elif isinstance(event, Retrying):
-                        await self.send(updates.agent_thought_chunk(updates.text(_retry_note(event)), thought_id))
+                        if self.notices:  # news about this run, not part of the conversation
+                            note = _retry_note(event).strip().strip("_")
+                            await self.send(updates.notice("warning", "The model request is being retried", note))
+                        else:
+                            await self.send(updates.agent_thought_chunk(updates.text(_retry_note(event)), thought_id))
                     elif isinstance(event, Finished):
                         reason = event.reason
             finally:

@@ -109,3 +109,16 @@ async def test_changed_files_are_noted_before_the_next_request() -> None:
 async def test_system_prompt_leads() -> None:
     _, _, _, model = await play(text("hi"), system_prompt="You are a test.")
     assert model.requests[0].messages[0] == {"role": "system", "content": "You are a test."}
+
+
+async def test_a_retry_is_a_notice_for_a_client_that_shows_them() -> None:
+    _, sent, _, _ = await play([Retrying(2, 0.25, "HTTP 429", 4), TextDelta("ok")], notices=True)
+    assert sent[0]["sessionUpdate"] == "notice"
+    assert sent[0]["severity"] == "warning"
+    assert "retrying in 0.2 s (attempt 2 of 4)" in sent[0]["description"]
+    assert not any(u["sessionUpdate"] == "agent_thought_chunk" for u in sent)
+
+
+async def test_the_sessions_reasoning_effort_goes_into_each_request() -> None:
+    _, _, _, model = await play(text("ok"), reasoning_effort="high")
+    assert [r.reasoning_effort for r in model.requests] == ["high"]
