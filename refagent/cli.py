@@ -9,18 +9,25 @@ the pipe and block.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import gc
 import logging
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from refagent import __version__
 from refagent.errors import ConfigError
 from refagent.llm import config
 from refagent.settings import Settings
 
+if TYPE_CHECKING:
+    from refagent.server.agent import Agent
+
 LOG_LEVELS = ("debug", "info", "warning", "error")
+START_SECONDS = 10.0
+"""How long the garbage collector may stay off at start-up, if no session is opened (see :func:`serve_stdio`)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         from refagent.client.login import main as login_main
 
         return login_main(argv[1:])
+    if argv[-1:] == ["login"]:  # an editor's terminal sign-in: the agent's own command line, then "login"
+        from refagent.client.login import main as login_main
+
+        named = build_parser().parse_known_args(argv[:-1])[0].config
+        return login_main(["--config", named] if named else [])
     if argv[:1] == ["logout"]:  # forgets the keys stored in the config file
         from refagent.client.login import logout_main
 
@@ -91,8 +103,10 @@ def load_settings(args: argparse.Namespace) -> Settings:
     reads the configuration again once it is fixed.
     """
 
+    path = config.config_file(args, os.environ)
+
     def reload() -> Settings:
-        return Settings.from_config(config.load(args, os.environ), reload)
+        return dataclasses.replace(Settings.from_config(config.load(args, os.environ), reload), config_file=path)
 
     try:
         return reload()
@@ -101,7 +115,7 @@ def load_settings(args: argparse.Namespace) -> Settings:
         from refagent.llm.scripted import offline_model
 
         note = f"The configuration is broken: {exc}"
-        return Settings(make_model=lambda profile: offline_model(note=note), reload=reload)
+        return Settings(make_model=lambda profile: offline_model(note=note), reload=reload, config_file=path)
 
 
 def demo_settings() -> Settings:
@@ -116,7 +130,12 @@ def serve_stdio(settings: Settings | None = None) -> int:
 
     An ``initialize`` that comes first is answered before the event loop starts (see
     :mod:`refagent.server.handshake`); everything else is the agent's, on the loop.
+
+    The garbage collector is off from here until the first session is open (its response written), or
+    :data:`START_SECONDS` have passed: start-up allocates mostly what lives as long as the process (modules,
+    classes, functions), and collecting it again and again cost some 10 ms before that first response.
     """
+    gc.disable()
     from refagent.server.handshake import read_first_line
     from refagent.server.stdio import guard_stdio
 
@@ -175,11 +194,21 @@ async def _serve(
     connection = Connection(read_lines(read_fd, pending), FdWriter(write_fd))
     async with Agent(connection, settings) as agent, anyio.create_task_group() as tg:
         tg.start_soon(_stop_on_signal, tg.cancel_scope)
+        tg.start_soon(_collect_after_start, agent)
         if answered is not None:
             agent.adopt(answered)
             tg.start_soon(agent.warm_up)
         await connection.serve(agent)
         tg.cancel_scope.cancel()
+
+
+async def _collect_after_start(agent: Agent) -> None:
+    """The garbage collector back on (:func:`serve_stdio` turned it off) once the first session is open."""
+    import anyio
+
+    with anyio.move_on_after(START_SECONDS):
+        await agent.first_session.wait()
+    gc.enable()
 
 
 async def _stop_on_signal(scope: object) -> None:

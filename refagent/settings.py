@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from refagent.llm.config import Config
     from refagent.llm.protocol import ModelClient
     from refagent.persistence.store import SessionStore
+    from refagent.sandbox.confinement import Support
     from refagent.sandbox.local import Sandbox
     from refagent.tools.base import BaseTool
     from refagent.tools.custom import CustomTools
@@ -84,6 +85,9 @@ class Settings:
     """Reads the configuration again (``authenticate`` does, after the user set a key)."""
     warm_up: Callable[[], Awaitable[None]] | None = None
     """Run once ``initialize`` has been answered: imports the model client's heavy modules early."""
+    config_file: Path | None = None
+    """The config file this configuration came from (which may not exist yet): where ``refagent login``
+    writes and what ACP ``logout`` forgets the keys of. None: no file (tests, ``--demo``): no sign-in."""
     problems: Callable[[], Sequence[str]] | None = None
     """What of the configuration could not be used (custom tools left out), one line each: the agent
     tells the user when a session opens, asking after the session's tools have been built."""
@@ -99,6 +103,18 @@ class Settings:
         if self.store is default_store:
             return sessions_root() is not None
         return self.store() is not None
+
+    def sandbox_support(self) -> Support | None:
+        """How the sandboxes of new sessions will confine commands, when that is known without making one:
+        for the default sandbox, this machine's (:func:`refagent.sandbox.confinement.machine_support`, which
+        blocks for the probe the first time: call it from a worker thread); None for a ``make_sandbox`` of
+        one's own, which only the sandbox it makes can answer. A session's modes describe it in the
+        response that opens the session, before its sandbox is made."""
+        if self.make_sandbox is not local_sandbox:
+            return None
+        from refagent.sandbox.confinement import machine_support
+
+        return machine_support()
 
     @classmethod
     def from_config(cls, config: Config, reload: Callable[[], Settings] | None = None) -> Settings:

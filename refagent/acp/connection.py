@@ -8,7 +8,11 @@ our requests are matched to their waiters by id as they arrive.
 Ordering: everything sent goes through one ordered outbox drained by a single writer task, so a handler
 that sends notifications and then returns has its notifications written before its response (ACP: all
 updates of a turn precede the ``session/prompt`` response). A handler that must send something *after* its
-response (updates about a new session) returns :class:`Reply` with an ``after`` callback.
+response (updates about a new session) returns :class:`Reply` with an ``after`` callback: it runs once the
+writer has written the response (so its work, however heavy, cannot delay those bytes), and whatever it
+sends is written after the response. It does not run if the response is never written (the client went
+away, or the input ended first). Other requests are served meanwhile, and what they send may come between
+the response and what ``after`` sends: a handler that must not overtake ``after`` waits for it itself.
 
 The connection knows nothing of stdio or of ACP's methods: it reads lines from any async iterable of bytes
 and writes bytes through any async ``write`` callable (see :mod:`refagent.server.stdio` and
@@ -17,10 +21,8 @@ and writes bytes through any async ``write`` callable (see :mod:`refagent.server
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import AsyncIterable, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
@@ -62,12 +64,26 @@ class Peer(Protocol):
     async def send_lines(self, data: bytes) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
 class Reply:
-    """A result plus work to do once the response has been queued (so it is written after it)."""
+    """A result plus work to do once its response has been written (what ``after`` sends follows it).
+    (A plain class, as the connection's others: a frozen dataclass takes half a millisecond to create, on
+    the way to the first ``session/new`` response.)"""
 
-    result: Any
-    after: Callable[[], Awaitable[None]]
+    __slots__ = ("after", "result")
+
+    def __init__(self, result: Any, after: Callable[[], Awaitable[None]]) -> None:
+        self.result = result
+        self.after = after
+
+
+class _Outgoing:
+    """Bytes in the outbox, and the event the writer sets once they are written (None: nobody waits)."""
+
+    __slots__ = ("data", "written")
+
+    def __init__(self, data: bytes, written: anyio.Event | None = None) -> None:
+        self.data = data
+        self.written = written
 
 
 class _Pending:
@@ -93,9 +109,9 @@ class Connection:
     ) -> None:
         self._lines = lines
         self._write = write
-        send, receive = anyio.create_memory_object_stream[bytes](outbox_size)
-        self._outbox: MemoryObjectSendStream[bytes] = send
-        self._outbox_receive: MemoryObjectReceiveStream[bytes] = receive
+        send, receive = anyio.create_memory_object_stream[_Outgoing](outbox_size)
+        self._outbox: MemoryObjectSendStream[_Outgoing] = send
+        self._outbox_receive: MemoryObjectReceiveStream[_Outgoing] = receive
         self._next_id = 0
         self._pending: dict[jsonrpc.RequestId, _Pending] = {}
         self._running: dict[jsonrpc.RequestId, anyio.CancelScope] = {}
@@ -142,14 +158,26 @@ class Connection:
             raise pending.error
         return pending.result
 
+    async def flush(self) -> None:
+        """Wait until everything sent before this call has been written (or the client found gone); at
+        once if the connection is closed."""
+        written = anyio.Event()
+        if await self._send_encoded(b"", written):
+            await written.wait()
+
     async def _send(self, message: dict[str, Any]) -> None:
         await self._send_encoded(jsonrpc.encode(message))
 
-    async def _send_encoded(self, data: bytes) -> None:
+    async def _send_encoded(self, data: bytes, written: anyio.Event | None = None) -> bool:
+        """Queue ``data``; whether it was (not once the connection is closed). ``written`` is set when the
+        writer has written it, or found the client gone."""
         if self._closed:
-            return
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            await self._outbox.send(data)
+            return False
+        try:
+            await self._outbox.send(_Outgoing(data, written))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        return True
 
     # -- running ------------------------------------------------------------------------------
 
@@ -193,20 +221,25 @@ class Connection:
         async with self._outbox_receive:
             async for first in self._outbox_receive:
                 batch = [first]
-                size = len(first)
+                size = len(first.data)
                 while size < _BATCH_BYTES:
                     try:
-                        data = self._outbox_receive.receive_nowait()
+                        item = self._outbox_receive.receive_nowait()
                     except (anyio.WouldBlock, anyio.EndOfStream):  # EndOfStream: closed at EOF, now empty
                         break
-                    batch.append(data)
-                    size += len(data)
+                    batch.append(item)
+                    size += len(item.data)
+                data = b"".join(item.data for item in batch)
                 try:
-                    await self._write(b"".join(batch))
+                    if data:  # a flush marker alone has nothing to write
+                        await self._write(data)
                 except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                     # The peer is gone; reading will hit EOF too. Keep draining so senders never block.
                     log.warning("cannot write to the client: %s", exc)
                     self._closed = True
+                for item in batch:
+                    if item.written is not None:
+                        item.written.set()
 
     async def _dispatch(self, handler: Handler, line: bytes, tg: TaskGroup) -> None:
         message = jsonrpc.parse_line(line)
@@ -266,12 +299,19 @@ class Connection:
             log.exception("the result of %s is not JSON", request.method)
             error = InternalError(f"Internal error while handling {request.method}; see the agent's log")
             data, after = jsonrpc.encode(jsonrpc.error_response(request.id, error)), None
-        await self._send_encoded(data)
-        if after is not None:
-            try:
-                await after()
-            except Exception:
-                log.exception("error after answering %s", request.method)
+        if after is None:
+            await self._send_encoded(data)
+            return
+        written = anyio.Event()
+        if not await self._send_encoded(data, written):
+            return
+        await written.wait()  # the response is out: the after-work cannot hold it back
+        if self._closed:
+            return  # the client is gone (the write failed, or the input ended): nothing more reaches it
+        try:
+            await after()
+        except Exception:
+            log.exception("error after answering %s", request.method)
 
     async def _run_notification(self, handler: Handler, notification: jsonrpc.Notification) -> None:
         try:

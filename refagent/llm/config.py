@@ -294,6 +294,12 @@ def _env(env: Mapping[str, str], name: str) -> str | None:
     return value or None
 
 
+def config_file(args: argparse.Namespace | None, env: Mapping[str, str]) -> Path | None:
+    """The config file :func:`load` reads for ``args`` and ``env`` (it may not exist yet: ``refagent login``
+    writes it); None when there is no user config directory and none was named."""
+    return _choose_path(_Flags.of(args).config, env)[0]
+
+
 def _choose_path(flag: str | None, env: Mapping[str, str]) -> tuple[Path | None, bool]:
     explicit = flag or _env(env, CONFIG_ENV)
     if explicit:

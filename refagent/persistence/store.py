@@ -21,12 +21,12 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import datetime as dt
 import json
 import logging
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,12 @@ _ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
 def now() -> str:
-    """ISO 8601, UTC, millisecond precision: sortable as text."""
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """ISO 8601, UTC, millisecond precision: sortable as text (``2025-01-31T09:15:00.123Z``).
+
+    Made with :mod:`time`, not :mod:`datetime`, which the way to the first ``session/new`` response
+    would otherwise import for this alone."""
+    seconds, milliseconds = divmod(time.time_ns() // 1_000_000, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{milliseconds:03d}Z"
 
 
 class SessionStore:
@@ -54,13 +58,19 @@ class SessionStore:
         self._index_stat: tuple[int, int, int] | None = None
         """The index file as it was when ``_index`` was read or written: other agents write it too."""
         self._warned = False
+        self._unindexed: dict[str, dict[str, Any]] = {}
+        """The index entries of sessions created with ``listed=False``, until :meth:`list_created`."""
         self._unlisted: dict[str, tuple[int, int]] = {}
         """Record files that could not be folded (by name), with their ``(mtime, size)``: not read again
         until they change."""
 
     # -- writing ------------------------------------------------------------------------------
 
-    def create(self, session_id: str, cwd: str, additional: list[str]) -> SessionLog:
+    def create(self, session_id: str, cwd: str, additional: list[str], *, listed: bool = True) -> SessionLog:
+        """A new session's files (its first record, an empty replay file) and, if ``listed``, its entry in
+        the index. With ``listed=False`` the caller enters it later with :meth:`list_created` (the index
+        is rewritten whole, which need not delay the ``session/new`` response); a listing meanwhile finds
+        the session from its record file."""
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:  # the session goes on unsaved
@@ -81,8 +91,22 @@ class SessionStore:
         info: dict[str, Any] = {"sessionId": session_id, "cwd": cwd, "updatedAt": created}
         if additional:
             info["additionalDirectories"] = additional
-        self._put(info)
+        if listed:
+            self._put(info)
+        else:
+            self._unindexed[session_id] = info
         return log_
+
+    def list_created(self, session_id: str) -> None:
+        """Enter a session made with ``create(..., listed=False)`` in the index: nothing if it is there
+        already (a listing found it), or if it was deleted meanwhile."""
+        info = self._unindexed.pop(session_id, None)
+        if info is None or not self._path(session_id).exists():
+            return
+        index = self._load_index()
+        if session_id not in index:
+            index[session_id] = info
+            self._save_index(index)
 
     def reopen(self, session_id: str) -> SessionLog:
         return SessionLog(self._path(session_id), session_id)

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from refagent.sandbox.libc import within
+from refagent.sandbox.within import within
 
 log = logging.getLogger(__name__)
 

@@ -9,6 +9,9 @@
   ``terminal/release``, which always happens: on success, error, timeout and cancellation. The editor
   runs our launcher (:mod:`refagent.sandbox.launcher`), which confines the command as a local one is
   confined and then execs ``/bin/sh -c``: the editor's terminal holds no more power than ours.
+- :class:`EditorQuestions`: a question for the user as a form (``elicitation/create``, when the client
+  advertises ``elicitation.form``), else, for a few choices, as ``session/request_permission`` with one
+  option per choice; otherwise it cannot be asked here.
 """
 
 from __future__ import annotations
@@ -16,18 +19,20 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
 
 from refagent.acp.connection import Peer
 from refagent.acp.errors import RESOURCE_NOT_FOUND, RequestError
+from refagent.acp.text import cut
 from refagent.acp.types import ClientCapabilities
 from refagent.errors import ToolError
+from refagent.ids import new_id
 from refagent.sandbox.confinement import UNCONFINED, Confinement, Level
 from refagent.sandbox.process import ResourceLimits, is_secret_name
-from refagent.sandbox.seams import CommandResult, Disk, PathPolicy, Terminals, TextFiles
+from refagent.sandbox.seams import Answer, CommandResult, Disk, PathPolicy, Questions, Terminals, TextFiles
 
 log = logging.getLogger(__name__)
 
@@ -211,3 +216,148 @@ def choose_terminals(
     if caps.get("terminal") is not True:
         return local
     return EditorTerminals(peer, session_id, confinement=confinement)
+
+
+MAX_PERMISSION_CHOICES = 6
+"""The most choices offered as permission options: past that a dialog of buttons is no longer a choice."""
+DECLINE_OPTION = "decline"
+TITLE_CHARS = 200
+
+
+def question_title(question: str) -> str:
+    """A question as a tool call's title: its first line, cut to :data:`TITLE_CHARS`."""
+    lines = question.strip().splitlines()
+    return cut(lines[0], TITLE_CHARS) if lines else "Question"
+
+
+class EditorQuestions:
+    """Questions for the user through the editor.
+
+    With ``form`` (the client advertised ``elicitation.form``): ``elicitation/create`` in form mode, tied
+    to the tool call, with one string field ``answer`` (an ``enum`` of the choices, or free text) and,
+    with ``allow_other``, a second free-text field ``other``. Without it: 1 to
+    :data:`MAX_PERMISSION_CHOICES` choices go out as ``session/request_permission``, one ``allow_once``
+    option per choice and a ``reject_once`` "None of these" (so the user can decline without cancelling
+    the turn); free text, or more choices, cannot be asked here.
+
+    ``cancel_turn``: what a permission answer of ``cancelled`` (the turn was cancelled) calls, as the
+    tool runner does for any permission.
+    """
+
+    def __init__(
+        self, peer: Peer, session_id: str, *, form: bool, cancel_turn: Callable[[], None] | None = None
+    ) -> None:
+        self.peer = peer
+        self.session_id = session_id
+        self.form = form
+        self.cancel_turn = cancel_turn
+
+    async def ask(
+        self,
+        question: str,
+        choices: Sequence[str] = (),
+        *,
+        allow_other: bool = False,
+        tool_call_id: str | None = None,
+    ) -> Answer:
+        choices = list(choices)
+        if self.form:
+            return await self._form(question, choices, allow_other and bool(choices), tool_call_id)
+        if not choices:
+            return Answer("unavailable", reason="this editor cannot show a question with a free-text answer")
+        if len(choices) > MAX_PERMISSION_CHOICES:
+            return Answer(
+                "unavailable",
+                reason=f"this editor can offer at most {MAX_PERMISSION_CHOICES} choices, not {len(choices)}",
+            )
+        return await self._permission(question, choices, tool_call_id)
+
+    async def _form(self, question: str, choices: list[str], allow_other: bool, tool_call_id: str | None) -> Answer:
+        answer_field: dict[str, Any] = {"type": "string", "title": "Choice" if allow_other else "Answer"}
+        if choices:
+            answer_field["enum"] = choices
+        properties: dict[str, Any] = {"answer": answer_field}
+        if allow_other:
+            properties["other"] = {"type": "string", "title": "Something else", "description": "Or type your answer"}
+        schema: dict[str, Any] = {"type": "object", "properties": properties}
+        if not allow_other:
+            schema["required"] = ["answer"]
+        params: dict[str, Any] = {"sessionId": self.session_id, "mode": "form", "message": question}
+        if tool_call_id:
+            params["toolCallId"] = tool_call_id
+        params["requestedSchema"] = schema
+        try:
+            result = await self.peer.request("elicitation/create", params)
+        except RequestError as exc:
+            return Answer("unavailable", reason=f"the editor could not show the question: {_reason(exc)}")
+        action = result.get("action") if isinstance(result, dict) else None
+        if action == "decline":
+            return Answer("declined")
+        if action == "cancel":
+            return Answer("dismissed")
+        if action != "accept":
+            log.warning("unknown answer to elicitation/create: %.200r", result)
+            return Answer("dismissed", reason=f"the editor answered {str(action)[:100]!r}")
+        content = result.get("content")
+        fields: dict[str, Any] = content if isinstance(content, dict) else {}
+        answer = _filled(fields.get("answer"))
+        other = _filled(fields.get("other")) if allow_other else None
+        if answer is not None and choices and answer not in choices:
+            # Not one of the choices (a lax form): still what the user gave, so it is passed on as typed.
+            answer, other = None, answer if other is None else f"{answer}\n{other}"
+        if answer is None and other is None:
+            return Answer("dismissed", reason="the form was accepted without an answer")
+        if choices:
+            return Answer("answered", choice=answer, text=other)
+        return Answer("answered", text=answer)
+
+    async def _permission(self, question: str, choices: list[str], tool_call_id: str | None) -> Answer:
+        options: list[dict[str, Any]] = [
+            {"optionId": f"choice-{index}", "name": choice, "kind": "allow_once"}
+            for index, choice in enumerate(choices, 1)
+        ]
+        options.append({"optionId": DECLINE_OPTION, "name": "None of these", "kind": "reject_once"})
+        tool_call: dict[str, Any] = {
+            "toolCallId": tool_call_id or new_id("call"),
+            "title": question_title(question),
+            "content": [{"type": "content", "content": {"type": "text", "text": question}}],
+        }
+        params = {"sessionId": self.session_id, "toolCall": tool_call, "options": options}
+        try:
+            result = await self.peer.request("session/request_permission", params)
+        except RequestError as exc:
+            return Answer("unavailable", reason=f"the editor could not show the question: {_reason(exc)}")
+        outcome = result.get("outcome") if isinstance(result, dict) else None
+        if isinstance(outcome, dict) and outcome.get("outcome") == "cancelled":
+            if self.cancel_turn is not None:
+                self.cancel_turn()
+                await anyio.lowlevel.checkpoint()  # the turn's scope is cancelled now: this raises
+            return Answer("dismissed")
+        selected = isinstance(outcome, dict) and outcome.get("outcome") == "selected"
+        chosen = outcome.get("optionId") if isinstance(outcome, dict) and selected else None
+        if chosen == DECLINE_OPTION:
+            return Answer("declined")
+        for index, choice in enumerate(choices, 1):
+            if chosen == f"choice-{index}":
+                return Answer("answered", choice=choice)
+        log.warning("unexpected answer to a question: %.200r", result)
+        return Answer("dismissed", reason="the editor's answer named none of the options")
+
+
+def _filled(value: Any) -> str | None:
+    """A form field's value as an answer: a string with something in it, else None."""
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def form_elicitation(caps: ClientCapabilities) -> bool:
+    """Whether the client advertised form elicitation (``elicitation.form`` an object: ``{}`` is one)."""
+    elicitation = caps.get("elicitation")
+    return isinstance(elicitation, dict) and isinstance(elicitation.get("form"), dict)
+
+
+def choose_questions(
+    caps: ClientCapabilities, peer: Peer, session_id: str, cancel_turn: Callable[[], None] | None = None
+) -> Questions:
+    """Questions through the editor's forms when it advertises them, else through its permission dialog
+    (which every ACP client has). ``cancel_turn``: see :class:`EditorQuestions`."""
+    return EditorQuestions(peer, session_id, form=form_elicitation(caps), cancel_turn=cancel_turn)

@@ -1,5 +1,6 @@
 """What the launcher's modules share (:mod:`refagent.sandbox.landlock`, :mod:`refagent.sandbox.namespaces`):
-the C library, its ``syscall``, and a path test. Standard library only, as they are."""
+the C library and its ``syscall``. Standard library only, as they are. (Their path test is
+:func:`refagent.sandbox.within.within`, which needs no ``ctypes``.)"""
 
 from __future__ import annotations
 
@@ -11,8 +12,3 @@ libc = ctypes.CDLL(None, use_errno=True)
 syscall = libc.syscall
 """``syscall(2)``, for the calls libc has no wrapper for (Landlock, ``mount_setattr``)."""
 syscall.restype = ctypes.c_long
-
-
-def within(path: str, ancestor: str) -> bool:
-    """Whether ``path`` is ``ancestor`` or lies beneath it (both absolute and normalised)."""
-    return path == ancestor or path.startswith(ancestor.rstrip("/") + "/")

@@ -14,7 +14,8 @@ import ctypes
 import os
 import struct
 
-from refagent.sandbox.libc import libc, syscall, within
+from refagent.sandbox.libc import libc, syscall
+from refagent.sandbox.within import within
 
 TYPE_CHECKING = False  # typing itself costs 14 ms to import, and this module runs in the launcher
 if TYPE_CHECKING:

@@ -46,8 +46,8 @@ import unicodedata
 from collections.abc import Sequence
 
 from refagent.errors import ToolError
-from refagent.sandbox.libc import within
 from refagent.sandbox.seams import ResolvedPath
+from refagent.sandbox.within import within
 
 MAX_PATH_BYTES = 4096
 """Linux ``PATH_MAX``: longer paths cannot be used in one system call."""

@@ -1,6 +1,6 @@
 """The seams between the tools and what they act on: the protocols every file system, terminal, path
-policy, read tracker and watcher implements, local (this package) or the editor's
-(:mod:`refagent.sandbox.editor`).
+policy, read tracker, watcher and way of asking the user implements, local (this package) or the
+editor's (:mod:`refagent.sandbox.editor`).
 
 The tools see only these protocols (through :class:`refagent.tools.base.ToolContext`), never an
 implementation; a session chooses the implementations from the client's capabilities
@@ -10,7 +10,7 @@ below the tools.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -143,4 +143,44 @@ class Watcher(Protocol):
 
     def note_own_write(self, path: str) -> None:
         """The agent itself wrote ``path``: not a change to report."""
+        ...
+
+
+QuestionOutcome = Literal["answered", "declined", "dismissed", "unavailable"]
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What came of a question (:class:`Questions`)."""
+
+    outcome: QuestionOutcome
+    """``answered``: ``choice`` and/or ``text`` is set; ``declined``: the user chose not to answer;
+    ``dismissed``: the question was closed without an answer (or the editor's answer said nothing usable);
+    ``unavailable``: it could not be asked here (``reason`` says why)."""
+    choice: str | None = None
+    """The choice the user picked, exactly as offered."""
+    text: str | None = None
+    """What the user typed: the free-text answer, or an answer besides the choices."""
+    reason: str = ""
+    """Why it could not be asked, or what was odd about the editor's answer."""
+
+
+class Questions(Protocol):
+    """Asking the user a question and waiting for the answer: the editor's form (``elicitation/create``)
+    or, for a few choices, its permission dialog (:class:`refagent.sandbox.editor.EditorQuestions`)."""
+
+    async def ask(
+        self,
+        question: str,
+        choices: Sequence[str] = (),
+        *,
+        allow_other: bool = False,
+        tool_call_id: str | None = None,
+    ) -> Answer:
+        """Ask ``question``: pick one of ``choices`` (none: a free-text answer), or with ``allow_other``
+        type another answer besides them. ``tool_call_id``: the call the question belongs to.
+
+        An editor's error is an ``unavailable`` answer, not an exception. Cancellation propagates (the
+        editor is told to withdraw the question); an editor's "the turn was cancelled" cancels the turn.
+        """
         ...

@@ -9,14 +9,17 @@ implemented (:func:`refagent.server.handshake.answer_initialize`).
 
 Starting fast: this module imports little. The session machinery is imported when the first session
 request arrives (or in the background right after ``initialize`` has been answered), so the editor's
-``initialize`` is answered before any of it loads.
+``initialize`` is answered before any of it loads. The model client's heavy import (``openai``, most of a
+second of CPU) waits until the first session's response is out and its workspace built: run at once after
+``initialize``, it would hold the interpreter while that ``session/new`` is being answered.
+(:mod:`refagent.sandbox.confinement` is loaded by then: the CLI starts the sandbox probe right after
+answering ``initialize``.)
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -25,14 +28,15 @@ from anyio.abc import TaskGroup
 from refagent.acp import params as p
 from refagent.acp.connection import Peer, Reply
 from refagent.acp.errors import AuthRequired, InvalidParams, MethodNotFound
-from refagent.acp.types import ClientCapabilities
 from refagent.llm.pool import ModelPool, require_key
+from refagent.sandbox.confinement import machine_support, remove_stale_private_dirs
 from refagent.server.handshake import AUTH_METHOD, answer_initialize
 from refagent.settings import Settings
 
 __all__ = ["NOTIFICATIONS", "REQUESTS", "Agent", "Settings"]
 
 if TYPE_CHECKING:
+    from refagent.acp.types import ClientCapabilities
     from refagent.session.manager import SessionManager
     from refagent.session.state import Session
 
@@ -57,6 +61,9 @@ class Agent:
         self.models = ModelPool(self.settings.make_model)
         self._background: TaskGroup | None = None
         self._manager: SessionManager | None = None
+        self.first_session = anyio.Event()
+        """Set once the first session's response is written and its own after-work done (its workspace
+        built): start-up is over (the CLI turns the garbage collector back on)."""
 
     async def __aenter__(self) -> Agent:
         self._background = await anyio.create_task_group().__aenter__()
@@ -119,15 +126,36 @@ class Agent:
         log.info("client %s %s", self.client_info.get("name", "?"), self.client_info.get("version", ""))
 
     async def warm_up(self) -> None:
-        """After ``initialize`` is answered: load the session machinery and the model client while the
-        editor is busy with its own start-up."""
+        """After ``initialize`` is answered: load the session machinery and probe the sandbox while the
+        editor is busy with its own start-up. (What no response waits for comes after the first
+        session's: :meth:`_after_first_session`.)"""
         await anyio.to_thread.run_sync(_import_sessions)
-        await anyio.to_thread.run_sync(_probe_sandbox)
+        await anyio.to_thread.run_sync(machine_support)  # cached: the first session does not wait for it
+
+    async def _after_first_session(self) -> None:
+        """Once, after the first session's response and its after-work: what no response waits for, kept
+        off the way to it. The private directories dead agents left are removed, and the model client's
+        heavy modules are imported (``Settings.warm_up``: ``openai``, most of a second of CPU), well before
+        the user's first prompt in the common case."""
+        if self.first_session.is_set():
+            return
+        self.first_session.set()
+        await anyio.to_thread.run_sync(remove_stale_private_dirs)
         if self.settings.warm_up is not None:
             try:
                 await self.settings.warm_up()
             except Exception:  # only an optimisation: the first turn will import what it needs
                 log.exception("warming up the model client failed")
+
+    def _then_after_first_session(self, reply: Reply) -> Reply:
+        """``reply``, with :meth:`_after_first_session` after its own after-work."""
+        after = reply.after
+
+        async def then() -> None:
+            await after()
+            await self._after_first_session()
+
+        return Reply(reply.result, after=then)
 
     async def authenticate(self, params: Params) -> dict[str, Any]:
         """``authenticate``: re-read the configuration (file and environment); succeed if the default
@@ -149,13 +177,13 @@ class Agent:
     # -- sessions: answered by the session manager ------------------------------------------------
 
     async def new_session(self, params: Params) -> Reply:
-        return await self.manager().new_session(params)
+        return self._then_after_first_session(await self.manager().new_session(params))
 
     async def load_session(self, params: Params) -> Reply:
-        return await self.manager().load_session(params)
+        return self._then_after_first_session(await self.manager().load_session(params))
 
     async def resume_session(self, params: Params) -> Reply:
-        return await self.manager().resume_session(params)
+        return self._then_after_first_session(await self.manager().resume_session(params))
 
     async def list_sessions(self, params: Params) -> dict[str, Any]:
         return await self.manager().list_sessions(params)
@@ -181,12 +209,16 @@ class Agent:
             self._manager.cancel(params.get("sessionId"))
 
 
-@dataclass(frozen=True, slots=True)
 class Route:
-    """Who answers a request method, and whether it exists only when sessions are saved."""
+    """Who answers a request method, and whether it exists only when sessions are saved. (A plain class:
+    a frozen dataclass takes half a millisecond to create, on the way to the first ``session/new``
+    response.)"""
 
-    handler: Callable[[Agent, Params], Awaitable[Any]]
-    needs_store: bool = False
+    __slots__ = ("handler", "needs_store")
+
+    def __init__(self, handler: Callable[[Agent, Params], Awaitable[Any]], needs_store: bool = False) -> None:
+        self.handler = handler
+        self.needs_store = needs_store
 
 
 REQUESTS: Final[Mapping[str, Route]] = {
@@ -208,13 +240,6 @@ NOTIFICATIONS: Final[Mapping[str, Callable[[Agent, Params], None]]] = {
     "session/cancel": Agent.cancel,
 }
 """Every notification the agent acts on."""
-
-
-def _probe_sandbox() -> None:
-    from refagent.sandbox.confinement import machine_support, remove_stale_private_dirs
-
-    machine_support()  # cached: the first session does not wait for it
-    remove_stale_private_dirs()
 
 
 def _import_sessions() -> None:

@@ -23,6 +23,9 @@ from refagent.llm.profiles import key_hint
 from refagent.settings import Settings
 
 AUTH_METHOD = "api-key"
+"""The ``agent`` sign-in method: read the configuration again."""
+LOGIN_METHOD = "login"
+"""The ``terminal`` sign-in method: the client runs ``refagent login`` for the user."""
 _CHUNK = 1 << 16
 
 
@@ -35,31 +38,62 @@ def answer_initialize(settings: Settings, has_store: bool, params: dict[str, Any
     session: dict[str, Any] = {"close": {}, "additionalDirectories": {}}
     if has_store:  # the rest needs sessions on disk
         session.update({"list": {}, "resume": {}, "delete": {}})
+    capabilities: dict[str, Any] = {
+        "loadSession": has_store,
+        "promptCapabilities": {"image": settings.active_profile().images, "audio": False, "embeddedContext": True},
+        "mcpCapabilities": {"http": True, "sse": True},
+        "sessionCapabilities": session,
+    }
+    if settings.config_file is not None:  # the stored keys can be forgotten
+        capabilities["auth"] = {"logout": {}}
     return {
         "protocolVersion": PROTOCOL_VERSION,
-        "agentCapabilities": {
-            "loadSession": has_store,
-            "promptCapabilities": {"image": settings.active_profile().images, "audio": False, "embeddedContext": True},
-            "mcpCapabilities": {"http": True, "sse": True},
-            "sessionCapabilities": session,
-        },
-        "authMethods": _auth_methods(settings),
+        "agentCapabilities": capabilities,
+        "authMethods": auth_methods(settings, params),
         "agentInfo": {"name": "refagent", "title": "refagent", "version": __version__},
     }
 
 
-def _auth_methods(settings: Settings) -> list[dict[str, Any]]:
-    """One method: the agent reads its configuration again, after the user set the key it names."""
-    if all(pr.scripted for pr in settings.profiles):
-        return []
-    hint = key_hint(settings.active_profile())
-    return [
+def auth_methods(settings: Settings, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """How a user signs in (nothing, for the built-in model with no configuration to sign in to). The
+    ``agent`` method: the user sets a model up (``refagent login``, the
+    config file or the environment), then the client's ``authenticate`` makes refagent read its
+    configuration again. And, when the client can run the agent in a terminal for the user
+    (``clientCapabilities.auth.terminal``; older clients say ``_meta: {"terminal-auth": true}``), the
+    ``terminal`` method, which runs ``refagent login`` there."""
+    configured = [pr for pr in settings.profiles if not pr.scripted]
+    if not configured and settings.config_file is None:
+        return []  # the built-in model only, and no configuration to set one up in (tests, --demo)
+    hint = key_hint(configured[0]) if configured else "run `refagent login` (or set OPENAI_API_KEY or OPENAI_BASE_URL)"
+    methods: list[dict[str, Any]] = [
         {
             "id": AUTH_METHOD,
-            "name": "API key",
+            "name": "Configured model",
             "description": f"{hint}, then authenticate: refagent reads its configuration again.",
         }
     ]
+    if settings.config_file is not None and _terminal_auth(params):
+        methods.append(
+            {
+                "type": "terminal",
+                "id": LOGIN_METHOD,
+                "name": "Set up a model",
+                "description": "Choose an endpoint and a model and enter a key, in a terminal (refagent login).",
+                "args": ["login"],
+            }
+        )
+    return methods
+
+
+def _terminal_auth(params: dict[str, Any]) -> bool:
+    capabilities = params.get("clientCapabilities")
+    if not isinstance(capabilities, dict):
+        return False
+    auth = capabilities.get("auth")
+    if isinstance(auth, dict) and auth.get("terminal") is True:
+        return True
+    meta = capabilities.get("_meta")
+    return isinstance(meta, dict) and meta.get("terminal-auth") is True
 
 
 def read_first_line(fd: int) -> tuple[bytes | None, bytes]:

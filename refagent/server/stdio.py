@@ -14,15 +14,19 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 _CHUNK = 1 << 16
 
 
-@dataclass(frozen=True, slots=True)
 class ProtocolFds:
-    read_fd: int
-    write_fd: int
+    """The protocol's two file descriptors. (A plain class: it is made on the way to the ``initialize``
+    answer, and a frozen dataclass takes half a millisecond to create.)"""
+
+    __slots__ = ("read_fd", "write_fd")
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self.read_fd = read_fd
+        self.write_fd = write_fd
 
 
 def guard_stdio() -> ProtocolFds:

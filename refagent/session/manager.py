@@ -1,9 +1,12 @@
 """The sessions of one connection: ``session/new``, ``load``, ``resume``, ``list``, ``close``, ``delete``,
 ``set_mode`` and ``set_config_option``, and the way to a session's prompts (:mod:`refagent.session.prompting`).
 
-Imported the first time a client asks for a session, not at startup: everything a session needs (the
-turn, tools, sandbox, store, slash commands) loads after the ``initialize`` response is out, so the editor
-is not kept waiting.
+Imported the first time a client asks for a session (or in the background once ``initialize`` is
+answered), not at startup, so the editor is not kept waiting; and it imports little itself. What a session
+answers with (its state, its record file, its modes and config options) is made before the response;
+its workspace (tools, sandbox, editor backends, file watcher) and MCP servers are built after it, in the
+response's after-work (:meth:`SessionManager._settle`), with the tool, sandbox and prompt modules imported
+in a worker thread meanwhile. A prompt sent at once waits for that (:meth:`Session.ready`).
 
 ``session/new`` creates a session (and its record file); ``session/load`` replays a saved one's visible
 history before answering, ``session/resume`` does not; ``session/list``, ``session/close`` and
@@ -18,7 +21,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -27,23 +31,23 @@ from refagent.acp import params as p
 from refagent.acp import updates
 from refagent.acp.connection import Peer, Reply
 from refagent.acp.errors import InvalidParams, ResourceNotFound
-from refagent.acp.types import ClientCapabilities, StopReason
 from refagent.ids import new_id
 from refagent.llm.pool import ModelPool, require_key
-from refagent.mcp import McpHub
-from refagent.persistence.reader import StoredSession
 from refagent.persistence.recorder import load as load_session
 from refagent.persistence.recorder import replay
-from refagent.persistence.store import SessionStore
-from refagent.persistence.writer import SessionLog
-from refagent.sandbox.confinement import machine_support
-from refagent.sandbox.seams import Watcher
-from refagent.session.commands import available_commands
-from refagent.session.prompting import Prompting
+from refagent.sandbox.confinement import Support
 from refagent.session.speaker import speaker
 from refagent.session.state import Session
-from refagent.session.workspace import build as build_workspace
 from refagent.settings import Settings
+
+if TYPE_CHECKING:  # annotations; the modules themselves load after the first session's response
+    from refagent.acp.types import ClientCapabilities, StopReason
+    from refagent.mcp import McpHub
+    from refagent.persistence.reader import StoredSession
+    from refagent.persistence.store import SessionStore
+    from refagent.persistence.writer import SessionLog
+    from refagent.sandbox.local import Sandbox
+    from refagent.sandbox.seams import Watcher
 
 log = logging.getLogger(__name__)
 
@@ -90,28 +94,33 @@ class SessionManager:
         extra = p.absolute_paths(params, "additionalDirectories")
         require_key(self.settings.active_profile())
         session_id = new_id("sess")
-        await anyio.to_thread.run_sync(machine_support)  # probed once, off the event loop
-        store_log = self.store.create(session_id, cwd, extra) if self.store is not None else None
-        session = self._open(session_id, cwd, extra, servers, store_log, None)
+        support = await anyio.to_thread.run_sync(self.settings.sandbox_support)  # probed once, off the loop
+        # Its index entry is written after the response (_settle): the index is rewritten whole.
+        store_log = self.store.create(session_id, cwd, extra, listed=False) if self.store is not None else None
+        session, sandbox = self._open(session_id, cwd, extra, support, store_log, None)
         log.info("session %s in %s", session.id, cwd)
-        return Reply(self._state(session, with_id=True), after=functools.partial(self._announce, session))
+        after = functools.partial(self._settle, session, servers, sandbox)
+        return Reply(self._state(session, with_id=True), after=after)
 
     async def load_session(self, params: dict[str, Any]) -> Reply:
         """``session/load``: replay the visible history, then answer; the conversation goes on."""
-        session, stored = await self._restore(params, require_servers=True)
+        session, stored, after = await self._restore(params, require_servers=True)
         await self.peer.send_lines(stored.shown)  # the replay file, as it is (refagent.persistence.records)
         for update in replay(stored.held):  # if it could not be repaired after a crash (sent, not recorded)
             await self._show(session, update)
-        return Reply(self._state(session), after=functools.partial(self._announce, session))
+        return Reply(self._state(session), after=after)
 
     async def resume_session(self, params: dict[str, Any]) -> Reply:
         """``session/resume``: like load, without the replay."""
-        session, _ = await self._restore(params, require_servers=False)
-        return Reply(self._state(session), after=functools.partial(self._announce, session))
+        session, _, after = await self._restore(params, require_servers=False)
+        return Reply(self._state(session), after=after)
 
-    async def _restore(self, params: dict[str, Any], *, require_servers: bool) -> tuple[Session, StoredSession]:
-        """The session named in ``params``, opened from disk with the client's cwd and roots; its
-        conversation is read from its records when first needed (:meth:`Session.read_conversation`)."""
+    async def _restore(
+        self, params: dict[str, Any], *, require_servers: bool
+    ) -> tuple[Session, StoredSession, Callable[[], Awaitable[None]]]:
+        """The session named in ``params``, opened from disk with the client's cwd and roots, and the work
+        to do after its response (:meth:`_settle`); its conversation is read from its records when first
+        needed (:meth:`Session.read_conversation`)."""
         session_id = p.required(params, "sessionId", str)
         cwd = p.absolute_path(params, "cwd")
         if require_servers:
@@ -126,56 +135,106 @@ class SessionManager:
         store = self.store
         assert store is not None  # the methods that restore are offered only with a store
         stored = await anyio.to_thread.run_sync(load_session, store, session_id)
-        await anyio.to_thread.run_sync(machine_support)
+        support = await anyio.to_thread.run_sync(self.settings.sandbox_support)
         if stored is None:
             raise ResourceNotFound(f"Session not found: {session_id[:100]}")
-        session = self._open(session_id, cwd, extra, servers, store.reopen(session_id), stored)
+        session, sandbox = self._open(session_id, cwd, extra, support, store.reopen(session_id), stored)
         log.info("session %s reopened in %s", session_id, cwd)
-        return session, stored
+        return session, stored, functools.partial(self._settle, session, servers, sandbox)
 
     def _open(
         self,
         session_id: str,
         cwd: str,
         extra: list[str],
-        servers: list[Any],
+        support: Support | None,
         store_log: SessionLog | None,
         stored: StoredSession | None,
-    ) -> Session:
-        settings = self.settings
+    ) -> tuple[Session, Sandbox | None]:
+        """A session with what its response needs, and no workspace yet (:meth:`_settle` builds it).
+
+        ``support``: how its sandbox will confine commands, which its modes describe; None when only the
+        sandbox can say (a ``make_sandbox`` of the settings' own): then the sandbox is made now, and
+        returned for the workspace."""
+        sandbox = None
+        if support is None:
+            sandbox = self.settings.make_sandbox(cwd, extra)
+            support = sandbox.confinement.support if sandbox.confinement is not None else Support()
         session = Session(
             session_id=session_id,
             cwd=cwd,
             additional_directories=extra,
             client_capabilities=self.capabilities,
-            profiles=settings.profiles,
-            profile_id=settings.active_profile().id,
+            profiles=self.settings.profiles,
+            profile_id=self.settings.active_profile().id,
             notify=self.peer.notify,
             log=store_log,
+            support=support,
         )
         if stored is not None:
             session.restore(stored)
+        self.sessions[session.id] = session
+        return session, sandbox
+
+    def _state(self, session: Session, *, with_id: bool = False) -> dict[str, Any]:
+        state: dict[str, Any] = {"modes": session.modes(), "configOptions": session.config_options()}
+        return {"sessionId": session.id, **state} if with_id else state
+
+    async def _settle(self, session: Session, servers: list[Any], sandbox: Sandbox | None) -> None:
+        """The work after the response that opened ``session`` (its :class:`Reply`'s ``after``, which runs
+        once the response is written): build its workspace, then announce it (:meth:`_announce`). Prompts
+        wait for both (:meth:`Session.ready`), so that what they send follows the announcements.
+
+        A workspace that cannot be built is logged, said in the thread, and fails the session's prompts
+        with the reason; the agent goes on serving. A session closed meanwhile gets neither."""
+        settings = self.settings
+        problem: str | None = None
+        try:
+            if self.store is not None:
+                self.store.list_created(session.id)  # a new session's index entry (closed or not)
+            try:
+                # The modules of the workspace and of prompting (tens of milliseconds), off the event loop.
+                await anyio.to_thread.run_sync(_import_workspace, bool(servers))
+                if not session.closed:
+                    self._build(session, settings, servers, sandbox)
+            except Exception as exc:
+                log.exception("could not build the workspace of session %s", session.id)
+                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            if session.closed:  # before it was built (the build does not wait): nothing to build, or to say
+                if sandbox is not None:
+                    sandbox.close()  # made for the response, never used
+                return
+            await self._announce(session, settings, problem)
+        finally:
+            session.settled(problem)
+
+    def _build(self, session: Session, settings: Settings, servers: list[Any], sandbox: Sandbox | None) -> None:
+        """Give ``session`` its workspace (:func:`refagent.session.workspace.build`: the tools, the sandbox,
+        the editor's or the local backends), its MCP servers (started by :meth:`_announce`) and its file
+        watcher (started now)."""
+        from refagent.session.workspace import build as build_workspace
+
         builtin = list(settings.tools())
-        hub = (
-            McpHub(
+        hub = None
+        if servers:
+            from refagent.mcp import McpHub
+
+            hub = McpHub(
                 servers,
-                cwd,
+                session.cwd,
                 on_problem=functools.partial(_mcp_problem, session),
                 reserved_names=[t.name for t in builtin],
             )
-            if servers
-            else None
-        )
-        sandbox = settings.make_sandbox(cwd, extra)
+        if sandbox is None:
+            sandbox = settings.make_sandbox(session.cwd, session.additional_directories)
         workspace = build_workspace(
-            session_id=session_id,
-            cwd=cwd,
-            additional=extra,
+            session_id=session.id,
+            cwd=session.cwd,
+            additional=session.additional_directories,
             capabilities=self.capabilities,
             peer=self.peer,
             sandbox=sandbox,
             tools=builtin if hub is None else lambda: [*builtin, *hub.tools()],
-            permissions=session.permissions,
             mode=lambda: session.mode_id,
             send_update=session.update,
             cancel_turn=session.cancel,
@@ -185,29 +244,28 @@ class SessionManager:
         session.attach(workspace, mcp=hub, changed_files=watcher.drain if watcher is not None else None)
         if watcher is not None and self.background is not None:
             self.background.start_soon(_watch, watcher, session.background)
-        self.sessions[session.id] = session
-        return session
 
-    def _state(self, session: Session, *, with_id: bool = False) -> dict[str, Any]:
-        state: dict[str, Any] = {"modes": session.modes(), "configOptions": session.config_options()}
-        return {"sessionId": session.id, **state} if with_id else state
-
-    async def _announce(self, session: Session) -> None:
+    async def _announce(self, session: Session, settings: Settings, problem: str | None = None) -> None:
         """What a client learns about a session after its response: the slash commands, its title, and what
-        of the configuration could not be used (custom tools left out). MCP servers start connecting now,
-        so that what they report follows the response too."""
+        of the configuration could not be used (custom tools left out), or that the session could not be
+        set up (``problem``). MCP servers start connecting now, so that what they report follows the
+        response too."""
+        from refagent.session.commands import available_commands
+
         if session.mcp is not None and self.background is not None:
             self.background.start_soon(_run_mcp, session.mcp, session.mcp_scope)
         await session.update(updates.available_commands(available_commands(session)))
         if session.title:
             await session.update(updates.session_info(title=session.title))
-        problems = list(self.settings.problems()) if self.settings.problems is not None else []
+        problems = list(settings.problems()) if settings.problems is not None else []
         if session.workspace is not None and session.workspace.sandbox.confinement is not None:
             missing = session.support.missing("workspace")
             if missing:
                 problems.append(f"Sandbox: commands are not fully confined on this machine ({', '.join(missing)}).")
+        if problem is not None:
+            problems.append(f"This session could not be set up ({problem}): its prompts will fail. Open a new one.")
         if problems:  # not recorded with the session: it is about this run of the agent, not the thread
-            text = "".join(f"{problem}\n" for problem in problems)
+            text = "".join(f"{line}\n" for line in problems)
             await self._show(session, updates.agent_message_chunk(updates.text(text), new_id("msg")))
 
     async def _show(self, session: Session, update: dict[str, Any]) -> None:
@@ -248,8 +306,11 @@ class SessionManager:
         return {}
 
     async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
-        """``session/set_mode``."""
-        await self._session(params).set_mode(p.required(params, "modeId", str))
+        """``session/set_mode`` (its updates follow the session's announcements)."""
+        session = self._session(params)
+        mode_id = p.required(params, "modeId", str)
+        await session.wait_settled()
+        await session.set_mode(mode_id)
         return {}
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -258,12 +319,15 @@ class SessionManager:
         config_id = p.required(params, "configId", str)
         if "value" not in params:
             raise InvalidParams("Invalid params: missing required field 'value'")
+        await session.wait_settled()  # what it says follows the session's announcements
         return {"configOptions": await session.set_config_option(config_id, params["value"])}
 
     async def prompt(self, params: dict[str, Any]) -> dict[str, StopReason]:
         """``session/prompt``: :meth:`refagent.session.prompting.Prompting.prompt`."""
         session = self._session(params)
         blocks = p.required(params, "prompt", list)
+        from refagent.session.prompting import Prompting  # loaded by now, in the first session's after-work
+
         prompting = Prompting(self.models, self.settings.max_requests, self.store)
         return {"stopReason": await prompting.prompt(session, blocks)}
 
@@ -314,3 +378,17 @@ async def _watch(watcher: Watcher, scope: anyio.CancelScope) -> None:
             await watcher.run()
         except Exception:
             log.exception("the file watcher stopped")
+
+
+def _import_workspace(mcp: bool) -> None:
+    """Import what a session's workspace is built with and what its first prompt runs (the tools, the
+    sandbox and its watcher, the editor backends, prompting; the MCP client side if ``mcp``). Called in a
+    worker thread after a session's response, so the event loop serves on meanwhile; later calls find
+    them loaded."""
+    # the imports are the point
+    import refagent.session.prompting
+    import refagent.session.workspace
+    import refagent.tools.registry
+
+    if mcp:
+        import refagent.mcp  # noqa: F401

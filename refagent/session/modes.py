@@ -3,8 +3,12 @@ them), each described as it works on this machine."""
 
 from __future__ import annotations
 
-from refagent.acp.types import SessionMode
+from typing import TYPE_CHECKING
+
 from refagent.sandbox.confinement import Support
+
+if TYPE_CHECKING:  # an annotation (the TypedDicts are not needed to answer session/new)
+    from refagent.acp.types import SessionMode
 
 
 def modes_for(support: Support) -> list[SessionMode]:

@@ -54,7 +54,12 @@ class Prompting:
 
     async def prompt(self, session: Session, blocks: list[Any]) -> StopReason:
         """Answer one ``session/prompt`` of ``session``: run its command or its turn; ``cancelled`` if
-        ``session/cancel`` (or ``session/close``) ended it."""
+        ``session/cancel`` (or ``session/close``) ended it.
+
+        A prompt sent right after ``session/new`` first waits for the session's workspace, built after that
+        response (:meth:`Session.ready`); one that could not be built fails the prompt with the reason."""
+        if await session.ready() is None or session.closed:
+            return "cancelled"  # session/close came first
         command = parse_command(blocks)
         if command is not None and command.name != "init":
             return await self._run_command(session, command, blocks)

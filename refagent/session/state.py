@@ -12,23 +12,28 @@ the prompts queued behind it: the user asked to stop.
 Everything the session shows goes out through its :attr:`Session.update`, a
 :class:`~refagent.persistence.recorder.Recorder` that sends each update straight to the connection and keeps
 the visible ones in the session's files.
+
+A session answers its ``session/new`` (``load``, ``resume``) before it has a workspace: the response needs
+only its state, its record file, its modes and its config options. Its workspace (its tools, the sandbox,
+the editor-backed files and terminals, the file watcher) and its MCP servers are attached after the
+response (:meth:`Session.attach`), and then its announcements are sent (:meth:`Session.settled`). What
+needs the workspace (a prompt, ``/undo``, a resource link) waits for that with :meth:`Session.ready`; tests
+that look at :attr:`Session.workspace`, :attr:`Session.tools` or :attr:`Session.mcp` right after
+``session/new`` await it too.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from refagent.acp import updates
-from refagent.acp.errors import InvalidParams
-from refagent.acp.types import ClientCapabilities, ConfigOption, SessionModeState
+from refagent.acp.errors import InternalError, InvalidParams
 from refagent.llm.pool import require_key
 from refagent.llm.profiles import ModelProfile
-from refagent.mcp import McpHub
 from refagent.persistence.conversation import Conversation
 from refagent.persistence.reader import StoredSession
 from refagent.persistence.recorder import Recorder
@@ -36,10 +41,13 @@ from refagent.persistence.writer import SessionLog
 from refagent.sandbox.confinement import Support
 from refagent.session.modes import DEFAULT_MODE, MODE_IDS, modes_for
 from refagent.session.usage import UsageMeter
-from refagent.session.workspace import Workspace
-from refagent.tools.base import Plan
-from refagent.tools.permissions import Permissions
-from refagent.tools.runner import NoTools, Tools
+
+if TYPE_CHECKING:  # annotations: a session is answered for before its workspace and its tools are loaded
+    from refagent.acp.types import ClientCapabilities, ConfigOption, SessionModeState
+    from refagent.mcp import McpHub
+    from refagent.session.workspace import Workspace
+    from refagent.tools.base import Plan
+    from refagent.tools.runner import Tools
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +61,14 @@ it (the file still as the agent left it), and a 20 MB write would otherwise be r
 
 def text_digest(text: str) -> str:
     """SHA-256 of a text as the record holds it (surrogates too: a file name's bytes may carry them)."""
+    import hashlib  # here: only large writes and /undo need it, not the way to session/new's response
+
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class Session:
-    """One ACP session. ``notify`` is the connection's: each update is one ``session/update`` notification."""
+    """One ACP session. ``notify`` is the connection's: each update is one ``session/update`` notification.
+    ``support``: how the sandbox its workspace will have confines commands (what its modes describe)."""
 
     def __init__(
         self,
@@ -70,6 +81,7 @@ class Session:
         profile_id: str,
         notify: Notify,
         log: SessionLog | None = None,
+        support: Support | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -85,9 +97,8 @@ class Session:
         self.history = Conversation([], log)
         """The conversation in the model's (Chat Completions) format, without the system prompt."""
         self.mode_id = DEFAULT_MODE
-        self.support = Support()
+        self.support = support if support is not None else Support()
         """How this machine confines the session's commands (the mode descriptions say it)."""
-        self.permissions = Permissions()
         self.meter = UsageMeter()
         """Tokens and the cumulative cost of the session's model responses."""
         self.title: str | None = None
@@ -96,17 +107,22 @@ class Session:
         """Prompt turns so far (saved sessions count on from where they were)."""
         self.changes: list[dict[str, Any]] = []
         """Files the agent changed, per turn (``change`` records): what ``/undo`` restores."""
-        self.tools: Tools = NoTools()
         self.workspace: Workspace | None = None
-        """The session's tools and their backends (:func:`refagent.session.workspace.build`)."""
+        """The session's tools and their backends (:func:`refagent.session.workspace.build`), once attached
+        after the response that opened the session (:meth:`ready` waits for it)."""
         self.mcp: McpHub | None = None
-        """The session's MCP servers, if the client gave any."""
+        """The session's MCP servers, if the client gave any (attached with the workspace)."""
         self.changed_files: Callable[[], list[str]] | None = None
         """Files changed outside the agent since last asked (the root watcher), if one runs."""
         self.background = anyio.CancelScope()
         """Cancels the session's file watcher when it closes."""
         self.mcp_scope = anyio.CancelScope()
         """Cancels the session's MCP servers when it closes."""
+        self.closed = False
+        """Whether ``session/close`` (or a reopening) has closed it."""
+        self._settled = anyio.Event()
+        self._problem: str | None = None
+        """Why its workspace could not be built, if it could not."""
         self._saved: StoredSession | None = None
         """A loaded session's records, until its conversation is read from them (when a prompt needs it)."""
         self._turn_lock = anyio.Lock()
@@ -120,6 +136,15 @@ class Session:
     @property
     def profile(self) -> ModelProfile:
         return next(p for p in self.profiles if p.id == self.profile_id)
+
+    @property
+    def tools(self) -> Tools:
+        """What a turn's tool calls run through: the workspace's runner; none before it is attached."""
+        if self.workspace is not None:
+            return self.workspace.runner
+        from refagent.tools.runner import NoTools
+
+        return NoTools()
 
     # -- being opened --------------------------------------------------------------------------
 
@@ -141,11 +166,33 @@ class Session:
     ) -> None:
         """Give the session its tools and their backends, its MCP servers and its watcher's changed files."""
         self.workspace = workspace
-        self.tools = workspace.runner
         self.mcp = mcp
         self.changed_files = changed_files
         if workspace.sandbox.confinement is not None:
             self.support = workspace.sandbox.confinement.support
+
+    def settled(self, problem: str | None = None) -> None:
+        """The work after the session's response is done: its workspace is attached, or ``problem`` says why
+        it could not be built; its announcements are sent. What waits in :meth:`ready` goes on."""
+        self._problem = problem
+        self._settled.set()
+
+    async def wait_settled(self) -> None:
+        """Wait until the work after the session's response is done (:meth:`settled`), whatever came of it:
+        what the session says later (a mode switched) then follows its announcements."""
+        await self._settled.wait()
+
+    async def ready(self) -> Workspace | None:
+        """Wait until the session is set up after its response (:meth:`settled`), and return its workspace:
+        a prompt, ``/undo`` and a resource link need it, and tests that inspect the session right after
+        ``session/new`` await this first. None if the session was closed before it had one. Raises
+        :class:`~refagent.acp.errors.InternalError` (``-32603``) if its workspace could not be built."""
+        await self._settled.wait()
+        if self._problem is not None:
+            raise InternalError(
+                f"This session could not be set up ({self._problem}); see the agent's log. Open a new session."
+            )
+        return self.workspace
 
     async def read_conversation(self) -> None:
         """Give a loaded session its model-facing conversation and ``/undo`` records, parsed from its records
@@ -323,7 +370,10 @@ class Session:
             scope.cancel()
 
     def close(self) -> None:
-        """``session/close``: stop its turns and background tasks, and close its record file."""
+        """``session/close``: stop its turns and background tasks, and close its record file. What waits in
+        :meth:`ready` goes on (and finds the session closed)."""
+        self.closed = True
+        self._settled.set()
         self.cancel()
         self.background.cancel()
         self.mcp_scope.cancel()

@@ -3,9 +3,13 @@ client as ``usage_update`` after each response."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from refagent.acp import updates
 from refagent.llm.profiles import ModelProfile
-from refagent.llm.protocol import Usage
+
+if TYPE_CHECKING:  # an annotation: a session is made (session/new) long before its first model response
+    from refagent.llm.protocol import Usage
 
 
 class UsageMeter:

@@ -14,7 +14,7 @@ from typing import Any
 
 from refagent.acp.connection import Peer
 from refagent.acp.types import ClientCapabilities
-from refagent.sandbox.editor import choose_files, choose_terminals
+from refagent.sandbox.editor import choose_files, choose_questions, choose_terminals
 from refagent.sandbox.local import Sandbox
 from refagent.tools.base import BaseTool, Plan, ToolContext
 from refagent.tools.permissions import Permissions
@@ -40,12 +40,16 @@ def build(
     peer: Peer,
     sandbox: Sandbox,
     tools: Sequence[BaseTool] | Callable[[], Sequence[BaseTool]],
-    permissions: Permissions,
     mode: Callable[[], str],
     send_update: Callable[[dict[str, Any]], Awaitable[None]],
     cancel_turn: Callable[[], None],
     before_change: Callable[[str, Plan], None] | None = None,
+    permissions: Permissions | None = None,
 ) -> Workspace:
+    """The workspace of a session with roots ``[cwd, *additional]``: its tool context over ``sandbox`` and
+    the backends ``capabilities`` offer, and the runner of ``tools`` under ``permissions`` (the user's
+    remembered answers; a new session starts with none) and the session's ``mode``."""
+    permissions = permissions if permissions is not None else Permissions()
     context = ToolContext(
         session_id=session_id,
         cwd=cwd,
@@ -56,6 +60,7 @@ def build(
         terminals=choose_terminals(capabilities, peer, session_id, sandbox.terminals, sandbox.confinement),
         reads=sandbox.reads,
         send_update=send_update,
+        questions=choose_questions(capabilities, peer, session_id, cancel_turn),
     )
 
     async def request_permission(params: dict[str, Any]) -> Any:

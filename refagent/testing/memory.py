@@ -13,12 +13,17 @@ Usage::
         await editor.initialize()
         session_id = await editor.new_session("/work/project")
         result = await editor.prompt(session_id, "hello")
+
+A session is answered for before its workspace is built (:mod:`refagent.session.manager`):
+:meth:`Editor.new_session` returns once it is set up and its announcements have reached the editor
+(:meth:`Editor.settled`); a test that sends ``session/new`` itself and then looks at the agent's session
+(``editor.agent.sessions[sid].workspace``) or at what it announced awaits :meth:`Editor.settled` first.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +36,8 @@ from refagent.server.agent import Agent, Settings
 from refagent.testing.transcript import Check, Direction, Transcript
 
 PermissionPolicy = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+ElicitationPolicy = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Answers an ``elicitation/create`` (its params) with ``{"action": ...}``, or raises RequestError."""
 
 
 async def allow_once(params: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +75,10 @@ class FakeClient:
     extra: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = field(default_factory=dict)
     """More request handlers by method (e.g. ``terminal/*``)."""
     permission_requests: list[dict[str, Any]] = field(default_factory=list)
+    elicitation: ElicitationPolicy | None = None
+    """Answers ``elicitation/create`` (advertise ``elicitation: {form: {}}`` for the agent to send it);
+    None: the method is not found."""
+    elicitation_requests: list[dict[str, Any]] = field(default_factory=list)
     notifications: list[dict[str, Any]] = field(default_factory=list)
 
     async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
@@ -76,6 +87,9 @@ class FakeClient:
         if method == "session/request_permission":
             self.permission_requests.append(params)
             return await self.permission(params)
+        if method == "elicitation/create" and self.elicitation is not None:
+            self.elicitation_requests.append(params)
+            return await self.elicitation(params)
         if method.startswith("fs/") and self.fs_error is not None:
             raise self.fs_error
         if method == "fs/read_text_file":
@@ -101,11 +115,20 @@ class FakeClient:
 class Editor:
     """Drives the agent like an editor would. Methods return results or raise :class:`RequestError`."""
 
-    def __init__(self, connection: Connection, client: FakeClient, transcript: Transcript, agent: Agent) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        client: FakeClient,
+        transcript: Transcript,
+        agent: Agent,
+        agent_connection: Connection | None = None,
+    ) -> None:
         self.connection = connection
         self.client = client
         self.transcript = transcript
         self.agent = agent
+        self.agent_connection = agent_connection
+        """The agent's side of the connection (None: not known, and :meth:`settled` does not flush it)."""
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         return await self.connection.request(method, params)
@@ -121,9 +144,23 @@ class Editor:
         return result
 
     async def new_session(self, cwd: str, **extra: Any) -> str:
+        """``session/new``; returns its id once the session is set up (:meth:`settled`)."""
         result = await self.request("session/new", {"cwd": cwd, "mcpServers": [], **extra})
         session_id: str = result["sessionId"]
+        await self.settled(session_id)
         return session_id
+
+    async def settled(self, session_id: str) -> None:
+        """Wait until the agent has done the work after the response that opened ``session_id`` (its
+        workspace built: :meth:`refagent.session.state.Session.ready`) and what it sent meanwhile (the
+        available commands, the announcements) has been written to the editor, so the transcript has it.
+        A workspace that could not be built is not an error here (the session's prompts fail with it)."""
+        session = self.agent.sessions.get(session_id)
+        if session is not None:
+            with suppress(RequestError):  # a workspace that could not be built: its prompts say so
+                await session.ready()
+        if self.agent_connection is not None:
+            await self.agent_connection.flush()
 
     async def prompt(self, session_id: str, *blocks: str | dict[str, Any]) -> dict[str, Any]:
         prompt = [{"type": "text", "text": b} if isinstance(b, str) else b for b in blocks]
@@ -176,6 +213,6 @@ async def connect(
         tg.start_soon(agent_connection.serve, agent)
         tg.start_soon(client_connection.serve, client)
         try:
-            yield Editor(client_connection, client, transcript, agent)
+            yield Editor(client_connection, client, transcript, agent, agent_connection)
         finally:
             tg.cancel_scope.cancel()

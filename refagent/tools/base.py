@@ -26,9 +26,11 @@ from typing import Any, ClassVar, Protocol
 from refagent.acp.types import ToolCallContent, ToolCallLocation, ToolKind
 from refagent.sandbox.confinement import Level
 from refagent.sandbox.seams import (
+    Answer,
     CommandResult,
     Disk,
     PathPolicy,
+    Questions,
     ReadTracker,
     ResolvedPath,
     Terminals,
@@ -39,12 +41,14 @@ __all__ = [
     "CANCEL_NOTE",
     "MAX_NAME_LENGTH",
     "NAME_CHARS",
+    "Answer",
     "BaseTool",
     "CommandResult",
     "Disk",
     "Level",
     "PathPolicy",
     "Plan",
+    "Questions",
     "ReadTracker",
     "ResolvedPath",
     "Terminals",
@@ -80,6 +84,8 @@ class ToolContext:
     current_call_id: str = ""
     """The ``toolCallId`` of the call being prepared or run: the runner gives each call its own copy of
     the context (``dataclasses.replace``), so a tool can update its own call (e.g. embed a terminal)."""
+    questions: Questions | None = None
+    """Asking the user a question (the editor's form or permission dialog); None: no way to ask."""
 
 
 @dataclass

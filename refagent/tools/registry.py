@@ -1,13 +1,14 @@
 """The default tool set (the README lists them): one instance of each tool, in a stable order.
 
 The order is the order the model sees the tools in: reading and searching first, then changing, then
-running, then planning.
+running, then planning, and asking the user last (a last resort, after the model has looked for itself).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from refagent.tools.ask import AskUser
 from refagent.tools.base import BaseTool
 from refagent.tools.files import EditFile, ReadFile, WriteFile
 from refagent.tools.patch import ApplyPatch
@@ -30,6 +31,7 @@ def default_tools() -> list[BaseTool]:
         MovePath(),
         RunCommand(),
         UpdatePlan(),
+        AskUser(),
     ]
 
 

@@ -447,6 +447,55 @@ async def test_notifications_before_return_precede_the_response_and_after_follow
     assert [m["params"]["n"] for m in received[2:]] == ["after 1", "after 2"]
 
 
+async def test_after_runs_once_the_response_is_written() -> None:
+    """The after-work waits for the writer, not only for the outbox: however long it holds the process, the
+    response is already out."""
+    gate = anyio.Event()
+    peer = Peer()
+    plain_write = peer.write
+    ran: list[int] = []
+
+    async def slow_write(data: bytes) -> None:
+        await gate.wait()  # the client reads stdout slowly
+        await plain_write(data)
+
+    async def new(params: dict[str, Any]) -> Any:
+        async def after() -> None:
+            ran.append(len(peer.writes))
+
+        return Reply({"sessionId": "s1"}, after=after)
+
+    peer.write = slow_write  # type: ignore[method-assign]
+    async with serving(Handler(session__new=new), peer) as s:
+        await s.peer.request(1, "session/new")
+        await anyio.wait_all_tasks_blocked()  # the response is queued; the writer waits at the gate
+        assert ran == []
+        gate.set()
+        assert (await s.peer.receive())["id"] == 1
+        await anyio.wait_all_tasks_blocked()
+    assert ran == [1]  # after the response's write, and only after it
+
+
+async def test_no_after_when_the_response_cannot_be_written() -> None:
+    peer = Peer()
+    ran: list[bool] = []
+
+    async def broken_write(data: bytes) -> None:
+        raise BrokenPipeError("the client is gone")
+
+    async def new(params: dict[str, Any]) -> Any:
+        async def after() -> None:
+            ran.append(True)
+
+        return Reply({"sessionId": "s1"}, after=after)
+
+    peer.write = broken_write  # type: ignore[method-assign]
+    async with serving(Handler(session__new=new), peer) as s:
+        await s.peer.request(1, "session/new")
+        await anyio.wait_all_tasks_blocked()
+    assert ran == []
+
+
 async def test_failing_after_callback_does_not_break_the_connection() -> None:
     async def new(params: dict[str, Any]) -> Any:
         async def after() -> None:
@@ -511,8 +560,6 @@ async def test_eof_cancels_handlers_and_fails_pending_outgoing_requests() -> Non
 
 async def test_answers_queued_before_eof_are_still_written() -> None:
     gate = anyio.Event()
-    queued = 0
-    all_queued = anyio.Event()
     peer = Peer()
     plain_write = peer.write
 
@@ -521,20 +568,13 @@ async def test_answers_queued_before_eof_are_still_written() -> None:
         await plain_write(data)
 
     async def answer(params: dict[str, Any]) -> Any:
-        async def after() -> None:  # runs once the response is queued
-            nonlocal queued
-            queued += 1
-            if queued == 3:
-                all_queued.set()
-
-        return Reply({"n": params["n"]}, after=after)
+        return {"n": params["n"]}
 
     peer.write = slow_write  # type: ignore[method-assign]
     async with serving(Handler(answer=answer), peer) as s:
         for n in range(3):
             await s.peer.request(n, "answer", {"n": n})
-        with anyio.fail_after(TIMEOUT):
-            await all_queued.wait()
+        await anyio.wait_all_tasks_blocked()  # the three answers are queued, the writer waits at the gate
         s.peer.close()  # EOF while the three answers wait behind the stuck writer
         gate.set()
         await s.wait_stopped()

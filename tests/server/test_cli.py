@@ -134,3 +134,27 @@ def test_stdin_at_eof_from_the_start(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert done.stdout == ""
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("opened", [True, False], ids=["first-session", "none-in-time"])
+async def test_the_garbage_collector_comes_back_after_start_up(monkeypatch: pytest.MonkeyPatch, opened: bool) -> None:
+    """serve_stdio turns the collector off for start-up; it is back once the first session is open, or
+    after START_SECONDS without one."""
+    import gc
+
+    import anyio
+
+    class Started:
+        first_session = anyio.Event()
+
+    monkeypatch.setattr(cli, "START_SECONDS", 0.05)
+    if opened:
+        Started.first_session.set()
+    gc.disable()
+    try:
+        with anyio.fail_after(5):
+            await cli._collect_after_start(Started())  # type: ignore[arg-type]
+        assert gc.isenabled()
+    finally:
+        gc.enable()

@@ -159,7 +159,9 @@ def test_initialize_is_answered_before_the_session_machinery_loads(tmp_path: Pat
     assert response["id"] == 0
     assert response["result"]["protocolVersion"] == 1
     assert response["result"]["agentInfo"]["name"] == "refagent"
-    assert bool(response["result"]["authMethods"]) is keyed  # the profiles were read: the early path is the real one
+    # The profiles were read (the early path is the real one): the sign-in method says what to set.
+    [method] = response["result"]["authMethods"]
+    assert ("refagent login" in method["description"]) is not keyed
 
     too_early = [m for m in loaded if _under(m, NOT_YET)]
     assert too_early == [], f"loaded before the initialize response: {too_early}"

@@ -302,6 +302,13 @@ async def test_a_real_agent_imports_custom_tools_at_the_first_session(tools: Too
         await agent.initialize()
         assert not marker.exists()  # initialize answered, the session machinery warming up: no tool yet
         sid = await agent.new_session(tools.root)
+        # The session's tools are made after its response, before its announcements.
+        await agent.wait_for(
+            lambda m: (
+                m.get("method") == "session/update"
+                and m["params"]["update"]["sessionUpdate"] == "available_commands_update"
+            )
+        )
         assert marker.exists()
         result = await agent.result("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})
         assert result == {"stopReason": "end_turn"}

@@ -27,6 +27,7 @@ CONTRACT = {
     "move_path": ("move", {"source", "destination"}, set()),
     "run_command": ("execute", {"command"}, {"timeout_seconds"}),
     "update_plan": ("think", {"entries"}, set()),
+    "ask_user": ("other", {"question"}, {"choices", "allow_other"}),
 }
 
 
