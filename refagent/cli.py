@@ -115,7 +115,9 @@ def load_settings(args: argparse.Namespace) -> Settings:
         from refagent.llm.scripted import offline_model
 
         note = f"The configuration is broken: {exc}"
-        return Settings(make_model=lambda profile: offline_model(note=note), reload=reload, config_file=path)
+        return Settings(
+            make_model=lambda profile: offline_model(note=note), reload=reload, config_file=path, broken=str(exc)
+        )
 
 
 def demo_settings() -> Settings:

@@ -85,6 +85,9 @@ class Settings:
     """Reads the configuration again (``authenticate`` does, after the user set a key)."""
     warm_up: Callable[[], Awaitable[None]] | None = None
     """Run once ``initialize`` has been answered: imports the model client's heavy modules early."""
+    broken: str | None = None
+    """Why the configuration could not be used (the agent then runs on the built-in model, which says so
+    at the first prompt; a client that shows notices also hears it when a session opens)."""
     config_file: Path | None = None
     """The config file this configuration came from (which may not exist yet): where ``refagent login``
     writes and what ACP ``logout`` forgets the keys of. None: no file (tests, ``--demo``): no sign-in."""

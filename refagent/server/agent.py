@@ -18,6 +18,7 @@ answering ``initialize``.)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -27,7 +28,8 @@ from anyio.abc import TaskGroup
 
 from refagent.acp import params as p
 from refagent.acp.connection import Peer, Reply
-from refagent.acp.errors import AuthRequired, InvalidParams, MethodNotFound
+from refagent.acp.errors import AuthRequired, InternalError, InvalidParams, MethodNotFound
+from refagent.errors import ConfigError
 from refagent.llm.pool import ModelPool, require_key
 from refagent.sandbox.confinement import machine_support, remove_stale_private_dirs
 from refagent.server.handshake import AUTH_METHOD, answer_initialize
@@ -164,20 +166,53 @@ class Agent:
         if method_id != AUTH_METHOD:
             raise InvalidParams(f"Invalid params: unknown authentication method {method_id!r}")
         if self.settings.reload is not None:
-            try:
-                self.settings = self.settings.reload()
-            except Exception as exc:
-                raise AuthRequired(f"The configuration could not be read again: {exc}") from None
-            self.models.reset(self.settings.make_model)
-            if self._manager is not None:
-                self._manager.reconfigure(self.settings)
+            self._reload()
+            if all(pr.scripted for pr in self.settings.profiles):  # read again, and still no model set up
+                raise AuthRequired(
+                    "No model is set up yet: run `refagent login` in a terminal (or set OPENAI_API_KEY or "
+                    "OPENAI_BASE_URL, or write a profile in the config file), then authenticate again."
+                )
         require_key(self.settings.active_profile())
         return {}
+
+    async def logout(self, params: Params) -> dict[str, Any]:
+        """``logout``: forget the keys stored in the config file (``refagent logout`` does the same), then read
+        the configuration again: a new session needs a key again (a key from the environment stays: only the
+        user can unset it). Sessions already open keep the model client they have."""
+        path = self.settings.config_file
+        if path is None:  # not advertised
+            raise MethodNotFound("Method not found: logout")
+        from refagent.llm.config_file import forget_keys
+
+        try:
+            removed = await anyio.to_thread.run_sync(forget_keys, path)
+        except ConfigError as exc:
+            raise InternalError(f"Could not forget the stored keys: {exc}") from None
+        log.info("logout: the stored keys of %d profile(s) are forgotten", len(removed))
+        if self.settings.reload is not None:
+            with contextlib.suppress(AuthRequired):  # a configuration broken meanwhile: the next sign-in says so
+                self._reload()
+        return {}
+
+    def _reload(self) -> None:
+        """Read the configuration again; new sessions and prompts use it."""
+        assert self.settings.reload is not None
+        try:
+            settings = self.settings.reload()
+        except Exception as exc:
+            raise AuthRequired(f"The configuration could not be read again: {exc}") from None
+        self.settings = settings
+        self.models.reset(settings.make_model)
+        if self._manager is not None:
+            self._manager.reconfigure(settings)
 
     # -- sessions: answered by the session manager ------------------------------------------------
 
     async def new_session(self, params: Params) -> Reply:
         return self._then_after_first_session(await self.manager().new_session(params))
+
+    async def fork_session(self, params: Params) -> Reply:
+        return await self.manager().fork_session(params)
 
     async def load_session(self, params: Params) -> Reply:
         return self._then_after_first_session(await self.manager().load_session(params))
@@ -224,9 +259,11 @@ class Route:
 REQUESTS: Final[Mapping[str, Route]] = {
     "initialize": Route(Agent.initialize),
     "authenticate": Route(Agent.authenticate),
+    "logout": Route(Agent.logout),
     "session/new": Route(Agent.new_session),
     "session/load": Route(Agent.load_session, needs_store=True),
     "session/resume": Route(Agent.resume_session, needs_store=True),
+    "session/fork": Route(Agent.fork_session, needs_store=True),  # unstable
     "session/list": Route(Agent.list_sessions, needs_store=True),
     "session/close": Route(Agent.close_session),
     "session/delete": Route(Agent.delete_session, needs_store=True),

@@ -37,7 +37,7 @@ def answer_initialize(settings: Settings, has_store: bool, params: dict[str, Any
     p.required(params, "protocolVersion", int)
     session: dict[str, Any] = {"close": {}, "additionalDirectories": {}}
     if has_store:  # the rest needs sessions on disk
-        session.update({"list": {}, "resume": {}, "delete": {}})
+        session.update({"list": {}, "resume": {}, "delete": {}, "fork": {}})  # fork: unstable
     capabilities: dict[str, Any] = {
         "loadSession": has_store,
         "promptCapabilities": {"image": settings.active_profile().images, "audio": False, "embeddedContext": True},

@@ -20,6 +20,7 @@ the client, the settings, the store, a task group for the sessions' background t
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -105,7 +106,10 @@ class SessionManager:
     async def load_session(self, params: dict[str, Any]) -> Reply:
         """``session/load``: replay the visible history, then answer; the conversation goes on."""
         session, stored, after = await self._restore(params, require_servers=True)
-        await self.peer.send_lines(stored.shown)  # the replay file, as it is (refagent.persistence.records)
+        shown = stored.shown
+        if _COMPACTION in shown and not session.compaction_updates:  # recorded for a client that showed them
+            shown = await anyio.to_thread.run_sync(_compactions_as_messages, shown)
+        await self.peer.send_lines(shown)  # the replay file, as it is (refagent.persistence.records)
         for update in replay(stored.held):  # if it could not be repaired after a crash (sent, not recorded)
             await self._show(session, update)
         return Reply(self._state(session), after=after)
@@ -114,6 +118,29 @@ class SessionManager:
         """``session/resume``: like load, without the replay."""
         session, _, after = await self._restore(params, require_servers=False)
         return Reply(self._state(session), after=after)
+
+    async def fork_session(self, params: dict[str, Any]) -> Reply:
+        """``session/fork`` (unstable): a new session that starts with a copy of ``sessionId``'s history (what
+        the user saw, the model's conversation, the mode and the model) and goes on independently of it; each
+        loads with its own history. ``/undo`` in the fork starts with its own turns. A session in the middle
+        of a turn is copied as its files stand (a tool call still running is then shown as it was)."""
+        source_id = p.required(params, "sessionId", str)
+        cwd = p.absolute_path(params, "cwd")
+        servers = p.optional(params, "mcpServers", list, [])
+        extra = p.absolute_paths(params, "additionalDirectories")
+        require_key(self.settings.active_profile())
+        store = self.store
+        assert store is not None  # offered only with a store
+        stored = await anyio.to_thread.run_sync(load_session, store, source_id)
+        if stored is None:
+            raise ResourceNotFound(f"Session not found: {source_id[:100]}")
+        session_id = new_id("sess")
+        forked = await anyio.to_thread.run_sync(fork_files, store, stored, session_id, cwd, extra)
+        support = await anyio.to_thread.run_sync(self.settings.sandbox_support)
+        session, sandbox = self._open(session_id, cwd, extra, support, store.reopen(session_id), forked)
+        log.info("session %s forked from %s in %s", session_id, source_id, cwd)
+        after = functools.partial(self._settle, session, servers, sandbox)
+        return Reply(self._state(session, with_id=True), after=after)
 
     async def _restore(
         self, params: dict[str, Any], *, require_servers: bool
@@ -257,15 +284,28 @@ class SessionManager:
         await session.update(updates.available_commands(available_commands(session)))
         if session.title:
             await session.update(updates.session_info(title=session.title))
-        problems = list(settings.problems()) if settings.problems is not None else []
+        # About this run of the agent, not the thread: never recorded. As notices when the client shows them;
+        # else as one message (a broken configuration is then told by the built-in model at the first prompt).
+        news: list[tuple[str, str, str, str | None]] = []  # severity, title, detail; the line said otherwise
+        if settings.broken is not None:
+            news.append(("error", "The configuration is broken", settings.broken, None))
+        for line in settings.problems() if settings.problems is not None else []:
+            news.append(("warning", "A custom tool was left out", line, line))
         if session.workspace is not None and session.workspace.sandbox.confinement is not None:
-            missing = session.support.missing("workspace")
-            if missing:
-                problems.append(f"Sandbox: commands are not fully confined on this machine ({', '.join(missing)}).")
+            gaps = ", ".join(session.support.missing("workspace"))
+            if gaps:
+                said = f"Sandbox: commands are not fully confined on this machine ({gaps})."
+                news.append(("warning", "Commands are not fully confined on this machine", gaps, said))
         if problem is not None:
-            problems.append(f"This session could not be set up ({problem}): its prompts will fail. Open a new one.")
-        if problems:  # not recorded with the session: it is about this run of the agent, not the thread
-            text = "".join(f"{line}\n" for line in problems)
+            said = f"This session could not be set up ({problem}): its prompts will fail. Open a new one."
+            news.append(("error", "This session could not be set up", f"{problem}. Open a new session.", said))
+        if session.notices:
+            for severity, title, detail, _ in news:
+                await self._show(session, updates.notice(severity, title, detail))
+            return
+        lines = [said for *_, said in news if said is not None]
+        if lines:
+            text = "".join(f"{line}\n" for line in lines)
             await self._show(session, updates.agent_message_chunk(updates.text(text), new_id("msg")))
 
     async def _show(self, session: Session, update: dict[str, Any]) -> None:
@@ -356,9 +396,12 @@ class SessionManager:
 
 
 async def _mcp_problem(session: Session, server: str, problem: str) -> None:
-    """An MCP server failed: the user hears it in the thread, the log keeps it."""
+    """An MCP server failed: the user hears it (a notice, or a message in the thread), the log keeps it."""
     log.warning("MCP server %s: %s", server, problem)
-    await speaker(session.update)(f"MCP server {server}: {problem}\n")
+    if session.notices:  # news about this run of the agent, not part of the conversation: not recorded
+        await session.recorder.send(updates.notice("error", f"MCP server {server} failed", problem))
+    else:
+        await speaker(session.update)(f"MCP server {server}: {problem}\n")
 
 
 async def _run_mcp(hub: McpHub, scope: anyio.CancelScope) -> None:
@@ -392,3 +435,66 @@ def _import_workspace(mcp: bool) -> None:
 
     if mcp:
         import refagent.mcp  # noqa: F401
+
+
+def fork_files(
+    store: SessionStore, stored: StoredSession, session_id: str, cwd: str, extra: list[str]
+) -> StoredSession:
+    """Write the files of ``session_id``, a fork of ``stored``: its visible history (each update framed
+    anew with the new id), its conversation and its state; return them as a load reads them."""
+    from refagent.persistence.store import now
+
+    messages, _ = stored.model_state()  # its /undo records stay with the session that made them
+    log = store.create(session_id, cwd, extra)
+    try:
+        for line in stored.shown.splitlines():
+            update = json.loads(line)["params"]["update"]  # the replay file holds only these (reader)
+            log.show(update)
+        for update in replay(stored.held):
+            log.show(update)
+        log.append({"kind": "history", "messages": messages})
+        title = f"{stored.title} (fork)" if stored.title else None
+        stamp = now()
+        log.append(
+            {
+                "kind": "meta",
+                "title": title,
+                "modeId": stored.mode_id,
+                "profileId": stored.profile_id,
+                "updatedAt": stamp,
+                "turns": stored.turns,
+            }
+        )
+    finally:
+        log.close()
+    store.touch(session_id, title=title, updated_at=stamp)
+    forked = store.load(session_id)
+    assert forked is not None  # just written
+    return forked
+
+
+_COMPACTION = b'"sessionUpdate":"compaction_update"'
+
+
+def _compactions_as_messages(shown: bytes) -> bytes:
+    """A replay file's lines for a client that does not show ``compaction_update`` (ACP: send it only to one
+    that advertised ``session.compaction``): each compaction becomes the agent message a client without the
+    capability saw when it happened (its summary, or why it failed)."""
+    from refagent.acp import jsonrpc
+
+    out: list[bytes] = []
+    for line in shown.splitlines(keepends=True):
+        if _COMPACTION not in line:
+            out.append(line)
+            continue
+        message = json.loads(line)
+        update = message["params"]["update"]
+        summary = "".join(b.get("text", "") for b in update.get("summary") or [] if isinstance(b, dict))
+        if update.get("status") == "completed":
+            text = f"Compacted the older conversation into a summary:\n\n{summary}\n"
+        else:
+            text = f"Compaction {update.get('status', 'ended')}: {update.get('error') or 'nothing was changed.'}\n"
+        chunk = updates.agent_message_chunk(updates.text(text), update.get("compactionId"))
+        message["params"]["update"] = chunk
+        out.append(jsonrpc.encode(message))
+    return b"".join(out)

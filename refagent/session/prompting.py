@@ -83,6 +83,8 @@ class Prompting:
             max_requests=self.max_requests,
             usage=functools.partial(session.meter.update, profile=session.profile),
             compactor=self._compactor(session),
+            notices=session.notices,
+            reasoning_effort=session.reasoning_effort,
             changed_files=session.changed_files,
         )
         stop: StopReason = "cancelled"  # unless the turn gets to answer otherwise
@@ -127,6 +129,7 @@ class Prompting:
             session.history,
             session.update,
             lambda: session.profile.context_window,
+            updates=session.compaction_updates,
         )
 
     async def _after(self, session: Session, blocks: list[Any], *, name_it: bool = True) -> None:

@@ -97,6 +97,8 @@ class Session:
         self.history = Conversation([], log)
         """The conversation in the model's (Chat Completions) format, without the system prompt."""
         self.mode_id = DEFAULT_MODE
+        self.reasoning_effort: str | None = self.profile.default_reasoning_effort
+        """The ``thought_level`` chosen, when the profile's model takes a reasoning effort (else None)."""
         self.support = support if support is not None else Support()
         """How this machine confines the session's commands (the mode descriptions say it)."""
         self.meter = UsageMeter()
@@ -127,6 +129,16 @@ class Session:
         """A loaded session's records, until its conversation is read from them (when a prompt needs it)."""
         self._turn_lock = anyio.Lock()
         self._turn_scopes: set[anyio.CancelScope] = set()
+
+    @property
+    def notices(self) -> bool:
+        """The client shows ``notice`` updates (``session.notices``): news about this run of the agent."""
+        return _session_capability(self.client_capabilities, "notices")
+
+    @property
+    def compaction_updates(self) -> bool:
+        """The client shows ``compaction_update`` updates (``session.compaction``)."""
+        return _session_capability(self.client_capabilities, "compaction")
 
     @property
     def roots(self) -> list[str]:
@@ -216,8 +228,9 @@ class Session:
         return {"currentModeId": self.mode_id, "availableModes": modes_for(self.support)}
 
     def config_options(self) -> list[ConfigOption]:
-        """The complete option list. The mode option mirrors ``modes`` (clients use one or the other)."""
-        return [
+        """The complete option list. The mode option mirrors ``modes`` (clients use one or the other); a
+        ``thought_level`` option is there when the model takes a reasoning effort."""
+        options: list[ConfigOption] = [
             {
                 "id": "mode",
                 "name": "Mode",
@@ -238,6 +251,22 @@ class Session:
                 "options": [{"value": p.id, "name": p.name, "description": p.description} for p in self.profiles],
             },
         ]
+        efforts = self.profile.reasoning_efforts
+        if efforts and self.reasoning_effort is not None:
+            options.append(
+                {
+                    "id": "thought_level",
+                    "name": "Reasoning effort",
+                    "category": "thought_level",
+                    "type": "select",
+                    "currentValue": self.reasoning_effort,
+                    "options": [
+                        {"value": level, "name": level.capitalize(), "description": f"Reasoning effort: {level}"}
+                        for level in efforts
+                    ],
+                }
+            )
+        return options
 
     async def set_mode(self, mode_id: str) -> None:
         """Switch mode; announces it with ``current_mode_update`` and ``config_option_update`` if it changed."""
@@ -269,9 +298,17 @@ class Session:
                 raise InvalidParams(f"Invalid params: unknown model {value!r}; available: {known}")
             require_key(chosen)
             self.profile_id = value
+            if self.reasoning_effort not in chosen.reasoning_efforts:  # this model takes other levels, or none
+                self.reasoning_effort = chosen.default_reasoning_effort
             self.save_state()
+        elif config_id == "thought_level" and self.profile.reasoning_efforts:
+            if value not in self.profile.reasoning_efforts:
+                known = ", ".join(self.profile.reasoning_efforts)
+                raise InvalidParams(f"Invalid params: unknown reasoning effort {value!r}; available: {known}")
+            self.reasoning_effort = value
         else:
-            raise InvalidParams(f"Invalid params: unknown config option {config_id!r}; available: mode, model")
+            known = ", ".join(o["id"] for o in self.config_options())
+            raise InvalidParams(f"Invalid params: unknown config option {config_id!r}; available: {known}")
         return self.config_options()
 
     # -- records -------------------------------------------------------------------------------
@@ -380,3 +417,9 @@ class Session:
         if self.log is not None:
             self.recorder.settle()
             self.log.close()
+
+
+def _session_capability(capabilities: ClientCapabilities, name: str) -> bool:
+    """Whether ``clientCapabilities.session.<name>`` is advertised (an object; omitted or null: not)."""
+    session = capabilities.get("session")
+    return isinstance(session, dict) and isinstance(session.get(name), dict)

@@ -593,6 +593,7 @@ async def test_capabilities_with_a_store(sessions_dir: Path, check: Any) -> None
         "resume": {},
         "close": {},
         "delete": {},
+        "fork": {},  # unstable
         "additionalDirectories": {},
     }
 
