@@ -41,6 +41,9 @@ Errors: 401/403 raise :class:`~refagent.errors.ModelAuthError` naming the variab
 every other persistent failure raises :class:`~refagent.errors.ModelError` with the status, what the server
 said, and the endpoint. Cancellation (the caller's cancel scope) closes the HTTP response at once.
 
+One module of some 500 lines, not split: every quirk above is a branch of the same stream loop or of the
+same retry loop, and a reader checking how one provider is handled needs both in view.
+
 (Longer than most modules, ~450 lines: the quirks and the failure classification read best next to the
 loop that needs them.)
 """
