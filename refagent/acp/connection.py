@@ -41,6 +41,8 @@ from refagent.acp.errors import (
 log = logging.getLogger(__name__)
 
 CANCEL_REQUEST = "$/cancel_request"
+_WITHDRAWN = 256
+"""How many withdrawn request ids the connection remembers, for the late answers it expects."""
 _BATCH_BYTES = 1 << 20  # the writer joins queued messages up to this size into one write
 _FLUSH_SECONDS = 0.25  # at EOF, how long what was already queued may take to be written
 
@@ -114,6 +116,9 @@ class Connection:
         self._outbox_receive: MemoryObjectReceiveStream[_Outgoing] = receive
         self._next_id = 0
         self._pending: dict[jsonrpc.RequestId, _Pending] = {}
+        self._withdrawn: dict[jsonrpc.RequestId, None] = {}
+        """Our requests withdrawn with ``$/cancel_request`` (the latest :data:`_WITHDRAWN`): the peer still
+        answers them, as ACP requires, and that answer is expected, not news."""
         self._running: dict[jsonrpc.RequestId, anyio.CancelScope] = {}
         self._closed = False
         self._written = anyio.Event()  # the writer has drained and closed the outbox
@@ -151,6 +156,9 @@ class Connection:
             if not pending.event.is_set() and not self._closed:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(1):
                     await self.notify(CANCEL_REQUEST, {"requestId": msg_id})
+                self._withdrawn[msg_id] = None
+                if len(self._withdrawn) > _WITHDRAWN:
+                    del self._withdrawn[next(iter(self._withdrawn))]
             raise
         finally:
             self._pending.pop(msg_id, None)
@@ -257,7 +265,10 @@ class Connection:
         elif isinstance(message, jsonrpc.Response):
             pending = self._pending.get(message.id)
             if pending is None or pending.event.is_set():
-                log.warning("response to an unknown request id %r ignored", message.id)
+                if self._withdrawn.pop(message.id, "unknown") is None:  # hashable: ids are str, int or None
+                    log.debug("late answer to withdrawn request %r ignored", message.id)
+                else:
+                    log.warning("response to an unknown request id %r ignored", message.id)
                 return
             pending.result, pending.error = message.result, message.error
             pending.event.set()

@@ -7,6 +7,7 @@ the connection wrote, one decoded message at a time.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -399,7 +400,7 @@ async def test_cancel_request_after_the_answer_is_harmless() -> None:
         assert s.peer.pending() == []
 
 
-async def test_cancelled_caller_of_an_outgoing_request_sends_cancel_request() -> None:
+async def test_cancelled_caller_of_an_outgoing_request_sends_cancel_request(caplog: pytest.LogCaptureFixture) -> None:
     async with serving(Handler()) as s:
         outcome: list[str] = []
 
@@ -418,9 +419,18 @@ async def test_cancelled_caller_of_an_outgoing_request_sends_cancel_request() ->
             cancel = await s.peer.receive()
         assert cancel == {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": request["id"]}}
         assert outcome == ["cancelled"]
-        # a late answer to the cancelled request is ignored
+        # a late answer to the cancelled request is ignored, quietly: ACP requires the peer to send it
+        caplog.set_level(logging.DEBUG, logger="refagent.acp.connection")
         await s.peer.send({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32800, "message": "x"}})
+        await s.peer.send({"jsonrpc": "2.0", "id": 9999, "result": {}})  # one never sent: that is news
+        await s.connection.notify("ping", {})
+        assert (await s.peer.receive())["method"] == "ping"  # both answers have been read by now
         assert s.peer.pending() == []
+    levels = {r.getMessage().split(" ignored")[0]: r.levelno for r in caplog.records if "ignored" in r.getMessage()}
+    assert levels == {
+        f"late answer to withdrawn request {request['id']!r}": logging.DEBUG,
+        "response to an unknown request id 9999": logging.WARNING,
+    }
 
 
 # -- ordering ---------------------------------------------------------------------------------------
