@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Params = dict[str, Any]
+CLOSE_SECONDS = 2
+"""How long the model clients may take to close when the agent exits."""
 
 
 class Agent:
@@ -76,6 +78,8 @@ class Agent:
         if background is not None:
             background.cancel_scope.cancel()
             await background.__aexit__(None, None, None)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_SECONDS):
+            await self.models.aclose()  # their connection pools, now, on this event loop
 
     @property
     def sessions(self) -> dict[str, Session]:
@@ -212,7 +216,8 @@ class Agent:
         return self._then_after_first_session(await self.manager().new_session(params))
 
     async def fork_session(self, params: Params) -> Reply:
-        return await self.manager().fork_session(params)
+        # A fork opens a session too, and may be a connection's first (an editor forks a saved session).
+        return self._then_after_first_session(await self.manager().fork_session(params))
 
     async def load_session(self, params: Params) -> Reply:
         return self._then_after_first_session(await self.manager().load_session(params))

@@ -171,6 +171,9 @@ class Session:
             self.mode_id = stored.mode_id
         if stored.profile_id in {p.id for p in self.profiles}:
             self.profile_id = stored.profile_id
+            # The level was set from the agent's default profile when the session was made; the saved
+            # session's model may take other levels, or none (its thought_level option, its requests).
+            self.reasoning_effort = self.profile.default_reasoning_effort
         self._saved = stored
 
     def attach(
