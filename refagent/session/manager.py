@@ -20,7 +20,6 @@ the client, the settings, the store, a task group for the sessions' background t
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -107,8 +106,11 @@ class SessionManager:
         """``session/load``: replay the visible history, then answer; the conversation goes on."""
         session, stored, after = await self._restore(params, require_servers=True)
         shown = stored.shown
-        if _COMPACTION in shown and not session.compaction_updates:  # recorded for a client that showed them
-            shown = await anyio.to_thread.run_sync(_compactions_as_messages, shown)
+        if not session.compaction_updates:
+            from refagent.persistence.replays import COMPACTION, compactions_as_messages
+
+            if COMPACTION in shown:  # recorded for a client that showed them
+                shown = await anyio.to_thread.run_sync(compactions_as_messages, shown)
         await self.peer.send_lines(shown)  # the replay file, as it is (refagent.persistence.records)
         for update in replay(stored.held):  # if it could not be repaired after a crash (sent, not recorded)
             await self._show(session, update)
@@ -135,6 +137,8 @@ class SessionManager:
         if stored is None:
             raise ResourceNotFound(f"Session not found: {source_id[:100]}")
         session_id = new_id("sess")
+        from refagent.persistence.replays import fork_files
+
         forked = await anyio.to_thread.run_sync(fork_files, store, stored, session_id, cwd, extra)
         support = await anyio.to_thread.run_sync(self.settings.sandbox_support)
         session, sandbox = self._open(session_id, cwd, extra, support, store.reopen(session_id), forked)
@@ -435,66 +439,3 @@ def _import_workspace(mcp: bool) -> None:
 
     if mcp:
         import refagent.mcp  # noqa: F401
-
-
-def fork_files(
-    store: SessionStore, stored: StoredSession, session_id: str, cwd: str, extra: list[str]
-) -> StoredSession:
-    """Write the files of ``session_id``, a fork of ``stored``: its visible history (each update framed
-    anew with the new id), its conversation and its state; return them as a load reads them."""
-    from refagent.persistence.store import now
-
-    messages, _ = stored.model_state()  # its /undo records stay with the session that made them
-    log = store.create(session_id, cwd, extra)
-    try:
-        for line in stored.shown.splitlines():
-            update = json.loads(line)["params"]["update"]  # the replay file holds only these (reader)
-            log.show(update)
-        for update in replay(stored.held):
-            log.show(update)
-        log.append({"kind": "history", "messages": messages})
-        title = f"{stored.title} (fork)" if stored.title else None
-        stamp = now()
-        log.append(
-            {
-                "kind": "meta",
-                "title": title,
-                "modeId": stored.mode_id,
-                "profileId": stored.profile_id,
-                "updatedAt": stamp,
-                "turns": stored.turns,
-            }
-        )
-    finally:
-        log.close()
-    store.touch(session_id, title=title, updated_at=stamp)
-    forked = store.load(session_id)
-    assert forked is not None  # just written
-    return forked
-
-
-_COMPACTION = b'"sessionUpdate":"compaction_update"'
-
-
-def _compactions_as_messages(shown: bytes) -> bytes:
-    """A replay file's lines for a client that does not show ``compaction_update`` (ACP: send it only to one
-    that advertised ``session.compaction``): each compaction becomes the agent message a client without the
-    capability saw when it happened (its summary, or why it failed)."""
-    from refagent.acp import jsonrpc
-
-    out: list[bytes] = []
-    for line in shown.splitlines(keepends=True):
-        if _COMPACTION not in line:
-            out.append(line)
-            continue
-        message = json.loads(line)
-        update = message["params"]["update"]
-        summary = "".join(b.get("text", "") for b in update.get("summary") or [] if isinstance(b, dict))
-        if update.get("status") == "completed":
-            text = f"Compacted the older conversation into a summary:\n\n{summary}\n"
-        else:
-            text = f"Compaction {update.get('status', 'ended')}: {update.get('error') or 'nothing was changed.'}\n"
-        chunk = updates.agent_message_chunk(updates.text(text), update.get("compactionId"))
-        message["params"]["update"] = chunk
-        out.append(jsonrpc.encode(message))
-    return b"".join(out)

@@ -1,0 +1,71 @@
+"""Replay files written anew: for a fork (the same history under a new session id), and for a client that
+does not show ``compaction_update`` (the compactions as the messages it would have seen). The format is
+:mod:`refagent.persistence.records`'s."""
+
+from __future__ import annotations
+
+import json
+
+from refagent.acp import jsonrpc, updates
+from refagent.persistence.reader import StoredSession
+from refagent.persistence.recorder import replay
+from refagent.persistence.store import SessionStore, now
+
+
+def fork_files(
+    store: SessionStore, stored: StoredSession, session_id: str, cwd: str, extra: list[str]
+) -> StoredSession:
+    """Write the files of ``session_id``, a fork of ``stored``: its visible history (each update framed
+    anew with the new id), its conversation and its state; return them as a load reads them."""
+    messages, _ = stored.model_state()  # its /undo records stay with the session that made them
+    log = store.create(session_id, cwd, extra)
+    try:
+        for line in stored.shown.splitlines():
+            update = json.loads(line)["params"]["update"]  # the replay file holds only these (reader)
+            log.show(update)
+        for update in replay(stored.held):
+            log.show(update)
+        log.append({"kind": "history", "messages": messages})
+        title = f"{stored.title} (fork)" if stored.title else None
+        stamp = now()
+        log.append(
+            {
+                "kind": "meta",
+                "title": title,
+                "modeId": stored.mode_id,
+                "profileId": stored.profile_id,
+                "updatedAt": stamp,
+                "turns": stored.turns,
+            }
+        )
+    finally:
+        log.close()
+    store.touch(session_id, title=title, updated_at=stamp)
+    forked = store.load(session_id)
+    assert forked is not None  # just written
+    return forked
+
+
+COMPACTION = b'"sessionUpdate":"compaction_update"'
+
+
+def compactions_as_messages(shown: bytes) -> bytes:
+    """A replay file's lines for a client that does not show ``compaction_update`` (ACP: send it only to one
+    that advertised ``session.compaction``): each compaction becomes the agent message a client without the
+    capability saw when it happened (its summary, or why it failed)."""
+    out: list[bytes] = []
+    for line in shown.splitlines(keepends=True):
+        if COMPACTION not in line:
+            out.append(line)
+            continue
+        message = json.loads(line)
+        update = message["params"]["update"]
+        summary = "".join(b.get("text", "") for b in update.get("summary") or [] if isinstance(b, dict))
+        if update.get("status") == "completed":
+            text = f"Compacted the older conversation into a summary:\n\n{summary}\n"
+        else:
+            text = f"Compaction {update.get('status', 'ended')}: {update.get('error') or 'nothing was changed.'}\n"
+        chunk = updates.agent_message_chunk(updates.text(text), update.get("compactionId"))
+        message["params"]["update"] = chunk
+        out.append(jsonrpc.encode(message))
+    return b"".join(out)
