@@ -50,6 +50,8 @@ class StoredSession:
     updated_at: str | None = None
     mode_id: str | None = None
     profile_id: str | None = None
+    reasoning_effort: str | None = None
+    """The session's ``thought_level``, if its model takes a reasoning effort (newer files only)."""
     turns: int = 0
     shown: bytes = b""
     held: list[dict[str, Any]] = field(default_factory=list)
@@ -329,10 +331,15 @@ def _last_state(tail: Tail, stored: StoredSession, corrupt: list[int]) -> None:
             if key not in found and isinstance(record.get(key), kind):
                 found[key] = record[key]
         if record.keys() >= _STATE.keys():
-            break  # written whole: those before it are older
+            # Written whole: those before it are older. The reasoning effort is only in newer, whole records.
+            effort = record.get("reasoningEffort")
+            if isinstance(effort, str):
+                found["reasoningEffort"] = effort
+            break
     stored.title, stored.mode_id = found.get("title"), found.get("modeId")
     stored.profile_id, stored.updated_at = found.get("profileId"), found.get("updatedAt")
     stored.turns = found.get("turns", 0)
+    stored.reasoning_effort = found.get("reasoningEffort")
 
 
 def _checked(shown: bytes, head: bytes, source: str) -> bytes:

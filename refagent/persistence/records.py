@@ -19,9 +19,9 @@ a load sends it as it is, and reads of the record file only its first line and i
 Record kinds (``kind``; unknown kinds are skipped, so older agents can read newer files):
 
 - ``session``: the first record: ``sessionId``, ``cwd``, ``additionalDirectories``, ``createdAt``.
-- ``meta``: the session's state: ``title``, ``modeId``, ``profileId``, ``updatedAt``, ``turns``, written
-  whole each time one changes, so the last is all a load reads. (Older files hold partial ``meta``
-  records and ``turn`` records, which are folded in order.)
+- ``meta``: the session's state: ``title``, ``modeId``, ``profileId``, ``updatedAt``, ``turns`` (and, in
+  newer files, ``reasoningEffort``), written whole each time one changes, so the last is all a load
+  reads. (Older files hold partial ``meta`` records and ``turn`` records, which are folded in order.)
 - ``message``: one model-facing message (Chat Completions format), appended as the conversation grows.
 - ``history``: the model-facing conversation replaced whole (after compaction or undo).
 - ``change``: a file the agent changed in turn ``turn``: ``path``, ``before`` (None: it did not exist),

@@ -34,6 +34,7 @@ def fork_files(
                 "title": title,
                 "modeId": stored.mode_id,
                 "profileId": stored.profile_id,
+                "reasoningEffort": stored.reasoning_effort,
                 "updatedAt": stamp,
                 "turns": stored.turns,
             }

@@ -174,6 +174,8 @@ class Session:
             # The level was set from the agent's default profile when the session was made; the saved
             # session's model may take other levels, or none (its thought_level option, its requests).
             self.reasoning_effort = self.profile.default_reasoning_effort
+        if stored.reasoning_effort in self.profile.reasoning_efforts:  # the level chosen, if it still applies
+            self.reasoning_effort = stored.reasoning_effort
         self._saved = stored
 
     def attach(
@@ -309,6 +311,7 @@ class Session:
                 known = ", ".join(self.profile.reasoning_efforts)
                 raise InvalidParams(f"Invalid params: unknown reasoning effort {value!r}; available: {known}")
             self.reasoning_effort = value
+            self.save_state()
         else:
             known = ", ".join(o["id"] for o in self.config_options())
             raise InvalidParams(f"Invalid params: unknown config option {config_id!r}; available: {known}")
@@ -321,13 +324,15 @@ class Session:
             self.log.append(record)
 
     def save_state(self) -> None:
-        """Record the session's title, mode, model, time and turn count, whole (a ``meta`` record)."""
+        """Record the session's title, mode, model, reasoning effort, time and turn count, whole (a ``meta``
+        record)."""
         self.save(
             {
                 "kind": "meta",
                 "title": self.title,
                 "modeId": self.mode_id,
                 "profileId": self.profile_id,
+                "reasoningEffort": self.reasoning_effort,
                 "updatedAt": self.updated_at,
                 "turns": self.turns,
             }

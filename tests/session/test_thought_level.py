@@ -246,3 +246,27 @@ async def test_a_session_reopened_on_another_model_offers_that_models_levels(
         await editor.settled(result["sessionId"])
         await editor.prompt(result["sessionId"], "in the fork")
     assert [r.reasoning_effort for r in model.requests] == ["medium"]
+
+
+async def test_the_chosen_level_is_saved_with_the_session(project: Path, tmp_path: Path, check: Any) -> None:
+    """Like the mode and the model, the level chosen survives a restart (load, resume) and goes into a fork."""
+    async with agent(tmp_path, answering(), check) as editor:
+        sid, _ = await new(editor, project)
+        await set_option(editor, sid, "thought_level", "high")
+        await editor.prompt(sid, "hi")
+
+    for method in ("session/load", "session/resume"):
+        model = answering()
+        async with agent(tmp_path, model, check) as editor:
+            result = await editor.request(method, {"sessionId": sid, "cwd": str(project), "mcpServers": []})
+            assert option(result["configOptions"])["currentValue"] == "high", method
+            await editor.prompt(sid, "again")
+        assert [r.reasoning_effort for r in model.requests] == ["high"]
+
+    model = answering()
+    async with agent(tmp_path, model, check) as editor:
+        result = await editor.request("session/fork", {"sessionId": sid, "cwd": str(project)})
+        assert option(result["configOptions"])["currentValue"] == "high"
+        await editor.settled(result["sessionId"])
+        await editor.prompt(result["sessionId"], "in the fork")
+    assert [r.reasoning_effort for r in model.requests] == ["high"]
