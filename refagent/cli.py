@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     from refagent.server.agent import Agent
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+TERMINAL_HINT = (
+    "refagent is serving the Agent Client Protocol on stdin/stdout, for an editor. "
+    'To use it from this terminal: refagent run "your task" (Ctrl-D leaves).\n'
+)
+"""What a person who runs ``refagent`` in a terminal reads (one line, on stderr); the agent then goes on."""
 START_SECONDS = 10.0
 """How long the garbage collector may stay off at start-up, if no session is opened (see :func:`serve_stdio`)."""
 
@@ -142,6 +147,9 @@ def serve_stdio(settings: Settings | None = None) -> int:
     from refagent.server.stdio import guard_stdio
 
     settings = settings or Settings()
+    if os.isatty(0):  # a person typed `refagent` in a terminal: editors always start it with pipes
+        sys.stderr.write(TERMINAL_HINT)
+        sys.stderr.flush()
     fds = guard_stdio()
     first, rest = read_first_line(fds.read_fd)
     answered = _answer_early(first, fds.write_fd, settings) if first is not None else None

@@ -158,3 +158,32 @@ async def test_the_garbage_collector_comes_back_after_start_up(monkeypatch: pyte
         assert gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_typed_in_a_terminal_it_says_what_it_is_then_serves(tmp_path: Path) -> None:
+    """stdin a terminal (a person, not an editor, which uses pipes): one line on stderr, then ACP as usual;
+    the line never reaches stdout, which belongs to the protocol."""
+    import os
+    import pty
+
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            agent_command(), stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=agent_env(tmp_path)
+        )
+        os.write(controller, b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n')
+        assert process.stdout is not None
+        answer = process.stdout.readline()
+        process.terminate()
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert b'"id":1' in answer
+    assert b'"protocolVersion":1' in answer
+    assert stderr.decode().splitlines()[0] == cli.TERMINAL_HINT.strip()
+
+
+def test_with_pipes_it_says_nothing(tmp_path: Path) -> None:
+    done = _run(tmp_path=tmp_path)
+    assert done.stderr == ""
