@@ -382,7 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def logout_main(argv: Sequence[str] | None = None) -> int:
-    """``refagent logout [--config PATH]``: :func:`refagent.llm.config_file.forget_keys`, and what it did."""
+    """``refagent logout [--config PATH]``: :func:`refagent.llm.config_file.forget_keys`, and what it did, on
+    stderr (as every refagent command that is not the protocol says what it did: stdout is the protocol's)."""
     args = _parser(
         "refagent logout",
         "Forget the API keys stored in the config file (every other setting stays).",
@@ -399,13 +400,18 @@ def logout_main(argv: Sequence[str] | None = None) -> int:
     if removed:
         names = ", ".join(repr(profile_id) for profile_id in removed)
         print(
-            f"Removed the stored key of {'the profile' if len(removed) == 1 else 'the profiles'} {names} from {path}."
+            f"Removed the stored key of {'the profile' if len(removed) == 1 else 'the profiles'} {names} from {path}.",
+            file=sys.stderr,
         )
     else:
-        print(f"No key is stored in {path}." if path.exists() else f"There is no config file at {path}.")
+        said = f"No key is stored in {path}." if path.exists() else f"There is no config file at {path}."
+        print(said, file=sys.stderr)
     for name in _key_variables(data):
         if os.environ.get(name):
-            print(f"{name} is set in this environment and refagent reads a key from it: unset it to forget that key.")
+            print(
+                f"{name} is set in this environment and refagent reads a key from it: unset it to forget that key.",
+                file=sys.stderr,
+            )
     return EXIT_OK
 
 

@@ -386,7 +386,9 @@ def test_logout_forgets_the_stored_keys_and_says_which(path: Path, capsys: pytes
         '[profiles.b]\nmodel = "n"\napi_key_env = "B_KEY"\n\n[profiles.c]\nmodel = "o"\napi_key = ""\n'
     )
     assert login_module.logout_main(["--config", str(path)]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert captured.out == ""  # stdout is the protocol's, in every refagent command
+    out = captured.err
     assert "Removed the stored key of the profile 'a' from" in out
     assert "sk-a-secret" not in out
     assert saved(path) == {
@@ -398,12 +400,12 @@ def test_logout_forgets_the_stored_keys_and_says_which(path: Path, capsys: pytes
         },
     }
     assert login_module.logout_main(["--config", str(path)]) == 0
-    assert "No key is stored in" in capsys.readouterr().out
+    assert "No key is stored in" in capsys.readouterr().err
 
 
 def test_logout_without_a_file(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert login_module.logout_main(["--config", str(path)]) == 0
-    assert "There is no config file at" in capsys.readouterr().out
+    assert "There is no config file at" in capsys.readouterr().err
     assert not path.exists()
 
 
