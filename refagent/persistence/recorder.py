@@ -84,12 +84,13 @@ class Recorder:
         """The ids of tool calls that have ended (the latest :data:`_SHOWN_CALLS`)."""
 
     async def send(self, update: dict[str, Any]) -> None:
-        """Send ``update`` to the client without recording it (a notice: news about this run, not the thread)."""
+        """Send ``update`` to the client as a ``session/update`` (``notify``: the connection's), without
+        recording it (a notice: news about this run, not the thread)."""
         await self._notify("session/update", {"sessionId": self.session_id, "update": update})
 
     async def __call__(self, update: dict[str, Any]) -> None:
-        """Send ``update`` to the client as a ``session/update`` (``notify``: the connection's), then record it."""
-        await self._notify("session/update", {"sessionId": self.session_id, "update": update})
+        """Send ``update`` to the client, then record it."""
+        await self.send(update)
         self.record(update)
 
     def record(self, update: dict[str, Any]) -> None:

@@ -113,7 +113,7 @@ class SessionManager:
                 shown = await anyio.to_thread.run_sync(compactions_as_messages, shown)
         await self.peer.send_lines(shown)  # the replay file, as it is (refagent.persistence.records)
         for update in replay(stored.held):  # if it could not be repaired after a crash (sent, not recorded)
-            await self._show(session, update)
+            await session.recorder.send(update)
         return Reply(self._state(session), after=after)
 
     async def resume_session(self, params: dict[str, Any]) -> Reply:
@@ -305,16 +305,12 @@ class SessionManager:
             news.append(("error", "This session could not be set up", f"{problem}. Open a new session.", said))
         if session.notices:
             for severity, title, detail, _ in news:
-                await self._show(session, updates.notice(severity, title, detail))
+                await session.recorder.send(updates.notice(severity, title, detail))
             return
         lines = [said for *_, said in news if said is not None]
         if lines:
             text = "".join(f"{line}\n" for line in lines)
-            await self._show(session, updates.agent_message_chunk(updates.text(text), new_id("msg")))
-
-    async def _show(self, session: Session, update: dict[str, Any]) -> None:
-        """Send ``update`` without recording it in the session's history."""
-        await self.peer.notify("session/update", {"sessionId": session.id, "update": update})
+            await session.recorder.send(updates.agent_message_chunk(updates.text(text), new_id("msg")))
 
     # -- the other session methods --------------------------------------------------------------
 
