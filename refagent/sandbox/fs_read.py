@@ -160,8 +160,10 @@ def _too_big(path: str, size: int | None, limit: int) -> ToolError:
     )
 
 
-def _cut(text: str, chars: int, max_chars: int) -> str:
-    """``text`` (the start of a line of ``chars`` characters) cut to ``max_chars`` with the marker in."""
+def cut_line(text: str, chars: int, max_chars: int) -> str:
+    """``text`` (the start of a line of ``chars`` characters) cut to ``max_chars`` with the marker in: the one
+    marker for a line too long to show, whoever reads the file (the disk here, the editor's buffers in
+    :func:`refagent.tools.text.cut_line`)."""
     marker = f"… [line cut: {chars} characters]"
     return text[: max(0, max_chars - len(marker))] + marker
 
@@ -179,7 +181,7 @@ def _page_of_bytes(path: str, data: bytes, offset: int, limit: int, max_line_cha
         lines.pop()
     chosen = lines[offset - 1 : offset - 1 + limit]
     page = [line[:-1] if line.endswith("\r") else line for line in chosen]
-    page = [_cut(line, len(line), max_line_chars) if len(line) > max_line_chars else line for line in page]
+    page = [cut_line(line, len(line), max_line_chars) if len(line) > max_line_chars else line for line in page]
     more = offset - 1 + len(chosen) < len(lines)
     return LinePage(page, offset, more, total=len(lines), size=len(data), text=text)
 
@@ -201,11 +203,11 @@ def _stream_page(path: str, fd: int, size: int, offset: int, limit: int, max_lin
         if length <= len(kept):
             text = kept.decode("utf-8", "replace")
             text = text[:-1] if text.endswith("\r") else text
-            lines.append(_cut(text, len(text), max_line_chars) if len(text) > max_line_chars else text)
+            lines.append(cut_line(text, len(text), max_line_chars) if len(text) > max_line_chars else text)
         else:
             # Decode only whole characters of the kept start (an incremental decoder holds back a split one).
             start = codecs.getincrementaldecoder("utf-8")("replace").decode(kept, final=False)
-            lines.append(_cut(start, chars, max_line_chars))
+            lines.append(cut_line(start, chars, max_line_chars))
     more = reader.has_more()
     return LinePage(lines, offset, more, total=None if more else offset - 1 + len(lines), size=size)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from refagent.acp.types import DiffContent, ToolCallContent, ToolCallLocation
+from refagent.sandbox import fs_read
 
 MAX_LINE_CHARS = 2000
 """Longer lines are cut (minified code, data): one line must not flood the model's context."""
@@ -54,10 +55,7 @@ def with_endings(new: str, old: str | None) -> str:
 def cut_line(line: str) -> str:
     """``line``, or its start and a marker, in at most :data:`MAX_LINE_CHARS` characters (the local disk's
     ``read_lines`` cuts the same way)."""
-    if len(line) <= MAX_LINE_CHARS:
-        return line
-    marker = f"… [line cut: {len(line)} characters]"
-    return line[: MAX_LINE_CHARS - len(marker)] + marker
+    return line if len(line) <= MAX_LINE_CHARS else fs_read.cut_line(line, len(line), MAX_LINE_CHARS)
 
 
 def numbered(lines: Sequence[str], first: int, *, cut: bool = True) -> str:
