@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from refagent.testing.openai_server import ScriptedOpenAIServer, Turn
-from tests.client.test_login import Terminal
 from tests.support.helpers_process import AgentProcess, agent_env
 from tests.support.process_sessions import config_path, env_for, prompt, said
+from tests.support.terminal import Terminal
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
