@@ -17,30 +17,23 @@ Exit codes (:data:`EXIT_CODES`): 0 ``end_turn``; 3 ``max_tokens``; 4 ``max_turn_
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
 
-from refagent import __version__
 from refagent.acp.connection import Connection
 from refagent.acp.errors import RequestError
+from refagent.client.agent_process import AgentStartError, initialize, open_agent
 from refagent.client.handler import ReadLine, StdinLines, TerminalClient
 from refagent.client.render import Renderer, use_color
 
 EXIT_CODES = {"end_turn": 0, "max_tokens": 3, "max_turn_requests": 4, "refusal": 5, "cancelled": 130}
 EXIT_FAILED = 1
-SHUTDOWN_SECONDS = 5.0
-"""How long the agent may take to exit once its stdin is closed, before it is killed."""
 
 
 @dataclass
@@ -109,50 +102,19 @@ class Run:
 
     async def _run(self) -> Outcome:
         try:
-            process = await anyio.open_process(
-                self.options.agent,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=None,  # the agent's log goes to our stderr
-                env=self.options.env,
-                start_new_session=True,  # the terminal's Ctrl-C is ours to handle, not the agent's
-            )
-        except OSError as exc:
-            self.renderer.error(f"cannot start the agent ({' '.join(self.options.agent)}): {exc}")
+            async with open_agent(
+                self.options.agent, self.client, env=self.options.env, transcript=self.options.transcript
+            ) as connection:
+                self.connection = connection
+                return await self._session(connection)
+        except AgentStartError as exc:
+            self.renderer.error(str(exc))
             return Outcome(EXIT_FAILED)
-        assert process.stdin is not None
-        assert process.stdout is not None
-        stdin = process.stdin
-
-        async def write(data: bytes) -> None:
-            self._record("client", data)
-            await stdin.send(data)
-
-        outcome = Outcome(EXIT_FAILED)
-        self.connection = Connection(self._lines(process.stdout), write)
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self.connection.serve, self.client)
-                try:
-                    outcome = await self._session(self.connection)
-                finally:
-                    tg.cancel_scope.cancel()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await _stop(process)
-        return outcome
 
     async def _session(self, connection: Connection) -> Outcome:
         options = self.options
         try:
-            init = await connection.request(
-                "initialize",
-                {
-                    "protocolVersion": 1,
-                    "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
-                    "clientInfo": {"name": "refagent-run", "title": "refagent run", "version": __version__},
-                },
-            )
+            init = await initialize(connection, "refagent-run", "refagent run")
             session = await connection.request("session/new", {"cwd": options.cwd, "mcpServers": []})
             self.session_id = str(session["sessionId"])
             model = _current_model(session)
@@ -181,57 +143,6 @@ class Run:
         stop = str(result.get("stopReason"))
         self.renderer.stop(stop)
         return Outcome(EXIT_CODES.get(stop, EXIT_FAILED), stop, self.session_id, model)
-
-    async def _lines(self, stream: ByteReceiveStream) -> AsyncIterator[bytes]:
-        """The agent's stdout, a line at a time."""
-        buffer = bytearray()
-        async for chunk in _chunks(stream):
-            buffer += chunk
-            start = 0
-            while (end := buffer.find(b"\n", start)) != -1:
-                line = bytes(buffer[start:end])
-                self._record("agent", line)
-                yield line
-                start = end + 1
-            del buffer[:start]
-        if buffer.strip():
-            self._record("agent", bytes(buffer))
-            yield bytes(buffer)
-
-    def _record(self, sender: str, data: bytes) -> None:
-        out = self.options.transcript
-        if out is None:
-            return
-        for line in data.splitlines():
-            if not line.strip():
-                continue
-            try:
-                entry = {"from": sender, "message": json.loads(line)}
-            except ValueError:
-                entry = {"from": sender, "line": line.decode("utf-8", "replace")}
-            out.write(json.dumps(entry, ensure_ascii=False) + "\n")
-        out.flush()
-
-
-async def _chunks(stream: ByteReceiveStream) -> AsyncIterator[bytes]:
-    while True:
-        try:
-            yield await stream.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return
-
-
-async def _stop(process: Process) -> None:
-    """Close the agent's stdin (how ACP says "shut down"); kill it if it does not exit in time."""
-    if process.stdin is not None:
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            await process.stdin.aclose()
-    with anyio.move_on_after(SHUTDOWN_SECONDS):
-        await process.wait()
-    if process.returncode is None:
-        process.kill()
-        await process.wait()
-    await process.aclose()
 
 
 def _current_model(session: dict[str, Any]) -> str:
