@@ -21,7 +21,7 @@ import anyio
 import anyio.lowlevel
 
 from refagent.errors import ToolError
-from refagent.sandbox.fs_write import TEMP_PREFIX
+from refagent.sandbox.fs_write import TEMP_PREFIX, TEMP_SUFFIX
 from refagent.tools.args import plural
 from refagent.tools.base import ResolvedPath, ToolContext
 
@@ -115,7 +115,6 @@ class Transaction:
     def __init__(self, ctx: ToolContext, grace: float) -> None:
         self.files = ctx.files
         self.disk = ctx.disk
-        self.policy = ctx.policy
         self.grace = grace
         self.steps: list[_Step] = []
         self.backups: list[tuple[str, str]] = []
@@ -281,8 +280,9 @@ async def _to_the_end(action: Callable[[], Awaitable[None]], grace: float, ended
 
 def _backup_path(path: str) -> str:
     """Where a file the patch deletes waits for the commit: beside it (the same file system, so moving it
-    there and back is a rename), under a name the root watcher ignores."""
-    return os.path.join(os.path.dirname(path), f"{TEMP_PREFIX}{secrets.token_hex(8)}.deleted")
+    there and back is a rename), under the name of one of the agent's temporary files, which the root
+    watcher, ``glob`` and ``grep`` all leave out: the model never sees it while the patch runs."""
+    return os.path.join(os.path.dirname(path), f"{TEMP_PREFIX}{secrets.token_hex(8)}-deleted{TEMP_SUFFIX}")
 
 
 def _were(count: int) -> str:

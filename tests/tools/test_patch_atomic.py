@@ -478,3 +478,20 @@ async def test_undo_takes_back_a_patch_that_deletes_one_file_and_edits_another(t
         assert await editor.prompt(sid, "/undo") == {"stopReason": "end_turn"}
     assert read(str(tmp_path / "gone.txt")) == "to be deleted\n"
     assert read(str(tmp_path / "kept.txt")) == "one\n"
+
+
+async def test_a_deleted_files_backup_is_hidden_from_glob(tmp_path: Path) -> None:
+    """While a patch runs, a file it deletes waits beside its old place under a temporary name: neither
+    search engine lists it (the root watcher ignores the prefix)."""
+    from refagent.sandbox.search.python_engine import python_files
+    from refagent.sandbox.search.ripgrep import find_rg, rg_files
+    from refagent.tools.patch_transaction import _backup_path
+
+    backup = Path(_backup_path(str(tmp_path / "gone.txt")))
+    for path in (tmp_path / "kept.txt", backup):
+        path.touch()
+    assert python_files([], str(tmp_path))[0] == ["kept.txt"]
+    rg = find_rg()
+    if rg is not None:
+        assert (await rg_files(rg, ["*"], str(tmp_path)))[0] == ["kept.txt"]
+    assert backup.name.startswith(TEMP_PREFIX)
