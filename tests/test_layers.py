@@ -71,7 +71,12 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
-MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+# Not refagent/demo-project/: the demo project is data (its directory is no identifier), not a module of the package.
+MODULES = {
+    module_name(path): path
+    for path in PACKAGE.rglob("*.py")
+    if all(part.isidentifier() for part in path.relative_to(PACKAGE).parent.parts)
+}
 GRAPH = {name: imports_of(path) for name, path in MODULES.items()}
 
 

