@@ -165,6 +165,8 @@ def read_records(path: Path, *, replayable: bool = True) -> StoredSession | None
             if not replayable:
                 return fold_bytes(file.read(), str(path), replayable=False)
             return _fold(Tail(b"", file), str(path), replayable)
+    except FileNotFoundError:  # no such session (a load of an unknown id): nothing to warn about
+        return None
     except OSError as exc:
         log.warning("skipping unreadable session file %s: %s", path, exc)
         return None
