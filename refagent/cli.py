@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TERMINAL_HINT = (
     "refagent is serving the Agent Client Protocol on stdin/stdout, for an editor. "
-    'To use it from this terminal: refagent run "your task" (Ctrl-D leaves).\n'
+    'To use it from this terminal: refagent chat, or refagent run "your task" (Ctrl-D leaves).\n'
 )
 """What a person who runs ``refagent`` in a terminal reads (one line, on stderr); the agent then goes on."""
 START_SECONDS = 10.0
@@ -40,7 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="refagent",
         description="A coding agent that speaks the Agent Client Protocol (ACP v1) over stdin/stdout. "
         "Editors start it as a subprocess; run it without arguments to serve ACP.",
-        epilog='To use it from a terminal instead: refagent run "your task" (see refagent run --help). '
+        epilog="To use it from a terminal instead: refagent chat (a conversation, turn after turn; see refagent chat "
+        '--help), or refagent run "your task" (one task; see refagent run --help). '
+        "To list, show or delete the saved sessions: refagent sessions list | show ID | delete ID. "
+        "To watch it fix a bug in a fresh copy of a demo project: refagent demo. "
         "To set up a model (endpoint, model, key) in the config file: refagent login; to forget the stored "
         "keys: refagent logout.",
     )
@@ -56,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--demo",
         action="store_true",
         help="answer from the built-in demo model, a scripted session that fixes the bug in "
-        "examples/demo-project (no key, no network; any model configuration is ignored)",
+        "the demo project of `refagent demo` (no key, no network; any model configuration is ignored)",
     )
     config.add_arguments(parser)
     return parser
@@ -78,6 +81,18 @@ def main(argv: list[str] | None = None) -> int:
         from refagent.client.run import main as run_main
 
         return run_main(argv[1:])
+    if argv[:1] == ["chat"]:  # the interactive terminal client: a conversation with a refagent it starts
+        from refagent.client.chat import main as chat_main
+
+        return chat_main(argv[1:])
+    if argv[:1] == ["demo"]:  # `make demo`: a real client and agent fix the bug of the packaged demo project
+        from refagent.client.demo import main as demo_main
+
+        return demo_main(argv[1:], prog="refagent demo")
+    if argv[:1] == ["sessions"]:  # list, show and delete the saved sessions: a client of this program too
+        from refagent.client.sessions import main as sessions_main
+
+        return sessions_main(argv[1:])
     if argv[:1] == ["login"]:  # interactive set-up in a terminal: writes the config file
         from refagent.client.login import main as login_main
 
@@ -103,9 +118,13 @@ def main(argv: list[str] | None = None) -> int:
 def load_settings(args: argparse.Namespace) -> Settings:
     """The agent's settings from the config file, the environment and ``args``.
 
-    A broken configuration does not stop the agent: an editor would only show that it crashed. It runs
-    on the scripted model instead, which tells the user what is wrong at the first prompt; authenticating
-    reads the configuration again once it is fixed.
+    A broken configuration (a file that is not valid, an unknown profile, ``--max-requests 0``...) does not
+    stop the agent: an editor would only show that it crashed. It runs on the scripted model instead
+    (:func:`refagent.llm.scripted.broken_config_model`), whose every turn fails with what is wrong: a
+    failure of kind ``config`` (:mod:`refagent.session.turn`), which ``refagent run`` exits 1 on. A client
+    that shows notices hears it when a session opens, too. Authenticating reads the configuration again
+    once it is fixed. It is logged at info only: the user is told in the session, and ``refagent run``
+    shares the agent's stderr, where a warning would say it a second time.
     """
 
     path = config.config_file(args, os.environ)
@@ -116,12 +135,12 @@ def load_settings(args: argparse.Namespace) -> Settings:
     try:
         return reload()
     except ConfigError as exc:
-        logging.getLogger("refagent").error("%s", exc)
-        from refagent.llm.scripted import offline_model
+        logging.getLogger("refagent").info("the configuration is broken: %s", exc)
+        from refagent.llm.scripted import broken_config_model
 
-        note = f"The configuration is broken: {exc}"
+        problem = str(exc)
         return Settings(
-            make_model=lambda profile: offline_model(note=note), reload=reload, config_file=path, broken=str(exc)
+            make_model=lambda profile: broken_config_model(problem), reload=reload, config_file=path, broken=problem
         )
 
 

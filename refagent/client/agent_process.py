@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TextIO
 
 import anyio
@@ -42,11 +42,14 @@ async def open_agent(
     *,
     env: dict[str, str] | None = None,
     transcript: TextIO | None = None,
+    exited: Callable[[int], None] | None = None,
 ) -> AsyncIterator[Connection]:
     """Start ``command`` and yield the connection to it, with ``handler`` answering the agent's requests.
 
     ``transcript``: every line each side sends, as JSON lines ``{"from": "client"|"agent", "message"}``
-    (``{"line"}`` for one that is not JSON). Raises :class:`AgentStartError` if the command cannot start.
+    (``{"line"}`` for one that is not JSON). ``exited``: called with the agent's exit status (negative: the
+    signal that killed it) once it has stopped, on the way out; a client that lost the connection says
+    with it why. Raises :class:`AgentStartError` if the command cannot start.
     """
     try:
         process = await anyio.open_process(
@@ -78,6 +81,8 @@ async def open_agent(
     finally:
         with anyio.CancelScope(shield=True):
             await _stop(process)
+        if exited is not None and process.returncode is not None:
+            exited(process.returncode)
 
 
 async def initialize(connection: Connection, name: str, title: str) -> dict[str, Any]:

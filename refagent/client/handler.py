@@ -3,16 +3,22 @@
 The agent may ask for one thing only, ``session/request_permission``: the terminal client advertises no
 file system and no terminal, so ``fs/*`` and ``terminal/*`` are ``-32601``. The answer comes from the
 keyboard (``y`` allow once, ``a`` always allow, ``n`` reject once, ``never`` always reject: the four ACP
-option kinds) or, with ``--yes``, is an approval. After ``session/cancel`` every pending question answers
-``cancelled`` (ACP "Cancellation").
+option kinds) or, with ``--yes``, is an approval; when there is no one to ask (the prompt came from stdin
+and there is no terminal), a rejection that says why. After ``session/cancel`` every pending question
+answers ``cancelled`` (ACP "Cancellation").
+
+A turn refagent's model failed comes with an ``agent_message_chunk`` marked as the failure
+(``_meta.refagent.failure``, :mod:`refagent.session.turn` has the contract): it is not drawn as the
+session's text but kept (:attr:`TerminalClient.failure`, :func:`failure_of`), for the client to report
+once, as an error, when the turn ends.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -32,22 +38,50 @@ ReadLine = Callable[[], Awaitable[str | None]]
 """Reads one line the user typed (without its newline); ``None`` at the end of input."""
 
 
+class Failure(NamedTuple):
+    """Why refagent's model failed a turn: ``kind`` ``"model"``, ``"auth"`` or ``"config"``, and the message."""
+
+    kind: str
+    message: str
+
+
+def failure_of(message: Mapping[str, Any]) -> Failure | None:
+    """The failure a ``session/prompt`` result or a ``session/update``'s ``update`` carries in
+    ``_meta.refagent.failure``; ``None`` if it carries none (or another agent's ``_meta``)."""
+    meta = message.get("_meta")
+    ours = meta.get("refagent") if isinstance(meta, dict) else None
+    failure = ours.get("failure") if isinstance(ours, dict) else None
+    if not isinstance(failure, dict) or not isinstance(failure.get("message"), str):
+        return None
+    return Failure(str(failure.get("kind") or "model"), failure["message"])
+
+
 class TerminalClient:
     """The client side of the connection (its :class:`~refagent.acp.connection.Handler`).
 
     ``approve``: approve every request, saying it came from this (``--yes``); ``None``: ask with
-    ``read_line``. ``interactive``: the answers are typed at a terminal, which echoes them.
+    ``read_line``. ``unanswerable``: no one can be asked, for this reason: reject every request, saying so.
+    ``interactive``: the answers are typed at a terminal, which echoes them.
     """
 
     def __init__(
-        self, renderer: Renderer, read_line: ReadLine, *, interactive: bool = False, approve: str | None = None
+        self,
+        renderer: Renderer,
+        read_line: ReadLine,
+        *,
+        interactive: bool = False,
+        approve: str | None = None,
+        unanswerable: str | None = None,
     ) -> None:
         self.renderer = renderer
         self.approve = approve
+        self.unanswerable = unanswerable
         self.read_line = read_line
         self.interactive = interactive
         self.asking: set[anyio.CancelScope] = set()
         self.cancelled = False
+        self.failure: Failure | None = None
+        """The failure the last failed turn's message said (that message is not drawn)."""
 
     async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
         if method == "session/request_permission":
@@ -57,7 +91,12 @@ class TerminalClient:
 
     async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
         if method == "session/update" and isinstance(params.get("update"), dict):
-            self.renderer.update(params["update"])
+            update = params["update"]
+            failure = failure_of(update) if update.get("sessionUpdate") == "agent_message_chunk" else None
+            if failure is not None:  # reported once, as an error, when the turn ends
+                self.failure = failure
+                return
+            self.renderer.update(update)
 
     async def permission(self, params: dict[str, Any]) -> dict[str, Any]:
         """Answer a permission request: automatically with ``--yes``, else from the user's answer."""
@@ -72,6 +111,10 @@ class TerminalClient:
                 return _cancelled()
             self.renderer.answered(f"{chosen.get('name')} (auto-approved: {self.approve})")
             return _selected(chosen)
+        if self.unanswerable is not None:
+            chosen = _pick(options, "reject_once") or _pick(options, "reject_always")
+            self.renderer.answered(f"rejected: {self.unanswerable}")
+            return _selected(chosen) if chosen is not None else _cancelled()
         with anyio.CancelScope() as scope:
             self.asking.add(scope)
             try:

@@ -4,6 +4,12 @@ One :class:`Renderer` per run writes to one text stream. It keeps just enough st
 session: whether the cursor is in the middle of streamed text, the tool calls seen so far (titles,
 statuses, the diffs already shown), and the kind of the last thing printed. Colors (ANSI) only when asked,
 which :func:`use_color` decides from the stream and the environment (``NO_COLOR``, ``FORCE_COLOR``).
+Errors go to their own stream (``err``: stderr for ``refagent run``), so that a script reads the session on
+stdout and the reason it failed on stderr.
+
+:class:`QuietPipe` is stdout for a client whose reader may leave (``refagent run ... | head -3``): the first
+write that finds the pipe closed ends the output quietly, with no ``BrokenPipeError``, and tells the client,
+which stops the agent.
 
 Spec: ACP "Prompt Turn" (session updates), "Tool Calls" (statuses, content, diffs), "Agent Plan".
 """
@@ -11,9 +17,14 @@ Spec: ACP "Prompt Turn" (session updates), "Tool Calls" (statuses, content, diff
 from __future__ import annotations
 
 import difflib
+import io
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 MAX_OUTPUT_LINES = 16
 """Lines of a tool call's text output shown (head and tail kept)."""
@@ -56,12 +67,85 @@ class _ToolCall:
     shown_output: bool = False
 
 
-class Renderer:
-    """Draws a session on ``out``. Paths are shown relative to ``cwd`` when inside it."""
+class QuietPipe:
+    """A text stream (:attr:`stream`) over ``stream``'s file descriptor that goes quiet when its reader leaves.
 
-    def __init__(self, out: TextIO, *, color: bool = False, cwd: str = "") -> None:
+    The first write that fails with ``EPIPE`` points the descriptor at ``/dev/null`` (so that nothing, not
+    even the interpreter's last flush of ``sys.stdout`` at exit, fails on it again: Python would print
+    "Exception ignored ... BrokenPipeError"), drops what was not written, and calls :attr:`on_closed` once;
+    later writes are dropped. What tools do when ``| head`` has read enough: stop, and say nothing.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        stream.flush()
+        self.fd = stream.fileno()
+        self.closed = False
+        self.on_closed: Callable[[], None] | None = None
+        raw = _PipeWriter(self.fd, self._reader_left)
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        self.stream: TextIO = io.TextIOWrapper(io.BufferedWriter(raw), encoding=encoding, errors="replace")
+
+    def _reader_left(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self.fd)
+        finally:
+            os.close(devnull)
+        if self.on_closed is not None:
+            self.on_closed()
+
+
+class _PipeWriter(io.RawIOBase):
+    """Writes to ``fd`` (which it does not own); ``EPIPE`` calls ``reader_left`` and counts as written."""
+
+    def __init__(self, fd: int, reader_left: Callable[[], None]) -> None:
+        super().__init__()
+        self._fd = fd
+        self._reader_left = reader_left
+        self._gone = False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, data: ReadableBuffer) -> int:
+        size = memoryview(data).nbytes
+        if self._gone:
+            return size
+        try:
+            return os.write(self._fd, data)
+        except BrokenPipeError:
+            self._gone = True
+            self._reader_left()
+            return size
+
+
+class Renderer:
+    """Draws a session on ``out``, and errors on ``err`` (default: ``out``), in color if ``color`` (and
+    ``err_color``, for ``err``: default, the same when it is ``out``, else none). Paths are shown relative
+    to ``cwd`` when inside it."""
+
+    def __init__(
+        self,
+        out: TextIO,
+        *,
+        color: bool = False,
+        cwd: str = "",
+        err: TextIO | None = None,
+        err_color: bool | None = None,
+    ) -> None:
         self.out = out
         self.color = color
+        self.err = err if err is not None else out
+        self.err_color = err_color if err_color is not None else color and self.err is out
         self.cwd = cwd.rstrip("/")
         self.calls: dict[str, _ToolCall] = {}
         self._mid_line = False  # streamed text left the cursor after some characters
@@ -92,7 +176,15 @@ class Renderer:
         self.line(text, "dim")
 
     def error(self, text: str) -> None:
-        self.line(f"error: {text}", "red", "bold")
+        """``error: text``, on the error stream (a line of its own: streamed text is ended first)."""
+        if self.err is self.out:
+            self.line(f"error: {text}", "red", "bold")
+            return
+        self._end_stream()
+        self.out.flush()
+        line = f"error: {text}"
+        self.err.write((f"\x1b[31;1m{line}\x1b[0m" if self.err_color else line) + "\n")
+        self.err.flush()
 
     def _end_stream(self) -> None:
         if self._mid_line:

@@ -1,7 +1,9 @@
 """``refagent run "task"``: a terminal ACP client that starts refagent and runs one prompt turn.
 
 It is an ordinary ACP client, like an editor: it spawns the agent (``python -m refagent`` with the model
-flags passed through), sends ``initialize``, ``session/new`` and ``session/prompt``, draws the
+flags passed through), sends ``initialize``, opens a session (``session/new``; ``--continue`` and
+``--resume`` reopen an earlier one: :func:`refagent.client.opening.open_session`) and sends one
+``session/prompt``, draws the
 ``session/update``\\ s as they stream in (:mod:`refagent.client.render`), and answers the agent's
 ``session/request_permission`` from the keyboard or, with ``--yes``, by approving. It advertises no file
 system and no terminal capability, so the agent reads and writes the local disk and runs local processes
@@ -10,13 +12,26 @@ itself (in its sandbox).
 Ctrl-C once sends ``session/cancel`` and waits for the turn to answer ``cancelled``; twice quits at once.
 The agent runs in its own process group so that the terminal's Ctrl-C reaches only this client.
 
+The prompt ``-`` is read from stdin, all of it (``echo "fix it" | refagent run -``). Permission questions
+are then answered at the terminal (``/dev/tty``); with no terminal, each is rejected, saying so (``--yes``
+approves them instead).
+
+For scripts: the session goes to stdout (to stderr with ``--json``, whose transcript is stdout), errors to
+stderr, each once. A turn refagent's model failed (unreachable endpoint, rejected key, a configuration that
+cannot work) answers ``end_turn`` with the failure in ``_meta`` (:mod:`refagent.session.turn`): its message
+is printed once, as ``error: ...`` on stderr, instead of the session text, and the exit code is 1. A closed
+stdout (``| head -3``) stops the agent and ends quietly, with 141, as a tool that ``SIGPIPE`` kills does
+(``git log | head``): the task was not finished, and under ``set -o pipefail`` that is visible.
+
 Exit codes (:data:`EXIT_CODES`): 0 ``end_turn``; 3 ``max_tokens``; 4 ``max_turn_requests``; 5 ``refusal``;
-130 ``cancelled`` (or quit); 1 the agent failed (did not start, exited, answered an error); 2 bad usage.
+130 ``cancelled`` (or quit); 1 the agent failed (did not start, exited, answered an error, or the model
+failed the turn); 2 bad usage; 141 stdout was closed.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shlex
 import signal
@@ -27,13 +42,17 @@ from typing import Any, TextIO
 import anyio
 
 from refagent.acp.connection import Connection
-from refagent.acp.errors import RequestError
+from refagent.acp.errors import ConnectionClosed, RequestError
 from refagent.client.agent_process import AgentStartError, initialize, open_agent
-from refagent.client.handler import ReadLine, StdinLines, TerminalClient
-from refagent.client.render import Renderer, use_color
+from refagent.client.handler import ReadLine, StdinLines, TerminalClient, failure_of
+from refagent.client.opening import SessionError, open_session
+from refagent.client.render import QuietPipe, Renderer, use_color
 
 EXIT_CODES = {"end_turn": 0, "max_tokens": 3, "max_turn_requests": 4, "refusal": 5, "cancelled": 130}
 EXIT_FAILED = 1
+EXIT_OUTPUT_CLOSED = 141
+"""stdout was closed (``| head``): 128 + ``SIGPIPE``, what a tool the signal ends exits with."""
+NO_TERMINAL = "no terminal to ask on (the prompt came from stdin); --yes approves"
 
 
 @dataclass
@@ -50,6 +69,12 @@ class RunOptions:
     transcript: TextIO | None = None
     """Where the wire transcript goes, one JSON object a line (``--json``: stdout)."""
     env: dict[str, str] | None = None
+    unanswerable: str | None = None
+    """Why no one can answer a permission request (then each is rejected, saying this); None: ask."""
+    resume: str | None = None
+    """``--resume``: the id of the earlier session to go on with (or the start of it)."""
+    latest: bool = False
+    """``--continue``: go on with the last session of ``cwd``."""
 
 
 @dataclass
@@ -70,12 +95,17 @@ class Run:
         self.options = options
         self.renderer = renderer
         approve = options.approval_note if options.yes else None
-        self.client = TerminalClient(renderer, read_line, interactive=interactive, approve=approve)
+        self.client = TerminalClient(
+            renderer, read_line, interactive=interactive, approve=approve, unanswerable=options.unanswerable
+        )
         self.connection: Connection | None = None
         self.session_id: str | None = None
         self.prompting = False
         self._scope = anyio.CancelScope()
         self._quit = False
+        self._output_closed = False
+        self._lost = False  # the agent closed the connection before answering
+        self._exit_status: int | None = None
 
     async def interrupt(self) -> None:
         """First time during a turn: ``session/cancel``. Otherwise (or the second time): quit."""
@@ -91,11 +121,18 @@ class Run:
         self._quit = True
         self._scope.cancel()
 
+    def output_closed(self) -> None:
+        """No one reads the session any more (``| head``): stop the agent, and say nothing more."""
+        self._output_closed = True
+        self.quit()
+
     async def run(self) -> Outcome:
         outcome = Outcome(EXIT_CODES["cancelled"])
         with self._scope:
             outcome = await self._run()
-        if self._quit:
+        if self._output_closed:
+            outcome.exit_code = EXIT_OUTPUT_CLOSED
+        elif self._quit:
             self.renderer.line("Quit.", "yellow")
             outcome.exit_code = EXIT_CODES["cancelled"]
         return outcome
@@ -103,20 +140,31 @@ class Run:
     async def _run(self) -> Outcome:
         try:
             async with open_agent(
-                self.options.agent, self.client, env=self.options.env, transcript=self.options.transcript
+                self.options.agent,
+                self.client,
+                env=self.options.env,
+                transcript=self.options.transcript,
+                exited=self._exited,
             ) as connection:
                 self.connection = connection
-                return await self._session(connection)
+                outcome = await self._session(connection)
         except AgentStartError as exc:
             self.renderer.error(str(exc))
             return Outcome(EXIT_FAILED)
+        if self._lost:  # said now: the agent's exit status is known once it has stopped
+            self.renderer.error(_lost_agent(self._exit_status))
+        return outcome
+
+    def _exited(self, status: int) -> None:
+        self._exit_status = status
 
     async def _session(self, connection: Connection) -> Outcome:
         options = self.options
         try:
             init = await initialize(connection, "refagent-run", "refagent run")
-            session = await connection.request("session/new", {"cwd": options.cwd, "mcpServers": []})
-            self.session_id = str(session["sessionId"])
+            opened = await open_session(connection, init, options.cwd, resume=options.resume, latest=options.latest)
+            session = opened.result
+            self.session_id = opened.session_id
             model = _current_model(session)
             info = init.get("agentInfo") or {}
             self.renderer.info(
@@ -124,7 +172,10 @@ class Run:
                 f"session {self.session_id}"
             )
             self.renderer.line(f"model: {model}", "bold")
-            self.renderer.info(f"cwd: {options.cwd}")
+            if opened.resumed:
+                title = opened.info.get("title")
+                self.renderer.info(f"continuing: {title}" if title else "continuing an earlier session")
+            self.renderer.info(f"cwd: {opened.cwd}")
             if options.read_only:
                 await connection.request("session/set_mode", {"sessionId": self.session_id, "modeId": "read-only"})
             self.renderer.line()
@@ -137,12 +188,37 @@ class Run:
                 )
             finally:
                 self.prompting = False
+        except ConnectionClosed:
+            self._lost = True
+            return Outcome(EXIT_FAILED, session_id=self.session_id)
         except RequestError as exc:
             self.renderer.error(exc.message)
             return Outcome(EXIT_FAILED, session_id=self.session_id)
+        except SessionError as exc:  # --continue or --resume found nothing to go on with
+            self.renderer.error(str(exc))
+            return Outcome(EXIT_FAILED)
         stop = str(result.get("stopReason"))
+        # The model failed the turn: said once, as an error, not as the session's text (the client kept
+        # the message's chunk back). An agent that marks only the chunk is believed too.
+        failure = failure_of(result) or (self.client.failure if stop == "end_turn" else None)
+        if failure is not None:
+            self.renderer.error(failure.message)
+            return Outcome(EXIT_FAILED, stop, self.session_id, model)
         self.renderer.stop(stop)
         return Outcome(EXIT_CODES.get(stop, EXIT_FAILED), stop, self.session_id, model)
+
+
+def _lost_agent(status: int | None) -> str:
+    """Why the agent stopped answering: it exited, with this status (or the signal that killed it)."""
+    if status is None:
+        return "the agent closed the connection before answering"
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"the agent was killed by {name} before answering"
+    return f"the agent exited (status {status}) before answering"
 
 
 def _current_model(session: dict[str, Any]) -> str:
@@ -164,9 +240,13 @@ async def run(
     *,
     interactive: bool = False,
     handle_signals: bool = True,
+    stdout: QuietPipe | None = None,
 ) -> Outcome:
-    """Run one task. ``read_line`` answers permission prompts (default: this process's stdin)."""
+    """Run one task. ``read_line`` answers permission prompts (default: this process's stdin). ``stdout``:
+    the stream the session or the transcript is written to, if its reader may leave (which stops the run)."""
     the_run = Run(options, renderer, read_line or StdinLines().read_line, interactive)
+    if stdout is not None:
+        stdout.on_closed = the_run.output_closed
     if not handle_signals:
         return await the_run.run()
     async with anyio.create_task_group() as tg:
@@ -198,11 +278,22 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one task with refagent in this terminal: start the agent, stream the session, "
         "ask before changes (y = allow once, a = always allow, n = reject, never = always reject).",
         epilog="Exit codes: 0 end_turn, 3 max_tokens, 4 max_turn_requests, 5 refusal, 130 cancelled (Ctrl-C), "
-        "1 the agent failed, 2 bad usage.",
+        "1 the agent failed (or its model did: the reason is on stderr), 2 bad usage, 141 stdout closed.",
     )
-    parser.add_argument("prompt", help='the task, e.g. "the tests fail: fix the bug"')
+    parser.add_argument(
+        "prompt",
+        help='the task, e.g. "the tests fail: fix the bug"; - reads it from stdin (then permission questions '
+        "are asked at the terminal, or rejected if there is none)",
+    )
     parser.add_argument("--cwd", default=os.getcwd(), help="the project directory (default: the current one)")
     parser.add_argument("-y", "--yes", action="store_true", help="approve every permission request")
+    earlier = parser.add_mutually_exclusive_group()
+    earlier.add_argument(
+        "-c", "--continue", dest="latest", action="store_true", help="go on with the last session of this directory"
+    )
+    earlier.add_argument(
+        "--resume", metavar="ID", help="go on with this earlier session (its id, or the start of it: refagent sessions)"
+    )
     parser.add_argument(
         "--read-only", action="store_true", help="start the session in read-only mode: changes are refused"
     )
@@ -219,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), help="the agent's log level")
     parser.add_argument("--log-file", help="the agent's log file (default: stderr)")
-    config.add_arguments(parser)
+    config.add_arguments(parser, strict=True)  # --max-requests 0 is bad usage here
     return parser
 
 
@@ -236,22 +327,64 @@ def agent_command(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     cwd = os.path.abspath(args.cwd)
     if not os.path.isdir(cwd):
-        build_parser().error(f"--cwd {args.cwd}: not a directory")
-    screen = sys.stderr if args.json else sys.stdout
-    reconfigure = getattr(screen, "reconfigure", None)
+        parser.error(f"--cwd {args.cwd}: not a directory")
+    prompt = args.prompt
+    if prompt == "-":
+        prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
+    if not prompt.strip():
+        parser.error("the prompt is empty" + (" (nothing on stdin)" if args.prompt == "-" else ""))
+    _log_to_stderr(args.log_level)
+    reconfigure = getattr(sys.stderr, "reconfigure", None)
     if reconfigure is not None:  # never fail on a character the terminal cannot show
         reconfigure(errors="replace")
+    stdout = QuietPipe(sys.stdout)
+    screen = sys.stderr if args.json else stdout.stream
+    read_line, interactive, answers_fd = _answers(from_stdin=args.prompt == "-", yes=args.yes)
     options = RunOptions(
-        prompt=args.prompt,
+        prompt=prompt.strip() if args.prompt == "-" else prompt,
         cwd=cwd,
         agent=agent_command(args),
         yes=args.yes,
         read_only=args.read_only,
-        transcript=sys.stdout if args.json else None,
+        resume=args.resume,
+        latest=args.latest,
+        transcript=stdout.stream if args.json else None,
+        unanswerable=NO_TERMINAL if args.prompt == "-" and read_line is None and not args.yes else None,
     )
-    renderer = Renderer(screen, color=use_color(screen), cwd=cwd)
-    outcome = anyio.run(lambda: run(options, renderer, interactive=sys.stdin.isatty()))
+    renderer = Renderer(screen, color=use_color(screen), cwd=cwd, err=sys.stderr, err_color=use_color(sys.stderr))
+    try:
+        outcome = anyio.run(lambda: run(options, renderer, read_line, interactive=interactive, stdout=stdout))
+    except KeyboardInterrupt:  # a Ctrl-C after the run ended, while the event loop closed: already quitting
+        return EXIT_CODES["cancelled"]
+    finally:
+        if answers_fd is not None:
+            os.close(answers_fd)
     return outcome.exit_code
+
+
+def _answers(*, from_stdin: bool, yes: bool) -> tuple[ReadLine | None, bool, int | None]:
+    """Where permission answers are read: ``(read_line, interactive, fd to close)``. Stdin, unless it held
+    the prompt: then the terminal (``/dev/tty``); ``read_line`` None when there is none (answers: rejected)."""
+    if not from_stdin:
+        return None, sys.stdin.isatty(), None
+    if yes:
+        return None, False, None
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY)
+    except OSError:  # no controlling terminal (CI, a service)
+        return None, False, None
+    return StdinLines(fd).read_line, True, fd
+
+
+def _log_to_stderr(level: str | None) -> None:
+    """This client's own log (its connection's): errors only, unless ``--log-level`` says otherwise. What
+    goes wrong with the agent is said once, as an error, not also as a log line."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("refagent run: %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel((level or "error").upper())

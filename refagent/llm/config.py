@@ -155,8 +155,13 @@ class Config:
         return make_model(profile, retry=self.retry)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--config``, ``--profile``, ``--model``, ``--base-url`` and ``--max-requests`` to ``parser``."""
+def add_arguments(parser: argparse.ArgumentParser, *, strict: bool = False) -> None:
+    """Add ``--config``, ``--profile``, ``--model``, ``--base-url`` and ``--max-requests`` to ``parser``.
+
+    ``strict``: ``--max-requests`` below 1 is bad usage, rejected by the parser (``refagent run``). The agent
+    itself is not strict: an editor would only see it crash, so :func:`load` raises :class:`ConfigError`
+    instead, which the agent reports at the first prompt.
+    """
     group = parser.add_argument_group("model")
     group.add_argument(
         "--config",
@@ -166,7 +171,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--profile", metavar="ID", help="the model profile to use (default: $REFAGENT_PROFILE)")
     group.add_argument("--model", metavar="NAME", help="the model to ask (default: $REFAGENT_MODEL)")
     group.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
-    group.add_argument("--max-requests", metavar="N", type=int, help="model requests per prompt turn (default: 50)")
+    group.add_argument(
+        "--max-requests",
+        metavar="N",
+        type=positive_int if strict else int,
+        help="model requests per prompt turn (default: 50)",
+    )
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def default_config_path() -> Path | None:
@@ -230,7 +251,7 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
         overridden = replace(active, base_url=base_url or active.base_url, model=model or active.model)
         if base_url and overridden.api_key is None and not overridden.api_key_env:
             # An endpoint from OPENAI_BASE_URL/--base-url pairs with OPENAI_API_KEY, as in every OpenAI tool.
-            overridden = replace(overridden, api_key=_env(env, KEY_ENV), api_key_env=KEY_ENV)
+            overridden = replace(overridden, api_key=_env(env, KEY_ENV), api_key_env=KEY_ENV, api_key_from=KEY_ENV)
         profiles = [overridden if p.id == active.id else p for p in profiles]
     profiles = [_named(p) for p in profiles]
     default = active.id
@@ -400,6 +421,9 @@ def _profiles(table: Any, source: str, env: Mapping[str, str], warnings: list[st
             if key_env is None and (base_url is None or _is_openai(base_url)):
                 key_env = KEY_ENV
             values["api_key"] = _env(env, key_env) if key_env else None
+            values["api_key_from"] = key_env or ""
+        else:  # the file's key wins over its api_key_env
+            values["api_key_from"] = f"`api_key` in {where}"
         values["api_key_env"] = key_env
         values.setdefault("name", "")  # named once flags and environment have had their say
         profiles.append(ModelProfile(id=profile_id, source=where, **values))
@@ -446,6 +470,7 @@ def _env_profile(base_url: str | None, model: str | None, env: Mapping[str, str]
         base_url=base_url,
         api_key=_env(env, KEY_ENV),
         api_key_env=KEY_ENV,
+        api_key_from=KEY_ENV,
         source="environment",
     )
 

@@ -37,15 +37,28 @@ read the beginning twice. Instead :class:`~refagent.errors.ModelError` says the 
 partial reply stays in the history and the user can ask to continue. (Tool calls are only yielded at
 the end, so a stream cut while a tool call was arriving is retried.)
 
-Errors: 401/403 raise :class:`~refagent.errors.ModelAuthError` naming the variable or config entry to set;
-every other persistent failure raises :class:`~refagent.errors.ModelError` with the status, what the server
-said, and the endpoint. Cancellation (the caller's cancel scope) closes the HTTP response at once.
+Errors, each said as itself (the turn shows the message to the user and marks the turn's failure with the
+error's ``kind``, :mod:`refagent.session.turn`):
 
-One module of some 500 lines, not split: every quirk above is a branch of the same stream loop or of the
-same retry loop, and a reader checking how one provider is handled needs both in view.
+- a connection that fails says how, found in the exception's chain of causes (:func:`connection_problem`):
+  refused (retried: a server may be starting), a host name that does not resolve or a TLS certificate that
+  cannot be verified (neither retried: waiting does not fix them), another TLS failure (retried);
+- 401/403 raise :class:`~refagent.errors.ModelAuthError` naming where the key came from
+  (:func:`~refagent.llm.profiles.key_origin`: ``OPENAI_API_KEY``, ``api_key_env``'s variable, or ``api_key``
+  in the config file); the key itself is never shown, and is cut out of what the server said;
+- 404 raises :class:`~refagent.errors.ModelConfigError`: the endpoint serves no such model (or the base URL
+  is wrong), with the model's name, the endpoint and where to set ``model``;
+- a profile that names no model, on an endpoint whose ``GET /models`` lists none or answers an error status,
+  raises :class:`~refagent.errors.ModelConfigError` saying so (a connection failure there is a connection
+  failure, as above);
+- every other persistent failure raises :class:`~refagent.errors.ModelError` with the status, what the
+  server said, and the endpoint.
 
-(Longer than most modules, ~450 lines: the quirks and the failure classification read best next to the
-loop that needs them.)
+Cancellation (the caller's cancel scope) closes the HTTP response at once.
+
+One module of some 600 lines, not split: every quirk above is a branch of the same stream loop or of the
+same retry loop, and a reader checking how one provider is handled needs both in view; the failure
+classification reads best next to the loop that needs it.
 """
 
 from __future__ import annotations
@@ -62,8 +75,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import anyio
 
 from refagent.acp.text import StreamJoiner, clean, clean_text
-from refagent.errors import ModelAuthError, ModelError
-from refagent.llm.profiles import ModelProfile, key_hint, missing_key
+from refagent.errors import ModelAuthError, ModelConfigError, ModelError
+from refagent.llm.profiles import ModelProfile, key_hint, key_origin, missing_key, model_setting
 from refagent.llm.protocol import (
     Finished,
     FinishReason,
@@ -320,7 +333,8 @@ class OpenAIModel:
                     "It was not retried because part of it was already shown; ask the model to continue."
                 )
             if attempt >= self.retry.attempts:
-                raise ModelError(f"{failure.message}. Gave up after {attempt} attempts (model {model!r}).")
+                tries = f"{attempt} attempts" if attempt > 1 else "1 attempt"
+                raise ModelError(f"{failure.message}. Gave up after {tries} (model {model!r}).")
             attempt += 1
             delay = self.retry.delay(attempt, failure.retry_after, self._rand())
             log.info("model request failed (%s); attempt %d in %.2f s", failure.message, attempt, delay)
@@ -353,15 +367,29 @@ class OpenAIModel:
         )
 
     async def _get_model(self, client: AsyncOpenAI) -> str:
-        if not self._model:
-            try:
-                page = await client.models.list()
-                self._model = page.data[0].id
-            except Exception as exc:
-                raise ModelError(
-                    f"The model profile {self.profile.id!r} names no model and {self.profile.endpoint}/models "
-                    f"did not list one ({_describe(exc)}): set `model` in its profile or REFAGENT_MODEL."
-                ) from exc
+        """The profile's model, else the first the endpoint lists (asked once)."""
+        if self._model:
+            return self._model
+        import openai
+
+        listing = f"{self.profile.endpoint.rstrip('/')}/models"
+        no_model = f"The model profile {self.profile.id!r} names no model, and {listing}"
+        setting = f"set {model_setting(self.profile)}"
+        try:
+            page = await client.models.list()
+            ids = [str(m.id) for m in page.data if getattr(m, "id", None)]
+        except openai.APIConnectionError as exc:  # the endpoint is unreachable: that is the news, not the model
+            raise ModelError(f"{self._connection_failure(exc)}.") from exc
+        except openai.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                raise self._auth_error(exc, listing) from exc
+            raise ModelConfigError(f"{no_model} answered {exc.status_code} ({self._said(exc)}): {setting}.") from exc
+        except Exception as exc:  # an answer that is not a list of models
+            said = _describe(exc)
+            raise ModelConfigError(f"{no_model} did not answer with a list of models ({said}): {setting}.") from exc
+        if not ids:
+            raise ModelConfigError(f"{no_model} lists none: {setting}.")
+        self._model = ids[0]
         return self._model
 
     def _open(
@@ -397,23 +425,26 @@ class OpenAIModel:
 
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
-            said = _server_said(exc)
+            said = self._said(exc)
             if status in (401, 403):
-                verb = "rejected the API key" if status == 401 else "refused access"
-                raise ModelAuthError(
-                    f"{self.url} {verb} ({status}: {said}). To use the model profile {self.profile.id!r}, "
-                    f"{key_hint(self.profile)}."
-                ) from exc
+                raise self._auth_error(exc, self.url) from exc
             message = f"{self.url} answered {status}: {said}"
             if status in RETRYABLE_STATUS or status >= 500:
                 return _Failure(message, _retry_after(exc.response.headers))
+            if status == 404:
+                raise ModelConfigError(
+                    f"{self.url} answered 404 for the model {self._model!r} ({said}): it serves no such model, "
+                    f"or the base URL is wrong. {self.profile.endpoint.rstrip('/')}/models lists its models; "
+                    f"set {model_setting(self.profile)}."
+                ) from exc
             raise ModelError(f"{message} (model {self._model!r})") from exc
         if isinstance(exc, openai.APITimeoutError):
             return _Failure(f"{self.url} timed out")
         if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__ or exc.__context__
-            detail = f": {cause}" if cause is not None and str(cause) else ""
-            return _Failure(f"the connection to {self.url} failed{detail}")
+            message = self._connection_failure(exc)
+            if not connection_problem(exc).transient:  # waiting fixes no unknown host name or bad certificate
+                raise ModelError(f"{message}.") from exc
+            return _Failure(message)
         if isinstance(exc, openai.APIError):
             # An error event inside the stream (OpenRouter and others): retry what its code says is transient.
             code = _int(exc.code) or _int(exc.body.get("code") if isinstance(exc.body, dict) else None)
@@ -427,6 +458,97 @@ class OpenAIModel:
         if isinstance(exc, openai.OpenAIError):
             raise ModelError(f"{self.url}: {exc}") from exc
         raise exc
+
+    def _connection_failure(self, exc: Exception) -> str:
+        """What a failed connection to the endpoint was, for the user (no final period)."""
+        import openai
+
+        if isinstance(exc, openai.APITimeoutError):
+            return f"{self.url} timed out"
+        return f"Cannot connect to {self.profile.endpoint}: {connection_problem(exc).what}"
+
+    def _auth_error(self, exc: Any, url: str) -> ModelAuthError:
+        """A 401 or 403: which key was sent (by where it came from, never the key), and what to do."""
+        status = exc.status_code
+        said = f"{status}: {self._said(exc)}"
+        if not self.profile.api_key:  # no key was sent (the endpoint looked local): it wants one
+            return ModelAuthError(
+                f"{url} answered {said}: it needs an API key, and the model profile {self.profile.id!r} has "
+                f"none: {key_hint(self.profile)}."
+            )
+        origin = key_origin(self.profile)
+        if status == 401:
+            return ModelAuthError(f"{url} rejected {origin} ({said}). Put a valid key there.")
+        return ModelAuthError(
+            f"{url} refused {origin} access ({said}): the key may not be allowed to use the model {self._model!r}."
+        )
+
+    def _said(self, exc: Any) -> str:
+        """What the server said, with the key cut out (some servers quote the key they were sent)."""
+        said = _server_said(exc)
+        key = self.profile.api_key
+        return said.replace(key, "[the key]") if key and len(key) >= 4 else said
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionProblem:
+    what: str
+    """What failed, for the user: "connection refused (is the server running?)"."""
+    transient: bool
+    """Whether retrying may help (a server still starting may; a name that does not resolve will not)."""
+
+
+def connection_problem(exc: BaseException) -> ConnectionProblem:
+    """Why a connection failed, read from ``exc``'s chain of causes (``openai.APIConnectionError`` <-
+    the HTTP library's ``ConnectError`` <- ... <- the ``OSError``, ``socket.gaierror`` or ``ssl.SSLError``
+    that says it), the message's text when the types say nothing."""
+    import socket
+    import ssl
+
+    causes = list(_causes(exc))
+    for cause in causes:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            detail = getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or str(cause)
+            return ConnectionProblem(f"its TLS certificate could not be verified ({detail})", False)
+        if isinstance(cause, ssl.SSLError):  # retried: an EOF in the middle of TLS may be a dropped connection
+            return ConnectionProblem(f"TLS failed ({getattr(cause, 'reason', None) or cause})", True)
+        if isinstance(cause, socket.gaierror):
+            if cause.errno == getattr(socket, "EAI_AGAIN", None):  # "temporary failure in name resolution"
+                return ConnectionProblem(f"its host name could not be looked up for now (DNS: {cause.strerror})", True)
+            return ConnectionProblem(f"its host name was not found (DNS: {cause.strerror}); check the URL", False)
+        if isinstance(cause, ConnectionRefusedError):
+            return ConnectionProblem("connection refused (is the server running?)", True)
+    said = " | ".join(str(cause) for cause in causes)
+    if "CERTIFICATE_VERIFY_FAILED" in said:
+        return ConnectionProblem("its TLS certificate could not be verified", False)
+    if any(text in said for text in _UNKNOWN_HOST):
+        return ConnectionProblem("its host name was not found (DNS); check the URL", False)
+    if "Connection refused" in said or "Connect call failed" in said:
+        return ConnectionProblem("connection refused (is the server running?)", True)
+    detail = next((str(c) for c in reversed(causes) if str(c) and str(c) != "Connection error."), type(exc).__name__)
+    return ConnectionProblem(f"the connection failed ({detail})", True)
+
+
+_UNKNOWN_HOST = ("Name or service not known", "nodename nor servname", "getaddrinfo failed", "No address associated")
+"""How resolvers say a name does not exist, when only the text of the error is left (Linux, macOS, Windows)."""
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what led to it, outermost first: ``__cause__``, ``__context__``, exception groups' members."""
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        if current.__context__ is not None:
+            stack.append(current.__context__)
+        if current.__cause__ is not None:
+            stack.append(current.__cause__)
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(reversed(current.exceptions))
 
 
 class _Malformed(ValueError):

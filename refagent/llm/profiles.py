@@ -40,6 +40,9 @@ class ModelProfile:
     """One of :attr:`reasoning_efforts` (the config sets it whenever they are given); ``None`` when there are none."""
     source: str = ""
     """Where the profile was defined, for messages: ``"environment"``, or ``"<config file> [profiles.<id>]"``."""
+    api_key_from: str = ""
+    """Where :attr:`api_key` came from, for messages (the key itself is never shown): the environment
+    variable's name, or ``"`api_key` in <config file> [profiles.<id>]"``; empty: :attr:`api_key_env`, if any."""
 
     @property
     def scripted(self) -> bool:
@@ -97,6 +100,21 @@ def key_hint(profile: ModelProfile) -> str:
         hint = f"set the {profile.api_key_env} environment variable"
         return f"{hint} (or {where})" if where else hint
     return f"set {where}" if where else "set the OPENAI_API_KEY environment variable"
+
+
+def key_origin(profile: ModelProfile) -> str:
+    """The key a request carried, named by where it came from: "the key from OPENAI_API_KEY"."""
+    origin = profile.api_key_from or profile.api_key_env
+    return f"the key from {origin}" if origin else "the API key"
+
+
+def model_setting(profile: ModelProfile) -> str:
+    """Where the user names ``profile``'s model, as a phrase: "`model` in <file> [profiles.x]"."""
+    if profile.source == "environment":
+        return "REFAGENT_MODEL (or --model)"
+    if profile.source.endswith("]"):
+        return f"`model` in {profile.source}"
+    return "`model` in its profile, or REFAGENT_MODEL"
 
 
 def missing_key(profile: ModelProfile) -> str | None:

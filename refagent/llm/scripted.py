@@ -5,6 +5,11 @@ so a test can both drive the turn and assert what the model was sent. A response
 :mod:`refagent.llm.protocol` events, plus two markers: :class:`Hang` (wait until cancelled, for cancel tests)
 and :class:`Fail` (raise an error, for failure tests). A response without a :class:`Finished` event gets
 one: ``tool_calls`` if it requested tools, ``stop`` otherwise.
+
+The agent runs on one of these when it has no model: :func:`offline_model` when nothing is configured (it
+says so, and the turn ends normally), :func:`broken_config_model` when the configuration cannot be used
+(every turn fails with :class:`~refagent.errors.ModelConfigError`, so that the client learns the turn
+failed, of kind ``config``, and ``refagent run`` exits 1).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import TypeAlias
 
 import anyio
 
+from refagent.errors import ModelConfigError
 from refagent.llm.protocol import (
     Finished,
     ModelEvent,
@@ -113,3 +119,13 @@ def offline_reply(request: ModelRequest, note: str = "") -> Response:
 def offline_model(note: str = "") -> ScriptedModel:
     """The model used when nothing is configured; ``note`` (e.g. a configuration error) is said too."""
     return ScriptedModel(fallback=lambda request: offline_reply(request, note))
+
+
+def broken_config_model(problem: str) -> ScriptedModel:
+    """The model used when the configuration cannot be used (``problem``: the :class:`ConfigError`'s text):
+    each turn fails at once with a :class:`~refagent.errors.ModelConfigError` that says what is wrong."""
+    message = (
+        f"The configuration is broken: {problem.rstrip('.')}. Fix it and restart refagent (until then it has "
+        "only its built-in scripted model)."
+    )
+    return ScriptedModel(fallback=lambda request: [Fail(ModelConfigError(message))])

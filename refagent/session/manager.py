@@ -41,7 +41,7 @@ from refagent.session.state import Session
 from refagent.settings import Settings
 
 if TYPE_CHECKING:  # annotations; the modules themselves load after the first session's response
-    from refagent.acp.types import ClientCapabilities, StopReason
+    from refagent.acp.types import ClientCapabilities
     from refagent.mcp import McpHub
     from refagent.persistence.reader import StoredSession
     from refagent.persistence.store import SessionStore
@@ -362,14 +362,15 @@ class SessionManager:
         await session.wait_settled()  # what it says follows the session's announcements
         return {"configOptions": await session.set_config_option(config_id, params["value"])}
 
-    async def prompt(self, params: dict[str, Any]) -> dict[str, StopReason]:
-        """``session/prompt``: :meth:`refagent.session.prompting.Prompting.prompt`."""
+    async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``session/prompt``: :meth:`refagent.session.prompting.Prompting.prompt` (the stop reason, and a
+        turn's failure in ``_meta``)."""
         session = self._session(params)
         blocks = p.required(params, "prompt", list)
         from refagent.session.prompting import Prompting  # loaded by now, in the first session's after-work
 
         prompting = Prompting(self.models, self.settings.max_requests, self.store)
-        return {"stopReason": await prompting.prompt(session, blocks)}
+        return await prompting.prompt(session, blocks)
 
     def cancel(self, session_id: object) -> None:
         """``session/cancel`` (a notification): for an unknown or idle session, nothing to do."""
@@ -396,8 +397,9 @@ class SessionManager:
 
 
 async def _mcp_problem(session: Session, server: str, problem: str) -> None:
-    """An MCP server failed: the user hears it (a notice, or a message in the thread), the log keeps it."""
-    log.warning("MCP server %s: %s", server, problem)
+    """An MCP server failed: the user hears it (a notice, or a message in the thread), the log keeps it (at
+    info: a warning would say it a second time where the agent's stderr is the user's, as in refagent run)."""
+    log.info("MCP server %s: %s", server, problem)
     if session.notices:  # news about this run of the agent, not part of the conversation: not recorded
         await session.recorder.send(updates.notice("error", f"MCP server {server} failed", problem))
     else:

@@ -4,7 +4,8 @@ A prompt is either a slash command (:mod:`refagent.session.commands`: ``/undo``,
 ``/model``; ``/init`` is an ordinary turn with a prepared instruction) or a turn of the model
 (:mod:`refagent.session.turn`). Either way it runs under the session's turn lock, in a cancel scope that
 ``session/cancel`` reaches (:meth:`Session.open_turn`), and afterwards the session is stamped and, after
-its first exchange, named.
+its first exchange, named. The answer is the ``session/prompt`` response: the stop reason and, for a turn
+the model failed, the failure in ``_meta`` (:mod:`refagent.session.turn` has the contract).
 
 The turn is given everything it needs here, so that it never calls back up: the model, the conversation,
 the session's recorder to send updates through, its tools, a :class:`~refagent.session.compaction.Compactor`
@@ -52,17 +53,18 @@ class Prompting:
     max_requests: int
     store: SessionStore | None
 
-    async def prompt(self, session: Session, blocks: list[Any]) -> StopReason:
-        """Answer one ``session/prompt`` of ``session``: run its command or its turn; ``cancelled`` if
-        ``session/cancel`` (or ``session/close``) ended it.
+    async def prompt(self, session: Session, blocks: list[Any]) -> dict[str, Any]:
+        """Answer one ``session/prompt`` of ``session``: run its command or its turn. The response: its stop
+        reason, ``cancelled`` if ``session/cancel`` (or ``session/close``) ended it, and ``_meta`` with the
+        failure if the model failed the turn.
 
         A prompt sent right after ``session/new`` first waits for the session's workspace, built after that
         response (:meth:`Session.ready`); one that could not be built fails the prompt with the reason."""
         if await session.ready() is None or session.closed:
-            return "cancelled"  # session/close came first
+            return {"stopReason": "cancelled"}  # session/close came first
         command = parse_command(blocks)
         if command is not None and command.name != "init":
-            return await self._run_command(session, command, blocks)
+            return {"stopReason": await self._run_command(session, command, blocks)}
         typed = blocks  # what the user wrote: recorded, and the source of the title
         if command is not None:  # /init: an ordinary turn with a prepared instruction, plus the user's words
             instruction = init_instruction(session.cwd)
@@ -99,7 +101,9 @@ class Prompting:
         finally:
             session.close_turn(scope)
         await self._after(session, typed)
-        return stop
+        if turn.failure is not None and stop == "end_turn":
+            return {"stopReason": stop, "_meta": turn.failure.meta()}
+        return {"stopReason": stop}
 
     async def _run_command(self, session: Session, command: Command, blocks: list[Any]) -> StopReason:
         """Run a slash command other than /init; its answer is an agent message."""

@@ -11,6 +11,22 @@ One :meth:`Turn.run` (through :func:`run_prompt`) answers one ``session/prompt``
    when a response was cut by length, ``refusal``, ``max_turn_requests`` after the configured number of
    model requests, and ``cancelled`` when ``session/cancel`` arrived (never an error).
 
+A turn the model failed (:class:`~refagent.errors.ModelError`: the endpoint, the key, or a configuration
+that cannot work) ends ``end_turn`` all the same, as ACP has no stop reason for it, with a message that says
+what is wrong: an ``agent_message_chunk`` that editors show in the conversation and that is recorded, so
+``session/load`` shows it again. Both that chunk and the ``session/prompt`` response say it is a failure,
+in ``_meta`` (an open object in the schema, :func:`failure_meta`)::
+
+    {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": M}, "messageId": ...,
+     "_meta": {"refagent": {"failure": {"kind": K, "message": M}}}}
+    {"stopReason": "end_turn", "_meta": {"refagent": {"failure": {"kind": K, "message": M}}}}
+
+``K`` is ``"model"`` (the endpoint failed: unreachable, 5xx, a broken stream), ``"auth"`` (the key is
+missing or was rejected) or ``"config"`` (the configuration cannot work: a broken file, an unknown profile,
+no model, a model the endpoint does not serve, ``max_requests`` 0); ``M`` is the chunk's text. A terminal
+client (``refagent run``) does not draw that chunk as the session's text: it prints ``M`` once on stderr
+and exits 1. A refusal is not a failure: it ends ``refusal``.
+
 The history stays valid for the next prompt whatever happens: a cancelled or failed response keeps
 the text that arrived, and every tool call gets a result. It stays bounded too: a tool call's arguments
 over :data:`MAX_KEPT_ARGUMENTS` characters (a 20 MB ``write_file``) are kept with their long strings cut,
@@ -28,7 +44,7 @@ from typing import Any
 from refagent.acp import updates
 from refagent.acp.text import cut, shorten
 from refagent.acp.types import ContentBlock, StopReason
-from refagent.errors import ModelError, ModelRefused
+from refagent.errors import FailureKind, ModelError, ModelRefused
 from refagent.ids import new_id
 from refagent.llm.protocol import (
     Finished,
@@ -80,6 +96,8 @@ class Turn:
     """How hard the model should reason (the session's ``thought_level``), if its profile takes one."""
     changed_files: Callable[[], list[str]] | None = None
     """Files changed outside the agent since last asked; the model hears of them before its next request."""
+    failure: Failure | None = field(default=None, init=False)
+    """Why the model failed the turn, once :func:`run_prompt` has ended it so (the response says it too)."""
 
     async def run(self, user_message: dict[str, Any]) -> StopReason:
         """Run the turn to its stop reason. Cancellation of the calling scope is *not* caught here."""
@@ -123,11 +141,11 @@ class Turn:
                         if self.usage is not None:
                             await self.send(self.usage(event))
                     elif isinstance(event, Retrying):
+                        note = _retry_note(event)
                         if self.notices:  # news about this run, not part of the conversation
-                            note = _retry_note(event).strip().strip("_")
                             await self.send(updates.notice("warning", "The model request is being retried", note))
-                        else:
-                            await self.send(updates.agent_thought_chunk(updates.text(_retry_note(event)), thought_id))
+                        else:  # a line of its own among the thoughts (a retry comes before any reasoning)
+                            await self.send(updates.agent_thought_chunk(updates.text(f"{note}\n"), thought_id))
                     elif isinstance(event, Finished):
                         reason = event.reason
             finally:
@@ -179,9 +197,10 @@ class Turn:
 
 
 def _retry_note(event: Retrying) -> str:
+    """Plain text, no markup: clients show thoughts as they are (a terminal would show ``_x_`` literally)."""
     delay = f"{event.delay:.1f}" if event.delay < 10 else f"{event.delay:.0f}"
     of = f" of {event.max_attempts}" if event.max_attempts else ""
-    return f"\n_{event.reason}; retrying in {delay} s (attempt {event.attempt}{of})._\n"
+    return f"{event.reason}; retrying in {delay} s (attempt {event.attempt}{of})."
 
 
 def _assistant_message(text: str, calls: list[ToolCallRequest]) -> dict[str, Any]:
@@ -215,8 +234,30 @@ def _tool_message(call_id: str, content: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why the model failed a turn: its kind and the message the user reads (see the module docstring)."""
+
+    kind: FailureKind
+    message: str
+
+    def meta(self) -> dict[str, Any]:
+        """The ``_meta`` of the failure's message chunk and of the turn's response."""
+        return failure_meta(self.kind, self.message)
+
+
+def failure_meta(kind: FailureKind, message: str) -> dict[str, Any]:
+    """``{"refagent": {"failure": {"kind", "message"}}}``: what marks a turn the model failed."""
+    return {"refagent": {"failure": {"kind": kind, "message": message}}}
+
+
 async def run_prompt(turn: Turn, user_message: dict[str, Any]) -> StopReason:
     """Run ``turn`` and map a model failure to a stop reason, telling the user what went wrong.
+
+    A failure ends the turn ``end_turn``, with a message chunk marked as the failure and
+    :attr:`Turn.failure` set, for the response to carry too (see the module docstring). It is logged at
+    info only: the user reads it in the session, and a terminal client that shares the agent's stderr
+    would show a warning a second time.
 
     Cancellation is the caller's: it runs this inside the turn's cancel scope and answers ``cancelled``
     when the scope caught it (ACP requires a stop reason, never an error, even if a library raised on
@@ -228,9 +269,13 @@ async def run_prompt(turn: Turn, user_message: dict[str, Any]) -> StopReason:
         await turn.send(updates.agent_message_chunk(updates.text(f"The model refused: {exc}"), new_id("msg")))
         return "refusal"
     except ModelError as exc:
-        log.warning("model error: %s", exc)
+        failure = Failure(exc.kind, str(exc))
+        log.info("the turn failed (%s): %s", failure.kind, failure.message)
+        chunk = updates.agent_message_chunk(updates.text(failure.message), new_id("msg"))
+        chunk["_meta"] = failure.meta()
         # If the turn was cancelled meanwhile, this send raises and the caller's scope answers "cancelled".
-        await turn.send(updates.agent_message_chunk(updates.text(f"Model error: {exc}"), new_id("msg")))
+        await turn.send(chunk)
+        turn.failure = failure
         return "end_turn"
 
 

@@ -111,7 +111,8 @@ class CustomTools:
     def _problem(self, entry: str, problem: str) -> None:
         message = f"custom tool {entry!r} left out: {problem}"
         if message not in self.problems:  # a constructor fails again for every session: said once
-            log.warning("%s", message)
+            # Info only: the session tells the user (refagent run shares the agent's stderr: no second time).
+            log.info("%s", message)
             self.problems.append(message)
 
 

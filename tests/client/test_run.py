@@ -23,18 +23,18 @@ import anyio
 import pytest
 
 from refagent.acp.errors import MethodNotFound
-from refagent.client.demo import COPY_IGNORES
+from refagent.client.demo import COPY_IGNORES, default_project
 from refagent.client.handler import TerminalClient
 from refagent.client.render import Renderer
 from refagent.client.run import EXIT_CODES, Outcome, Run, RunOptions, run
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
 from refagent.testing.transcript import Transcript
 from tests.support.acp_schema import validate_agent_message
-from tests.support.helpers_process import ROOT, agent_env
+from tests.support.helpers_process import agent_env
 
 pytestmark = pytest.mark.anyio
 
-DEMO_PROJECT = ROOT / "examples" / "demo-project"
+DEMO_PROJECT = default_project()
 AGENT = [sys.executable, "-m", "refagent"]
 KEY = "sk-test"
 

@@ -138,7 +138,9 @@ async def test_persistent_failure_ends_the_turn_and_the_session_goes_on(tmp_path
         ) as agent:
             await agent.initialize()
             sid = await agent.new_session(tmp_path)
-            assert await prompt(agent, sid, "go") == {"stopReason": "end_turn"}
+            response = await prompt(agent, sid, "go")
+            assert response["stopReason"] == "end_turn"
+            assert response["_meta"]["refagent"]["failure"]["kind"] == "model"  # a failure, marked as such
             assert "the model is on fire" in agent.text(sid)
             assert await prompt(agent, sid, "again") == {"stopReason": "end_turn"}
             assert agent.text(sid).endswith("back again")
@@ -149,8 +151,10 @@ async def test_invalid_key_is_a_clear_error(tmp_path: Path, check: Any) -> None:
         async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
             await agent.initialize()
             sid = await agent.new_session(tmp_path)
-            assert await prompt(agent, sid, "go") == {"stopReason": "end_turn"}
-            assert "OPENAI_API_KEY" in agent.text(sid)
+            response = await prompt(agent, sid, "go")
+            assert response["stopReason"] == "end_turn"
+            assert response["_meta"]["refagent"]["failure"]["kind"] == "auth"
+            assert "rejected the key from OPENAI_API_KEY" in agent.text(sid)
 
 
 async def test_missing_key_means_auth_required(tmp_path: Path, check: Any) -> None:

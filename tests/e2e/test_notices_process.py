@@ -90,12 +90,13 @@ async def test_a_broken_config_file_and_an_unconfined_machine(tmp_path: Path, ch
         sid = await agent.new_session(project)
         opened = await after_opening(agent, sid, 3 if capable else 2)
         result, shown = await prompt(agent, sid, "hi")
-        assert result == {"stopReason": "end_turn"}
+        assert result["stopReason"] == "end_turn"
+        assert result["_meta"]["refagent"]["failure"] == {"kind": "config", "message": said(shown)}
         await agent.close_stdin()
         assert await agent.wait_exit(10) == 0
     assert opened[0]["sessionUpdate"] == "available_commands_update"
     answer = said(shown)
-    assert "The configuration is broken: " in answer  # the built-in model says it at the first prompt
+    assert "The configuration is broken: " in answer  # the first prompt fails with it, of kind "config"
     assert "not valid TOML" in answer
     if capable:
         broken, sandbox = opened[1:]

@@ -136,6 +136,7 @@ def test_several_profiles_from_the_file(tmp_path: Path) -> None:
         base_url="https://llm.example.com/v1",
         api_key="wk-1",
         api_key_env="WORK_KEY",
+        api_key_from="WORK_KEY",
         context_window=200000,
         images=True,
         input_price=3 / 1_000_000,

@@ -185,12 +185,14 @@ async def test_a_broken_configuration_is_a_notice_when_the_session_opens(
         sid = await editor.new_session(str(project))
         [notice] = notices(editor, sid)  # before any prompt
         assert said(editor, sid) == ""
-        assert await editor.prompt(sid, "hi") == {"stopReason": "end_turn"}
+        response = await editor.prompt(sid, "hi")
         answer = said(editor, sid)
+    assert response["stopReason"] == "end_turn"
+    assert response["_meta"]["refagent"]["failure"] == {"kind": "config", "message": answer}
     assert notice["severity"] == "error"
     assert notice["title"] == "The configuration is broken"
     assert "broken.toml: not valid TOML" in notice["description"]
-    assert "The configuration is broken: " in answer  # the built-in model says it too, as it always did
+    assert "The configuration is broken: " in answer  # the turn says it too, as a failure of kind "config"
 
 
 async def test_without_notices_a_broken_configuration_is_told_at_the_first_prompt(
@@ -199,8 +201,9 @@ async def test_without_notices_a_broken_configuration_is_told_at_the_first_promp
     async with agent(broken_settings(tmp_path), check, {}) as editor:
         sid = await editor.new_session(str(project))
         opened = [u["sessionUpdate"] for u in editor.updates(sid)]
-        assert await editor.prompt(sid, "hi") == {"stopReason": "end_turn"}
+        response = await editor.prompt(sid, "hi")
         answer = said(editor, sid)
+        assert response["_meta"]["refagent"]["failure"] == {"kind": "config", "message": answer}
         assert notices(editor, sid) == []
     assert opened == ["available_commands_update"]  # nothing said when the session opens
     assert "built-in scripted model" in answer
