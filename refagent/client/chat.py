@@ -1,0 +1,405 @@
+"""``refagent chat``: an interactive, multi-turn session with refagent in the terminal.
+
+An ordinary ACP client, as ``refagent run`` is: it starts the agent (``python -m refagent`` with the model
+flags passed through, or ``--agent``; :func:`~refagent.client.agent_process.open_agent`), sends
+``initialize``, opens a session (new, ``--continue`` or ``--resume``:
+:func:`~refagent.client.opening.open_session`), then sends each prompt typed as a ``session/prompt`` and
+draws the turn as it streams. The pieces: :mod:`~refagent.client.chat_input` (the prompt, prompt_toolkit),
+:mod:`~refagent.client.chat_view` (the drawing, rich), :mod:`~refagent.client.chat_client` (the ACP
+handler: updates, permission questions), :mod:`~refagent.client.chat_state` (mode, model, usage, commands).
+
+The chat's own commands: ``/help``, ``/sessions`` (``session/list`` for this directory), ``/resume <id>``
+(``session/load``: the earlier conversation is drawn again, then goes on), ``/new`` (``session/new`` in
+the same agent process), ``/quit``. Every other line, ``/undo``, ``/compact``, ``/mode``, ``/model`` and
+``/init`` included, is the prompt of a turn: the agent answers its own commands.
+
+Ctrl-C during a turn sends ``session/cancel`` (the turn ends ``cancelled``, the prompt comes back); a
+second one during the same turn quits. At a permission question it cancels the turn. At the prompt it
+clears the line; twice on an empty line quits, as Ctrl-D does. The agent runs in its own process group,
+so the terminal's Ctrl-C reaches only the chat; quitting closes the agent's stdin (and kills it if it
+does not exit in time). Exit code: 0 when the user quits; 1 when the agent cannot start, the session
+cannot be opened, or the agent stops; 2 bad usage; 141 stdout was closed (``| head``: quietly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import anyio
+from rich.console import Console
+from rich.text import Text
+
+from refagent.acp.connection import Connection
+from refagent.acp.errors import ConnectionClosed, RequestError
+from refagent.client.agent_process import AgentStartError, initialize, open_agent
+from refagent.client.chat_blocks import help_block, sessions_block
+from refagent.client.chat_client import ChatClient
+from refagent.client.chat_input import ChatInput, LineInput, PromptInput, history_file, quiet_tty
+from refagent.client.chat_state import CLIENT_COMMANDS, CLIENT_NAMES, ChatState
+from refagent.client.chat_view import ChatView
+from refagent.client.opening import NoEarlierSession, SessionError, list_sessions, open_session, session_capability
+from refagent.client.run import agent_command
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_OUTPUT_CLOSED = 141
+"""stdout was closed (``| head``): 128 + ``SIGPIPE``, as ``refagent run`` and the tools that signal ends."""
+AGENT_GONE = "The agent stopped (what it said, if anything, is above)."
+TICK_SECONDS = 0.1
+"""How often the live region is redrawn (the spinner, the time taken)."""
+
+
+@dataclass
+class ChatOptions:
+    cwd: str
+    agent: list[str]
+    """The agent's command line."""
+    yes: bool = False
+    """Approve every permission request."""
+    read_only: bool = False
+    resume: str | None = None
+    """``--resume``: the id (or the start of one) of the session to go on with."""
+    latest: bool = False
+    """``--continue``: go on with this directory's latest session."""
+    transcript: TextIO | None = None
+    """Where every line each side sends goes, as JSON lines (``--transcript``)."""
+    env: dict[str, str] | None = None
+
+
+class Chat:
+    """One agent process, a session at a time, turns until the user quits."""
+
+    def __init__(self, options: ChatOptions, view: ChatView, typed: ChatInput, state: ChatState) -> None:
+        self.options = options
+        self.view = view
+        self.input = typed
+        self.state = state
+        approve = "--yes" if options.yes else None
+        self.client = ChatClient(view, state, typed, self.cancel_turn, approve=approve)
+        self.cwd = options.cwd
+        self.connection: Connection | None = None
+        self.init: dict[str, Any] = {}
+        self.turn = False
+        self._cancel_sent = False
+        self._scope = anyio.CancelScope()
+        self._quit = False
+        self.code = EXIT_OK
+
+    # -- Ctrl-C and quitting ---------------------------------------------------------------------
+
+    async def interrupt(self) -> None:
+        """SIGINT (Ctrl-C while a turn runs): cancel the turn; the second time, or between turns, quit."""
+        if self.turn and not self._cancel_sent:
+            await self.cancel_turn()
+        else:
+            self.quit()
+
+    async def cancel_turn(self) -> None:
+        """Send ``session/cancel`` (once a turn); pending permission questions answer ``cancelled``."""
+        if not self.turn or self._cancel_sent or self.connection is None:
+            return
+        self._cancel_sent = True
+        self.view.cancelling()
+        with anyio.CancelScope(shield=True):  # called from a question being cancelled: it must still go
+            await self.connection.notify("session/cancel", {"sessionId": self.state.session_id})
+        self.client.cancel_prompts()
+
+    def quit(self, code: int = EXIT_OK) -> None:
+        """Stop now, with this exit code: the agent is told by EOF, and killed if it does not exit in time."""
+        if not self._quit:
+            self._quit, self.code = True, code
+        self._scope.cancel()
+
+    # -- the chat --------------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        with self._scope:
+            try:
+                async with open_agent(
+                    self.options.agent, self.client, env=self.options.env, transcript=self.options.transcript
+                ) as connection:
+                    self.connection = connection
+                    self.quit(await self._chat(connection))
+            except AgentStartError as exc:
+                self.view.error(str(exc))
+                self.quit(EXIT_FAILED)
+        return self.code
+
+    async def _chat(self, connection: Connection) -> int:
+        try:
+            self.init = await initialize(connection, "refagent-chat", "refagent chat")
+            info = self.init.get("agentInfo") or {}
+            name = str(info.get("title") or info.get("name") or "the agent")
+            header = Text(" ".join(filter(None, [name, info.get("version")])), "bold")
+            header.append(f" · ACP v{self.init.get('protocolVersion')} · {self.cwd}", "dim")
+            self.view.print(header, "banner")
+            try:
+                await self._open(resume=self.options.resume, latest=self.options.latest)
+            except NoEarlierSession:
+                self.view.note("No earlier session in this directory: a new one.")
+                await self._open()
+            if self.options.read_only:
+                params = {"sessionId": self.state.session_id, "modeId": "read-only"}
+                await connection.request("session/set_mode", params)
+                self.state.mode = "read-only"
+                self.view.note(f"Mode: {self.state.mode_name()} (--read-only): changes are refused.")
+        except ConnectionClosed:
+            self.view.error(AGENT_GONE)
+            return EXIT_FAILED
+        except (SessionError, RequestError) as exc:
+            self.view.error(exc.message if isinstance(exc, RequestError) else str(exc))
+            return EXIT_FAILED
+        self.view.note("/help for commands, Ctrl-D to quit")
+        self.view.console.print()
+        return await self._loop()
+
+    async def _loop(self) -> int:
+        warned = False  # Ctrl-C on an empty line once already
+        while not self._quit:
+            try:
+                text = (await self.input.read()).strip()
+            except KeyboardInterrupt:
+                if warned:
+                    return EXIT_OK
+                warned = True
+                self.view.console.print(Text("(Ctrl-C again to quit, or Ctrl-D)", "dim"))
+                continue
+            except EOFError:
+                return EXIT_OK
+            warned = False
+            if not text:
+                continue
+            if not self.input.echoes:
+                self.view.console.print(Text("› " + text.replace("\n", "\n  "), "bold"))
+            name, _, argument = text[1:].partition(" ") if text.startswith("/") else ("", "", "")
+            if name in CLIENT_NAMES:
+                if name in ("quit", "exit"):
+                    return EXIT_OK
+                await self._command(name, argument.strip())
+            else:
+                await self._turn(text)
+        return self.code
+
+    async def _turn(self, text: str) -> None:
+        assert self.connection is not None
+        self.turn, self._cancel_sent = True, False
+        self.client.new_turn()
+        self.view.begin()
+        result: Any = None
+        error = ""
+        params = {"sessionId": self.state.session_id, "prompt": [{"type": "text", "text": text}]}
+        try:
+            result = await self.connection.request("session/prompt", params)
+        except ConnectionClosed:
+            error = AGENT_GONE
+            self.quit(EXIT_FAILED)
+        except RequestError as exc:
+            error = exc.message
+        finally:
+            self.turn = False
+            self.view.end(result if isinstance(result, dict) else None, error=error)
+
+    # -- the chat's commands ---------------------------------------------------------------------
+
+    async def _command(self, name: str, argument: str) -> None:
+        try:
+            if name == "help":
+                self.view.console.print()  # apart from the prompt's line, as a turn's output is
+                agent = [c for c in self.state.commands if c.name not in CLIENT_NAMES]
+                self.view.print(help_block(CLIENT_COMMANDS, agent), "help")
+            elif name == "sessions":
+                await self._sessions()
+            elif name == "resume":
+                await self._resume(argument)
+            elif name == "new":
+                self.view.console.print()
+                await self._open()
+        except ConnectionClosed:
+            self.view.error(AGENT_GONE)
+            self.quit(EXIT_FAILED)
+        except (SessionError, RequestError) as exc:
+            self.view.error(exc.message if isinstance(exc, RequestError) else str(exc))
+        self.view.console.print()
+
+    async def _sessions(self) -> None:
+        """``/sessions``: this directory's other sessions, newest first, numbered for ``/resume``."""
+        assert self.connection is not None
+        self.view.console.print()
+        listed = await list_sessions(self.connection, self.init, self.cwd)
+        self.state.listed = [e for e in listed if e.get("sessionId") != self.state.session_id]
+        if not self.state.listed:
+            self.view.note(f"No other saved session in {self.cwd}.")
+            return
+        self.view.print(sessions_block(self.state.listed), "sessions")
+        self.view.note("/resume <id or number> goes on with one (Tab completes the ids).")
+
+    async def _resume(self, wanted: str) -> None:
+        if not wanted:
+            await self._sessions()
+            return
+        if wanted.isdigit() and 1 <= int(wanted) <= len(self.state.listed):
+            wanted = str(self.state.listed[int(wanted) - 1].get("sessionId"))
+        if wanted == self.state.session_id:
+            self.view.note("That is the session in use.")
+            return
+        await self._open(resume=wanted)
+
+    async def _open(self, *, resume: str | None = None, latest: bool = False) -> None:
+        """Open a session (new unless asked), draw its replayed history, and leave the previous one."""
+        assert self.connection is not None
+        previous = self.state.session_id
+        reopening = resume is not None or latest
+        self.client.accept = None  # the session being opened replays before its id is known
+        if reopening:
+            self.view.begin("Loading the session")
+        try:
+            opened = await open_session(self.connection, self.init, self.cwd, resume=resume, latest=latest, replay=True)
+        finally:
+            if reopening:
+                self.view.end()
+            self.client.accept = previous or None
+        self.client.accept = opened.session_id
+        self.state.adopt(opened.session_id, opened.result, str(opened.info.get("title") or ""))
+        if opened.cwd != self.cwd:
+            self.view.note(f"(in its own directory, {opened.cwd})")
+            self.cwd = self.view.cwd = opened.cwd
+        if previous and previous != opened.session_id and session_capability(self.init, "close"):
+            with contextlib.suppress(RequestError):  # the agent frees it; nothing is lost if it cannot
+                await self.connection.request("session/close", {"sessionId": previous})
+        line = Text("Resumed session " if opened.resumed else "New session ", "bold")
+        line.append(opened.session_id, "cyan")
+        if self.state.title:
+            line.append(f" “{self.state.title}”")
+        details = [f"model {self.state.model}" if self.state.model else "", f"mode {self.state.mode_name()}"]
+        line.append("".join(f" · {d}" for d in details if d and not d.endswith(" ")), "dim")
+        self.view.print(line, "session")
+
+
+class ChatConsole(Console):
+    """The chat's console: when its reader goes away (``| head``), it goes quiet and calls ``on_closed``
+    (the chat then quits) instead of raising :class:`SystemExit` in the middle of the event loop."""
+
+    on_closed: Callable[[], None] | None = None
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self.file.fileno())  # the interpreter's last flush must not fail on it either
+        finally:
+            os.close(devnull)
+        if self.on_closed is not None:
+            self.on_closed()
+
+
+async def chat(
+    options: ChatOptions,
+    view: ChatView,
+    typed: ChatInput,
+    state: ChatState | None = None,
+    *,
+    handle_signals: bool = True,
+) -> int:
+    """Run a chat until the user quits; returns the exit code. ``handle_signals``: SIGINT is Ctrl-C
+    (:meth:`Chat.interrupt`), SIGTERM and SIGHUP quit."""
+    the_chat = Chat(options, view, typed, state or ChatState())
+    if isinstance(view.console, ChatConsole):
+        view.console.on_closed = lambda: the_chat.quit(EXIT_OUTPUT_CLOSED)
+    async with anyio.create_task_group() as tg:
+        if handle_signals:
+            tg.start_soon(_on_signals, the_chat)
+        tg.start_soon(_tick, view)
+        code = await the_chat.run()
+        tg.cancel_scope.cancel()
+    return code
+
+
+async def _on_signals(the_chat: Chat) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        async for signum in signals:
+            if signum == signal.SIGINT:
+                await the_chat.interrupt()
+            else:
+                the_chat.quit()
+
+
+async def _tick(view: ChatView) -> None:
+    while True:
+        await anyio.sleep(TICK_SECONDS)
+        view.tick()
+
+
+# -- the command ------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from refagent.llm import config
+
+    parser = argparse.ArgumentParser(
+        prog="refagent chat",
+        description="Talk with refagent in this terminal, turn after turn: it starts the agent and opens a "
+        "session; type a task, watch it work, answer its permission questions (y = allow once, a = always "
+        "allow, n = reject, never = always reject), go on. /help inside lists the commands and keys.",
+        epilog="Exit code: 0 when you quit (/quit, Ctrl-D, Ctrl-C twice); 1 if the agent cannot start or the "
+        "session cannot be opened; 2 bad usage; 141 stdout closed.",
+    )
+    parser.add_argument("--cwd", default=os.getcwd(), help="the project directory (default: the current one)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "-c", "--continue", dest="latest", action="store_true", help="go on with the latest session of this directory"
+    )
+    which.add_argument("--resume", metavar="ID", help="go on with this session (an id, or its start)")
+    parser.add_argument("-y", "--yes", action="store_true", help="approve every permission request")
+    parser.add_argument("--read-only", action="store_true", help="start in read-only mode: changes are refused")
+    parser.add_argument("--demo", action="store_true", help="run the agent on its built-in demo model")
+    parser.add_argument(
+        "--agent",
+        metavar="COMMAND",
+        help="the agent to start, as a command line (default: this refagent); the flags below are added to it",
+    )
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), help="the agent's log level")
+    parser.add_argument("--log-file", help="the agent's log file (default: stderr)")
+    parser.add_argument("--transcript", metavar="FILE", help=argparse.SUPPRESS)  # the wire as JSON lines, for tests
+    config.add_arguments(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    cwd = os.path.abspath(args.cwd)
+    if not os.path.isdir(cwd):
+        parser.error(f"--cwd {args.cwd}: not a directory")
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:  # never fail on a character the terminal cannot show
+        reconfigure(errors="replace")
+    state = ChatState()
+    console = ChatConsole(highlight=False)
+    terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    typed: ChatInput = (
+        PromptInput(state, history_file()) if terminal else LineInput(lambda text: console.print(text, end=""))
+    )
+    with contextlib.ExitStack() as stack:
+        transcript = stack.enter_context(open(args.transcript, "w", encoding="utf-8")) if args.transcript else None
+        options = ChatOptions(
+            cwd=cwd,
+            agent=agent_command(args),
+            yes=args.yes,
+            read_only=args.read_only,
+            resume=args.resume,
+            latest=args.latest,
+            transcript=transcript,
+        )
+        if terminal:  # between prompts, what is typed waits unseen for the next one (prompt_toolkit restores this)
+            stack.enter_context(quiet_tty())
+        try:
+            return anyio.run(chat, options, ChatView(console, cwd=cwd), typed, state)
+        except KeyboardInterrupt:  # before the chat's own handling was in place
+            return 130

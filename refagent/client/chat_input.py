@@ -1,0 +1,257 @@
+"""What ``refagent chat`` reads: the prompt (prompt_toolkit) and the answers to permission questions.
+
+:class:`PromptInput`, on a terminal: line editing, a history kept across chats (:func:`history_file`),
+Enter sends, Alt-Enter (Esc Enter) or a line ending in ``\\`` inserts a new line, pasted text keeps its
+lines (bracketed paste), Tab completes slash commands and their arguments (:class:`SlashCompleter`), and
+the bottom toolbar shows the session's status (:meth:`~refagent.client.chat_state.ChatState.status`).
+Ctrl-C clears the line; on an empty line it raises :class:`KeyboardInterrupt` (twice quits: the chat's
+decision), Ctrl-D on an empty line :class:`EOFError`. :class:`LineInput` reads plain lines instead, when
+stdin or stdout is not a terminal (a script).
+
+prompt_toolkit runs on the event loop anyio runs (asyncio). It is never asked to handle SIGINT
+(``handle_sigint=False``): the chat's own signal receiver must stay in place, and at the prompt the
+terminal is in raw mode, where Ctrl-C is a key, not a signal. Between prompts (a turn) nothing reads
+the terminal: :func:`quiet_tty` keeps it from echoing what is typed over the output (it waits for the
+next prompt), and Ctrl-C is then SIGINT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import termios
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.application import run_in_terminal, set_app
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.enums import DEFAULT_BUFFER
+from prompt_toolkit.filters import has_focus
+from prompt_toolkit.formatted_text import StyleAndTextTuples
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.styles import Style
+
+from refagent.client.chat_blocks import ago
+from refagent.client.chat_state import CLIENT_COMMANDS, ChatState, Command
+from refagent.client.handler import StdinLines
+
+PROMPT: StyleAndTextTuples = [("class:prompt", "› ")]
+STYLE = Style.from_dict(
+    {
+        "prompt": "bold ansicyan",
+        "question": "bold ansimagenta",
+        "bottom-toolbar": "noreverse",
+        "toolbar.status": "ansicyan",
+        "toolbar.hint": "ansibrightblack",
+    }
+)
+
+
+class ChatInput(Protocol):
+    """Where the chat's prompts and answers come from."""
+
+    echoes: bool
+    """Whether what is typed stays on the screen (a terminal's prompt does; plain lines do not)."""
+
+    async def read(self) -> str:
+        """The next prompt. Raises :class:`KeyboardInterrupt` (Ctrl-C on an empty line), :class:`EOFError`."""
+        ...
+
+    async def ask(self, question: str) -> str:
+        """The answer to ``question``. Raises as :meth:`read` does."""
+        ...
+
+    async def above(self, draw: Callable[[], None]) -> None:
+        """Run ``draw`` (which prints) above the prompt, if one is being edited."""
+        ...
+
+
+def history_file() -> Path | None:
+    """``chat_history`` in the user state directory (``~/.local/state/refagent`` on Linux), made private:
+    prompts can hold anything. ``None`` when there is no usable directory (the history is then kept in
+    memory, for this chat only)."""
+    try:
+        import platformdirs
+
+        directory = Path(platformdirs.user_state_dir("refagent"))
+        if not directory.is_absolute():
+            return None
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = directory / "chat_history"
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    except Exception:  # a read-only home, no home at all: a chat without a saved history, not no chat
+        return None
+    return path
+
+
+class SlashCompleter(Completer):
+    """Completes ``/name`` from the chat's commands and the agent's (with their descriptions), then the
+    argument of ``/resume`` (the ids of the last ``/sessions``), ``/mode`` and ``/model``."""
+
+    def __init__(self, state: ChatState) -> None:
+        self.state = state
+
+    def commands(self) -> list[Command]:
+        agent = [c for c in self.state.commands if c.name not in {k.name for k in CLIENT_COMMANDS}]
+        return [*CLIENT_COMMANDS, *agent]
+
+    def takes_argument(self, name: str) -> bool:
+        return any(c.name == name and c.hint for c in self.commands()) or name in ("mode", "model")
+
+    def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or "\n" in text:
+            return
+        name, space, argument = text[1:].partition(" ")
+        if not space:
+            for command in self.commands():
+                if command.name.startswith(name):
+                    yield Completion("/" + command.name, -len(text), display_meta=command.description)
+            return
+        for value, meta in self._arguments(name):
+            if value.startswith(argument):
+                yield Completion(value, -len(argument), display_meta=meta)
+
+    def _arguments(self, name: str) -> list[tuple[str, str]]:
+        if name == "resume":
+            listed = self.state.listed
+            return [
+                (str(e.get("sessionId")), " · ".join(filter(None, [ago(e.get("updatedAt")), e.get("title")])))
+                for e in listed
+            ]
+        if name == "mode":
+            return self.state.modes
+        if name == "model":
+            return self.state.models
+        return []
+
+
+def _describe(entry: dict[str, Any]) -> str:
+    return " · ".join(filter(None, [ago(entry.get("updatedAt")), str(entry.get("title") or "")]))
+
+
+def _bindings(completer: SlashCompleter) -> KeyBindings:
+    keys = KeyBindings()
+    editing = has_focus(DEFAULT_BUFFER)
+
+    @keys.add("escape", "enter", filter=editing)  # Alt-Enter: most terminals send Esc then Enter
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @keys.add("enter", filter=editing)
+    def _enter(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        state = buffer.complete_state
+        if state is not None and state.current_completion is not None:  # a completion is chosen: take it
+            buffer.apply_completion(state.current_completion)
+            name = buffer.text[1:].strip()
+            if buffer.text.startswith("/") and " " not in buffer.text and completer.takes_argument(name):
+                buffer.insert_text(" ")  # and go on to its argument
+                return
+        elif buffer.document.is_cursor_at_the_end and buffer.text.endswith("\\"):
+            buffer.delete_before_cursor()  # a line continued, as in a shell
+            buffer.insert_text("\n")
+            return
+        buffer.validate_and_handle()
+
+    @keys.add("c-c", filter=editing)
+    def _interrupt(event: KeyPressEvent) -> None:
+        if event.current_buffer.text:
+            event.current_buffer.reset()  # Ctrl-C clears the line; on an empty one it means "quit?"
+        else:
+            event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
+
+    return keys
+
+
+class PromptInput:
+    """The chat's input on a terminal (see the module docstring)."""
+
+    echoes = True
+
+    def __init__(self, state: ChatState, history: Path | None = None) -> None:
+        self.state = state
+        completer = SlashCompleter(state)
+        saved: History = FileHistory(str(history)) if history is not None else InMemoryHistory()
+        self.session: PromptSession[str] = PromptSession(
+            history=saved,
+            completer=completer,
+            complete_while_typing=True,
+            key_bindings=_bindings(completer),
+            bottom_toolbar=self._toolbar,
+            prompt_continuation=lambda width, line, wrapped: "  ",
+            style=STYLE,
+            reserve_space_for_menu=6,
+            enable_open_in_editor=True,
+        )
+        self.questions: PromptSession[str] = PromptSession(style=STYLE)
+
+    def _toolbar(self) -> StyleAndTextTuples:
+        status = self.state.status()
+        return [("class:toolbar.status", f" {status}"), ("class:toolbar.hint", "  ·  /help · Ctrl-D quits")]
+
+    async def read(self) -> str:
+        return await self.session.prompt_async(PROMPT, handle_sigint=False)
+
+    async def ask(self, question: str) -> str:
+        return await self.questions.prompt_async([("class:question", question)], handle_sigint=False)
+
+    async def above(self, draw: Callable[[], None]) -> None:
+        app = self.session.app
+        if not app.is_running:
+            draw()
+            return
+        with set_app(app):  # this runs in a connection task, which does not see the prompt's context
+            await run_in_terminal(draw)
+
+
+class LineInput:
+    """Prompts and answers as lines of stdin, when it or stdout is not a terminal; end of input quits."""
+
+    echoes = False
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.lines = StdinLines()
+        self.write = write
+
+    async def read(self) -> str:
+        return await self._line()
+
+    async def ask(self, question: str) -> str:
+        self.write(question)
+        return await self._line()
+
+    async def _line(self) -> str:
+        line = await self.lines.read_line()
+        if line is None:
+            raise EOFError
+        return line
+
+    async def above(self, draw: Callable[[], None]) -> None:
+        draw()
+
+
+@contextlib.contextmanager
+def quiet_tty(fd: int = 0) -> Iterator[None]:
+    """No echo and no line buffering on the terminal ``fd`` (typing waits, unseen, for the next prompt),
+    signals kept (Ctrl-C is SIGINT); as it was afterwards. Nothing if ``fd`` is not a terminal.
+
+    The chat is in this state all along: each prompt saves it, goes raw, and comes back to it."""
+    try:
+        saved = termios.tcgetattr(fd)
+    except (termios.error, OSError):
+        yield
+        return
+    quiet = [*saved[:6], list(saved[6])]
+    quiet[3] = saved[3] & ~(termios.ECHO | termios.ICANON)
+    quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)

@@ -1,0 +1,477 @@
+"""``refagent chat`` in this process against a real ``refagent`` process (over real pipes): the prompts and
+answers come from a list instead of a terminal, the screen is a string. The agent answers from the
+scripted OpenAI-compatible server on 127.0.0.1. Every message the agent sends is checked against the ACP
+schema. (``tests/e2e/test_chat_pty.py`` drives the real command through a pseudo-terminal.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+from rich.console import Console
+
+from refagent.acp.errors import MethodNotFound
+from refagent.client.chat import Chat, ChatOptions
+from refagent.client.chat_client import ChatClient
+from refagent.client.chat_input import SlashCompleter
+from refagent.client.chat_state import ChatState, Command
+from refagent.client.chat_view import ChatView
+from refagent.testing.openai_server import Fault, ScriptedOpenAIServer, ToolCall, Turn
+from refagent.testing.transcript import Transcript
+from tests.support.acp_schema import validate_agent_message
+from tests.support.helpers_process import agent_env
+
+pytestmark = pytest.mark.anyio
+
+AGENT = [sys.executable, "-m", "refagent"]
+KEY = "sk-test"
+
+
+def server_env(tmp_path: Path, server: ScriptedOpenAIServer, **extra: str) -> dict[str, str]:
+    """An agent whose model is ``server`` (``HOME`` in ``tmp_path``: its sessions and config are the test's)."""
+    return agent_env(
+        tmp_path / "home", OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=KEY, REFAGENT_MODEL="m", **extra
+    )
+
+
+Step = str | BaseException | Callable[[], Awaitable[str]]
+
+
+class Typed:
+    """What the user types: prompts and answers, in order; then the end of input (Ctrl-D)."""
+
+    echoes = True  # as a terminal's prompt: the chat does not print the prompt again
+
+    def __init__(self, *prompts: Step, answers: tuple[Step, ...] = ()) -> None:
+        self.prompts = list(prompts)
+        self.answers = list(answers)
+        self.questions: list[str] = []
+        self.reads = 0
+
+    async def read(self) -> str:
+        self.reads += 1
+        return await self._next(self.prompts)
+
+    async def ask(self, question: str) -> str:
+        self.questions.append(question)
+        return await self._next(self.answers)
+
+    async def above(self, draw: Callable[[], None]) -> None:
+        draw()
+
+    @staticmethod
+    async def _next(steps: list[Step]) -> str:
+        step: Step = steps.pop(0) if steps else EOFError()
+        if isinstance(step, BaseException):
+            raise step
+        return step if isinstance(step, str) else await step()
+
+
+class Watching(ChatView):
+    """A view that says when the agent started talking."""
+
+    def __init__(self, console: Console, **options: Any) -> None:
+        super().__init__(console, **options)
+        self.talking = anyio.Event()
+
+    def update(self, update: dict[str, Any]) -> None:
+        super().update(update)
+        if update.get("sessionUpdate") == "agent_message_chunk":
+            self.talking.set()
+
+
+def check_transcript(text: str) -> Transcript:
+    transcript = Transcript(check=validate_agent_message)
+    for line in text.splitlines():
+        entry = json.loads(line)
+        transcript.record(entry["from"], json.dumps(entry["message"]).encode())
+    return transcript
+
+
+async def run_chat(
+    tmp_path: Path,
+    server: ScriptedOpenAIServer,
+    typed: Typed,
+    *,
+    during: Callable[[Chat, Watching], Awaitable[None]] | None = None,
+    **options: Any,
+) -> tuple[int, str]:
+    out = io.StringIO()
+    wire = io.StringIO()
+    view = Watching(Console(file=out, width=100, color_system=None), cwd=str(tmp_path))
+    chat_options = ChatOptions(cwd=str(tmp_path), agent=AGENT, env=server_env(tmp_path, server), transcript=wire)
+    for name, value in options.items():
+        setattr(chat_options, name, value)
+    the_chat = Chat(chat_options, view, typed, ChatState())
+    code = -1
+
+    async def client() -> None:
+        nonlocal code
+        code = await the_chat.run()
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client)
+            if during is not None:
+                await during(the_chat, view)
+    check_transcript(wire.getvalue())
+    return code, out.getvalue()
+
+
+def messages(server: ScriptedOpenAIServer, index: int = -1) -> list[tuple[str, str]]:
+    """(role, content) of a chat request's messages, the system prompt left out."""
+    sent = server.chat_requests[index].body["messages"]
+    return [(m["role"], str(m.get("content") or "")) for m in sent if m["role"] != "system"]
+
+
+# -- turns ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_two_turns_share_the_history_and_the_end_of_input_quits(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([Turn(text="The answer is 42."), Turn(text="Still 42.")], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed("what is it?", "and now?"))
+        assert code == 0
+        assert messages(server) == [
+            ("user", "what is it?"),
+            ("assistant", "The answer is 42."),
+            ("user", "and now?"),
+        ]
+    assert "refagent" in shown
+    assert "New session sess_" in shown
+    assert "model m" in shown
+    assert "/help for commands, Ctrl-D to quit" in shown
+    assert shown.index("The answer is 42.") < shown.index("Still 42.")
+
+
+@pytest.mark.slow
+async def test_a_permission_is_asked_until_answered(tmp_path: Path) -> None:
+    write = Turn(tool_calls=[ToolCall("write_file", {"path": "hello.txt", "content": "hi\n"})])
+    with ScriptedOpenAIServer([write, Turn(text="Written.")], api_key=KEY) as server:
+        typed = Typed("write it", answers=("maybe", "y"))
+        code, shown = await run_chat(tmp_path, server, typed)
+    assert code == 0
+    assert (tmp_path / "hello.txt").read_text() == "hi\n"
+    assert typed.questions == ["    Allow? [y / a / n / never] "] * 2
+    assert "Please answer one of: y / a / n / never" in shown
+    assert "+hi" in shown
+    assert "→ Allow" in shown
+    assert "✓ Create hello.txt (edit)" in shown
+
+
+@pytest.mark.slow
+async def test_yes_approves(tmp_path: Path) -> None:
+    write = Turn(tool_calls=[ToolCall("write_file", {"path": "hello.txt", "content": "hi\n"})])
+    with ScriptedOpenAIServer([write, Turn(text="Written.")], api_key=KEY) as server:
+        typed = Typed("write it")
+        code, shown = await run_chat(tmp_path, server, typed, yes=True)
+    assert code == 0
+    assert (tmp_path / "hello.txt").exists()
+    assert typed.questions == []
+    assert "(auto-approved: --yes)" in shown
+
+
+@pytest.mark.slow
+async def test_ctrl_c_at_a_permission_question_cancels_the_turn(tmp_path: Path) -> None:
+    write = Turn(tool_calls=[ToolCall("write_file", {"path": "hello.txt", "content": "hi\n"})])
+    with ScriptedOpenAIServer([write, Turn(text="Back.")], api_key=KEY) as server:
+        typed = Typed("write it", "are you there?", answers=(KeyboardInterrupt(),))
+        code, shown = await run_chat(tmp_path, server, typed)
+        assert code == 0
+        assert len(server.chat_requests) == 2  # the cancelled turn asked the model nothing more
+    assert not (tmp_path / "hello.txt").exists()
+    assert "→ cancelled" in shown
+    assert "Cancelled." in shown
+    assert "Back." in shown  # the prompt came back, and the next turn ran
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("presses", [1, 2])
+async def test_ctrl_c_during_a_turn_cancels_it_and_twice_quits(tmp_path: Path, presses: int) -> None:
+    slow = Turn(text=["word "] * 200, chunk_delay=0.3)
+    typed = Typed("go", "/quit")
+
+    async def interrupt(chat: Chat, view: Watching) -> None:
+        await view.talking.wait()
+        for _ in range(presses):
+            await chat.interrupt()
+
+    with ScriptedOpenAIServer([slow], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, typed, during=interrupt)
+        assert server.wait_for_disconnect(5)
+    assert code == 0
+    if presses == 1:
+        assert "Cancelled." in shown
+        assert typed.reads == 2  # the prompt came back
+    else:
+        assert typed.reads == 1
+
+
+@pytest.mark.slow
+async def test_ctrl_c_twice_on_an_empty_line_quits(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        typed = Typed(KeyboardInterrupt(), "", KeyboardInterrupt(), KeyboardInterrupt(), "never read")
+        code, shown = await run_chat(tmp_path, server, typed)
+    assert code == 0
+    assert shown.count("(Ctrl-C again to quit, or Ctrl-D)") == 2  # an empty line in between starts over
+    assert typed.prompts == ["never read"]
+
+
+@pytest.mark.slow
+async def test_a_failed_turn_is_shown_once_as_an_error_and_the_chat_goes_on(tmp_path: Path) -> None:
+    turns = [Turn(fault=Fault.status(401)), Turn(text="Better now.")]
+    with ScriptedOpenAIServer(turns, api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed("go", "again"))
+    assert code == 0
+    failed = [line for line in shown.splitlines() if line.startswith("✗ ")]
+    assert len(failed) == 1, shown
+    assert "401" in failed[0] or "key" in failed[0].lower()
+    assert "Better now." in shown
+
+
+# -- commands ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_sessions_new_and_resume(tmp_path: Path) -> None:
+    turns = [Turn(text="First answer."), Turn(text="Fresh answer."), Turn(text="Second answer.")]
+    with ScriptedOpenAIServer(turns, api_key=KEY) as server:
+        typed = Typed("first question", "/new", "fresh question", "/sessions", "/resume 1", "second question", "/quit")
+        code, shown = await run_chat(tmp_path, server, typed)
+        assert code == 0
+        assert messages(server, 1) == [("user", "fresh question")]  # /new: a session without history
+        assert messages(server) == [
+            ("user", "first question"),
+            ("assistant", "First answer."),
+            ("user", "second question"),
+        ]
+    listing = shown.split("/resume <id or number>")[0].rsplit("Fresh answer.", 1)[1]
+    assert [line.split()[0] for line in listing.strip().splitlines()] == ["1"]  # the session in use is not listed
+    assert "first question" in listing
+    resumed = shown.split("Resumed session")[0].rsplit("Fresh answer.", 1)[1]
+    assert "› first question" in resumed  # the earlier conversation, drawn again
+    assert "First answer." in resumed
+    assert shown.count("New session sess_") == 2
+
+
+@pytest.mark.slow
+async def test_the_agent_answers_its_own_commands(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed("/undo", "/help"))
+        assert code == 0
+        assert server.chat_requests == []
+    assert "nothing to undo" in shown
+    assert "/compact" in shown  # /help lists the agent's commands, from available_commands_update
+
+
+@pytest.mark.slow
+async def test_continue_without_an_earlier_session_starts_a_new_one(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed(), latest=True)
+    assert code == 0
+    assert "No earlier session in this directory: a new one." in shown
+    assert "New session sess_" in shown
+
+
+@pytest.mark.slow
+async def test_resuming_an_unknown_session_fails(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed(), resume="sess_nope")
+    assert code == 1
+    assert "no session 'sess_nope'" in shown
+
+
+@pytest.mark.slow
+async def test_read_only_starts_in_read_only_mode(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed("/help"), read_only=True)
+    assert code == 0
+    assert "Mode: Read only (--read-only): changes are refused." in shown
+
+
+@pytest.mark.slow
+async def test_a_session_that_cannot_open_says_why(tmp_path: Path) -> None:
+    env = agent_env(tmp_path / "home", OPENAI_BASE_URL="https://models.example.com/v1", REFAGENT_MODEL="m")
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed("never sent"), env=env)
+    assert code == 1
+    assert "OPENAI_API_KEY" in shown  # authentication required: the variable to set
+
+
+DYING_AGENT = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") == "initialize":
+        result = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
+    elif message.get("method") == "session/new":
+        result = {"sessionId": "sess_dying"}
+    else:
+        sys.exit(3)  # the prompt: it dies
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+async def test_an_agent_that_stops_ends_the_chat_with_a_failure(tmp_path: Path) -> None:
+    script = tmp_path / "dying_agent.py"
+    script.write_text(DYING_AGENT)
+    out = io.StringIO()
+    options = ChatOptions(cwd=str(tmp_path), agent=[sys.executable, str(script)])
+    typed = Typed("hello", "never read")
+    with anyio.fail_after(20):
+        code = await Chat(options, ChatView(Console(file=out, width=100)), typed, ChatState()).run()
+    assert code == 1
+    assert "The agent stopped" in out.getvalue()
+    assert typed.prompts == ["never read"]
+
+
+async def test_an_agent_that_cannot_start_is_a_failure(tmp_path: Path) -> None:
+    out = io.StringIO()
+    options = ChatOptions(cwd=str(tmp_path), agent=[str(tmp_path / "no-such-agent")])
+    code = await Chat(options, ChatView(Console(file=out)), Typed(), ChatState()).run()
+    assert code == 1
+    assert "cannot start the agent" in out.getvalue()
+
+
+# -- the command, without a terminal ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_without_a_terminal_it_reads_lines_and_draws_no_colour(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([Turn(text="Hello **there**.")], api_key=KEY) as server:
+        result = subprocess.run(
+            [*AGENT, "chat", "--cwd", str(tmp_path)],
+            input="hi\n",
+            env=server_env(tmp_path, server),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert result.returncode == 0, result.stderr
+    assert "› hi" in result.stdout
+    assert "Hello there." in result.stdout
+    assert "\x1b[" not in result.stdout
+
+
+@pytest.mark.slow
+def test_a_closed_stdout_ends_the_chat_quietly(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([Turn(text="Hello.")], api_key=KEY) as server:
+        process = subprocess.Popen(
+            [*AGENT, "chat", "--cwd", str(tmp_path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=server_env(tmp_path, server),
+        )
+        assert process.stdin is not None
+        assert process.stdout is not None
+        assert process.stderr is not None
+        assert b"refagent" in process.stdout.readline()
+        process.stdout.close()  # as `| head -1` does
+        with contextlib.suppress(BrokenPipeError):  # it may have found its stdout closed already, and left
+            process.stdin.write(b"hi\n")
+            process.stdin.close()
+        code = process.wait(30)
+        err = process.stderr.read().decode()
+    assert code == 141, err
+    assert "Traceback" not in err
+    assert "BrokenPipe" not in err
+
+
+# -- the client, the completer ----------------------------------------------------------------------
+
+OPTIONS = [
+    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+]
+ASK = {"sessionId": "s", "toolCall": {"toolCallId": "c", "title": "Run `make`", "kind": "execute"}, "options": OPTIONS}
+
+
+def client(typed: Typed, cancelled: list[bool] | None = None, approve: str | None = None) -> ChatClient:
+    async def on_cancel() -> None:
+        if cancelled is not None:
+            cancelled.append(True)
+
+    return ChatClient(ChatView(Console(file=io.StringIO())), ChatState(), typed, on_cancel, approve=approve)
+
+
+async def test_the_client_answers_permissions_and_nothing_else() -> None:
+    the_client = client(Typed(answers=("n",)))
+    assert await the_client.permission(ASK) == {"outcome": {"outcome": "selected", "optionId": "reject"}}
+    assert await client(Typed(), approve="--yes").permission(ASK) == {
+        "outcome": {"outcome": "selected", "optionId": "allow"}
+    }
+    for method in ("fs/read_text_file", "terminal/create"):
+        with pytest.raises(MethodNotFound):
+            await the_client.handle_request(method, {"sessionId": "s"})
+
+
+async def test_ctrl_d_at_a_question_cancels_the_turn_and_later_questions_too() -> None:
+    cancelled: list[bool] = []
+    the_client = client(Typed(answers=(EOFError(), "y")), cancelled)
+    assert await the_client.permission(ASK) == {"outcome": {"outcome": "cancelled"}}
+    assert cancelled == [True]
+    assert await the_client.permission(ASK) == {"outcome": {"outcome": "cancelled"}}
+
+
+async def test_a_pending_question_answers_cancelled_after_session_cancel() -> None:
+    asked = anyio.Event()
+
+    async def never() -> str:
+        asked.set()
+        await anyio.sleep_forever()
+        return ""
+
+    the_client = client(Typed(answers=(never,)))
+    answer: dict[str, Any] = {}
+
+    async def ask() -> None:
+        answer.update(await the_client.permission(ASK))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask)
+        await asked.wait()
+        the_client.cancel_prompts()
+    assert answer == {"outcome": {"outcome": "cancelled"}}
+
+
+async def test_updates_of_another_session_are_not_drawn() -> None:
+    out = io.StringIO()
+    state = ChatState()
+    the_client = ChatClient(ChatView(Console(file=out)), state, Typed(), anyio.lowlevel.checkpoint)
+    the_client.accept = "mine"
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hello"}}
+    await the_client.handle_notification("session/update", {"sessionId": "other", "update": chunk})
+    await the_client.handle_notification("session/update", {"sessionId": "mine", "update": chunk})
+    assert out.getvalue().count("hello") == 1
+
+
+def completions(state: ChatState, text: str) -> list[tuple[str, str]]:
+    found = SlashCompleter(state).get_completions(Document(text), CompleteEvent(completion_requested=True))
+    return [(c.text, c.display_meta_text) for c in found]
+
+
+def test_slash_commands_complete_with_their_descriptions() -> None:
+    state = ChatState(commands=[Command("undo", "Restore the files"), Command("mode", "Switch the mode", "ask | auto")])
+    state.modes = [("ask", "Ask"), ("auto", "Auto")]
+    state.listed = [{"sessionId": "sess_abc", "title": "fix the bug"}, {"sessionId": "sess_def"}]
+    names = [text for text, _ in completions(state, "/")]
+    assert names[:5] == ["/help", "/sessions", "/resume", "/new", "/quit"]
+    assert "/undo" in names
+    assert completions(state, "/un") == [("/undo", "Restore the files")]
+    assert completions(state, "/resume sess_a") == [("sess_abc", "fix the bug")]
+    assert [text for text, _ in completions(state, "/mode a")] == ["ask", "auto"]
+    assert completions(state, "hello /un") == []

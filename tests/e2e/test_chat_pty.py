@@ -1,0 +1,202 @@
+"""``refagent chat`` in a pseudo-terminal, as a person uses it: the real command (prompt_toolkit reading the
+keys, rich drawing), its agent a real ``refagent`` process, the model the scripted OpenAI-compatible
+server on 127.0.0.1.
+
+What is matched is the screen without its escape sequences (``Terminal(plain=True)``); the driver answers
+prompt_toolkit's cursor-position queries as a terminal would. "The prompt is back" is its bottom toolbar
+("Ctrl-D quits"), drawn only while a prompt is being edited. Every message the agent sent (the hidden
+``--transcript``) is checked against the ACP schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
+from refagent.testing.transcript import Transcript
+from tests.support.acp_schema import validate_agent_message
+from tests.support.helpers_process import agent_env
+from tests.support.terminal import Terminal
+
+pytestmark = pytest.mark.slow
+
+KEY = "sk-test"
+
+PROMPT_READY = "Ctrl-D quits"
+"""The end of the bottom toolbar: a prompt is being edited."""
+
+
+def start(tmp_path: Path, server: ScriptedOpenAIServer, name: str, *args: str) -> Terminal:
+    env = agent_env(
+        tmp_path / "home",
+        OPENAI_BASE_URL=server.base_url,
+        OPENAI_API_KEY=KEY,
+        REFAGENT_MODEL="m",
+        TERM="xterm-256color",
+        PYTHONIOENCODING="utf-8",
+        XDG_STATE_HOME=str(tmp_path / "home" / ".local" / "state"),  # where the prompt history goes
+    )
+    env.pop("NO_COLOR", None)
+    transcript = tmp_path / f"{name}.jsonl"
+    return Terminal(
+        ["chat", "--cwd", str(tmp_path / "project"), "--transcript", str(transcript), *args],
+        env,
+        tmp_path / f"{name}-stderr.txt",
+        plain=True,
+    )
+
+
+def check_transcript(path: Path) -> list[dict[str, object]]:
+    transcript = Transcript(check=validate_agent_message)
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        transcript.record(entry["from"], json.dumps(entry["message"]).encode())
+    return transcript.sent_by("client")
+
+
+def user_and_assistant(server: ScriptedOpenAIServer, index: int = -1) -> list[tuple[str, str]]:
+    sent = server.chat_requests[index].body["messages"]
+    return [(m["role"], str(m.get("content") or "")) for m in sent if m["role"] in ("user", "assistant")]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "project").mkdir()
+    return tmp_path / "project"
+
+
+def test_turns_a_permission_ctrl_c_and_quit(tmp_path: Path, project: Path) -> None:
+    turns = [
+        Turn(text="The answer is **42**."),
+        Turn(text="Still 42, as I said."),
+        Turn(tool_calls=[ToolCall("write_file", {"path": "hello.txt", "content": "hi\n"})]),
+        Turn(text="Written."),
+        Turn(text=["word "] * 300, chunk_delay=0.2),
+    ]
+    with ScriptedOpenAIServer(turns, api_key=KEY) as server:
+        term = start(tmp_path, server, "chat")
+        try:
+            term.expect(r"New session sess_\w+ · model m")
+            term.expect(r"/help for commands, Ctrl-D to quit")
+            term.expect(PROMPT_READY)
+            term.type("what is it?\r")
+            term.expect(r"The answer is 42\.")
+            term.expect(PROMPT_READY)
+            term.type("and now?\r")
+            term.expect(r"Still 42, as I said\.")
+            term.expect(PROMPT_READY)
+            assert user_and_assistant(server) == [
+                ("user", "what is it?"),
+                ("assistant", "The answer is **42**."),  # drawn without the stars
+                ("user", "and now?"),
+            ]
+
+            term.type("write hello.txt\r")
+            term.expect(r"\? Create hello\.txt \(edit\)")
+            term.expect(r"\+hi")
+            term.expect(r"Allow\? \[y / a / n / never\]")
+            term.type("y\r")
+            term.expect(r"→ Allow")
+            term.expect(r"✓ Create hello\.txt")
+            term.expect(r"Written\.")
+            term.expect(PROMPT_READY)
+            assert (project / "hello.txt").read_text() == "hi\n"
+
+            term.type("talk slowly\r")
+            term.expect(r"word word")
+            term.type("\x03")  # Ctrl-C: SIGINT, the turn is cancelled
+            term.expect(r"Cancelled\.")
+            term.expect(PROMPT_READY)
+            assert server.wait_for_disconnect(5)
+
+            term.type("/quit\r")
+            assert term.wait() == 0
+        finally:
+            term.kill()
+    sent = check_transcript(tmp_path / "chat.jsonl")
+    methods = [m.get("method") for m in sent if "method" in m]
+    assert methods[:2] == ["initialize", "session/new"]
+    assert methods.count("session/prompt") == 4
+    assert "session/cancel" in methods
+
+
+def test_resume_in_a_second_chat_and_ctrl_d(tmp_path: Path, project: Path) -> None:
+    turns = [Turn(text="First answer."), Turn(text="I remember the first one.")]
+    with ScriptedOpenAIServer(turns, api_key=KEY) as server:
+        term = start(tmp_path, server, "first")
+        try:
+            session_id = term.expect(r"New session (sess_\w+)").group(1)
+            term.expect(PROMPT_READY)
+            term.type("first question\r")
+            term.expect(r"First answer\.")
+            term.expect(PROMPT_READY)
+            term.type("\x04")  # Ctrl-D
+            assert term.wait() == 0
+        finally:
+            term.kill()
+
+        history = tmp_path / "home" / ".local" / "state" / "refagent" / "chat_history"
+        assert "first question" in history.read_text()
+        term = start(tmp_path, server, "second")
+        try:
+            term.expect(r"New session sess_\w+")
+            term.expect(PROMPT_READY)
+            term.type("\x1b[A")  # Up: the history of the earlier chat
+            term.expect(r"first question")
+            term.type("\x03")  # Ctrl-C: the line is cleared
+            term.type("/sessions\r")
+            term.expect(re.escape(session_id) + r"\s+just now\s+first question")
+            term.expect(PROMPT_READY)
+            term.type(f"/resume {session_id}\r")
+            replay = term.expect(r"(?s)› first question.*First answer\..*Resumed session " + re.escape(session_id))
+            assert "Resumed" in replay.group(0)
+            term.expect(PROMPT_READY)
+            term.type("and the first one?\r")
+            term.expect(r"I remember the first one\.")
+            term.expect(PROMPT_READY)
+            term.type("\x03")  # Ctrl-C twice on an empty line quits
+            term.expect(r"Ctrl-C again to quit")
+            term.expect(PROMPT_READY)
+            term.type("\x03")
+            assert term.wait() == 0
+        finally:
+            term.kill()
+        assert user_and_assistant(server) == [
+            ("user", "first question"),
+            ("assistant", "First answer."),
+            ("user", "and the first one?"),
+        ]
+    for name in ("first", "second"):
+        check_transcript(tmp_path / f"{name}.jsonl")
+
+
+def test_multi_line_input_pasting_and_clearing_the_line(tmp_path: Path, project: Path) -> None:
+    with ScriptedOpenAIServer([Turn(text="Got three lines."), Turn(text="Got the paste.")], api_key=KEY) as server:
+        term = start(tmp_path, server, "chat")
+        try:
+            term.expect(PROMPT_READY)
+            term.type("thrown away")
+            term.expect("thrown away")
+            term.type("\x03")  # Ctrl-C with text: the line is cleared, the prompt stays
+            term.type("line one\x1b\r")  # Alt-Enter: a new line
+            term.expect("line one")
+            term.type("line two\\\r")  # a line ending in a backslash goes on too
+            term.type("line three\r")
+            term.expect(r"Got three lines\.")
+            term.expect(PROMPT_READY)
+            term.type("\x1b[200~pasted one\npasted two\x1b[201~")  # a bracketed paste keeps its lines
+            term.expect("pasted two")
+            term.type("\r")
+            term.expect(r"Got the paste\.")
+            term.expect(PROMPT_READY)
+            term.type("\x04")
+            assert term.wait() == 0
+        finally:
+            term.kill()
+        assert user_and_assistant(server, 0) == [("user", "line one\nline two\nline three")]
+        assert user_and_assistant(server)[-1] == ("user", "pasted one\npasted two")
+    check_transcript(tmp_path / "chat.jsonl")
