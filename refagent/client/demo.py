@@ -36,8 +36,8 @@ from typing import TextIO
 import anyio
 
 import refagent
-from refagent.client.render import Renderer, use_color
-from refagent.client.run import RunOptions, run
+from refagent.client.render import QuietPipe, Renderer, use_color
+from refagent.client.run import EXIT_OUTPUT_CLOSED, RunOptions, run
 
 PROJECT_DIR = "demo-project"
 """The demo project's directory in the package (package data, see ``pyproject.toml``)."""
@@ -107,7 +107,11 @@ def run_project_tests(project: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def demo(project: Path, workdir: Path | None, out: TextIO, transcript: TextIO | None = None) -> int:
+def demo(
+    project: Path, workdir: Path | None, out: TextIO, transcript: TextIO | None = None, pipe: QuietPipe | None = None
+) -> int:
+    """Run the demo on a copy of ``project``, drawing on ``out``; 0 if the bug got fixed. ``pipe``: what ``out``
+    writes through, when its reader may leave (``refagent demo | head``): then the demo stops, quietly (141)."""
     screen = Renderer(out, color=use_color(out))
     choice = choose_model(dict(os.environ))
     copy = copy_project(project, workdir)
@@ -127,7 +131,9 @@ def demo(project: Path, workdir: Path | None, out: TextIO, transcript: TextIO | 
         approval_note="the demo client approves, like `refagent run --yes`",
         transcript=transcript,
     )
-    outcome = anyio.run(lambda: run(options, screen, interactive=interactive))
+    outcome = anyio.run(lambda: run(options, screen, interactive=interactive, stdout=pipe))
+    if pipe is not None and pipe.closed:
+        return EXIT_OUTPUT_CLOSED
 
     screen.line()
     screen.line("━━ Afterwards: the demo runs the project's tests itself ━━", "bold", "cyan")
@@ -174,10 +180,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m refagent.client.d
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure is not None:
         reconfigure(errors="replace")
+    stdout = QuietPipe(sys.stdout)
     if args.transcript is None:
-        return demo(project, args.workdir, sys.stdout)
+        return demo(project, args.workdir, stdout.stream, pipe=stdout)
     with args.transcript.open("w", encoding="utf-8") as transcript:
-        return demo(project, args.workdir, sys.stdout, transcript)
+        return demo(project, args.workdir, stdout.stream, transcript, pipe=stdout)
 
 
 if __name__ == "__main__":

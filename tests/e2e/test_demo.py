@@ -76,6 +76,25 @@ def validate(transcript: Path) -> Transcript:
 
 
 @pytest.mark.slow
+def test_refagent_demo_piped_into_head_ends_quietly(tmp_path: Path) -> None:
+    """``refagent demo | head -3``: the reader leaves after three lines; the demo stops the agent and exits
+    141, with no traceback on stderr, whatever it was drawing."""
+    env = agent_env(tmp_path / "home", REFAGENT_DEMO_PACE="0")
+    command = [sys.executable, "-m", "refagent", "demo", "--workdir", str(tmp_path / "work")]
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as demo:
+        assert demo.stdout is not None
+        assert demo.stderr is not None
+        lines = [demo.stdout.readline() for _ in range(3)]
+        demo.stdout.close()
+        stderr = demo.stderr.read().decode()
+        code = demo.wait(timeout=60)
+    assert lines[0].startswith("━━ refagent demo".encode())
+    assert code == 141, stderr
+    assert "Traceback" not in stderr
+    assert "BrokenPipe" not in stderr
+
+
+@pytest.mark.slow
 def test_the_demo_fixes_the_bug_in_front_of_the_user(tmp_path: Path) -> None:
     original = pricing(DEMO_PROJECT)
     result, copy, transcript = run_demo(tmp_path, agent_env(tmp_path / "home", REFAGENT_DEMO_PACE="0"))
