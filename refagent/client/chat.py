@@ -45,6 +45,7 @@ from refagent.client.chat_input import ChatInput, LineInput, PromptInput, histor
 from refagent.client.chat_state import CLIENT_COMMANDS, CLIENT_NAMES, ChatState
 from refagent.client.chat_view import ChatView
 from refagent.client.opening import NoEarlierSession, SessionError, list_sessions, open_session, session_capability
+from refagent.client.render import point_at_devnull
 from refagent.client.run import agent_command
 
 EXIT_OK = 0
@@ -290,11 +291,7 @@ class ChatConsole(Console):
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, self.file.fileno())  # the interpreter's last flush must not fail on it either
-        finally:
-            os.close(devnull)
+        point_at_devnull(self.file.fileno())  # the interpreter's last flush must not fail on it either
         if self.on_closed is not None:
             self.on_closed()
 

@@ -89,13 +89,19 @@ class QuietPipe:
         if self.closed:
             return
         self.closed = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, self.fd)
-        finally:
-            os.close(devnull)
+        point_at_devnull(self.fd)
         if self.on_closed is not None:
             self.on_closed()
+
+
+def point_at_devnull(fd: int) -> None:
+    """Point ``fd`` (stdout, whose reader left) at ``/dev/null``: later writes, the interpreter's last flush of
+    ``sys.stdout`` at exit included, succeed and vanish instead of raising ``BrokenPipeError``."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 class _PipeWriter(io.RawIOBase):

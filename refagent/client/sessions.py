@@ -24,7 +24,7 @@ it keeps in step with the files, shared by every agent on the machine), and the 
 
 An id may be given by its start, if only one session's id starts so. Exit codes: 0 done; 1 an unknown
 id, or the agent failed (did not start, answered an error, cannot do it), with the reason on stderr;
-2 bad usage. A closed stdout (``| head``) ends quietly.
+2 bad usage; 141 a closed stdout (``| head``), which ends it quietly, as in ``refagent run``.
 
 The agent started here is ``python -m refagent --demo`` (or ``--agent``): these commands never prompt a
 model, so no model configuration is read, and neither a broken config file nor a profile that lacks
@@ -64,9 +64,11 @@ from refagent.client.opening import (
     list_sessions,
     session_capability,
 )
-from refagent.client.render import Renderer, use_color
+from refagent.client.render import Renderer, point_at_devnull, use_color
 
 EXIT_OK = 0
+EXIT_OUTPUT_CLOSED = 141
+"""stdout was closed (``| head``): 128 + ``SIGPIPE``, as ``refagent run``, ``chat`` and ``demo`` exit then."""
 EXIT_FAILED = 1
 AGE_UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400}
 """The units of ``--older-than``, in seconds."""
@@ -306,7 +308,7 @@ async def show_command(ctx: Context, args: argparse.Namespace) -> int:
     if session_capability(ctx.init, "close"):  # looked at, not worked in: let nothing run on
         with contextlib.suppress(RequestError):
             await ctx.connection.request("session/close", {"sessionId": session_id})
-    return EXIT_OK
+    return EXIT_OUTPUT_CLOSED if ctx.client.broken else EXIT_OK
 
 
 async def delete_command(ctx: Context, args: argparse.Namespace) -> int:
@@ -369,7 +371,7 @@ async def execute(
                 err.write(f"error: the agent answered: {exc.message}\n")
             except BrokenPipeError:  # stdout was closed (| head): what was wanted has been read
                 client.broken = True
-                return EXIT_OK
+                return EXIT_OUTPUT_CLOSED
     except AgentStartError as exc:
         err.write(f"error: {exc}\n")
     return EXIT_FAILED
@@ -421,7 +423,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         description="The sessions refagent saved: list them, show one's transcript, delete them.",
         epilog="An ID may be shortened to its start when only one session's id starts so. "
         + (f"refagent keeps its sessions in {root}. " if root is not None else "")
-        + "Exit codes: 0 done, 1 an unknown id or the agent failed, 2 bad usage.",
+        + "Exit codes: 0 done, 1 an unknown id or the agent failed, 2 bad usage, 141 stdout closed (| head).",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{list,show,delete}")
     listing = commands.add_parser(
@@ -478,9 +480,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        # stdout was closed (| head): what is still buffered cannot be written. Point stdout at /dev/null,
-        # so that the interpreter's own flush at exit does not print a BrokenPipeError.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        code = EXIT_OUTPUT_CLOSED
+        # stdout was closed (| head): what is still buffered cannot be written, and the interpreter's own
+        # flush at exit must not print a BrokenPipeError.
+        point_at_devnull(sys.stdout.fileno())
     return code
