@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,7 +45,7 @@ from refagent.client.chat_state import CLIENT_COMMANDS, CLIENT_NAMES, ChatState
 from refagent.client.chat_view import ChatView
 from refagent.client.opening import NoEarlierSession, SessionError, list_sessions, open_session, session_capability
 from refagent.client.render import point_at_devnull
-from refagent.client.run import agent_command
+from refagent.client.run import add_session_arguments, agent_command, on_signals
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -311,20 +310,11 @@ async def chat(
         view.console.on_closed = lambda: the_chat.quit(EXIT_OUTPUT_CLOSED)
     async with anyio.create_task_group() as tg:
         if handle_signals:
-            tg.start_soon(_on_signals, the_chat)
+            tg.start_soon(on_signals, the_chat)
         tg.start_soon(_tick, view)
         code = await the_chat.run()
         tg.cancel_scope.cancel()
     return code
-
-
-async def _on_signals(the_chat: Chat) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-        async for signum in signals:
-            if signum == signal.SIGINT:
-                await the_chat.interrupt()
-            else:
-                the_chat.quit()
 
 
 async def _tick(view: ChatView) -> None:
@@ -337,8 +327,6 @@ async def _tick(view: ChatView) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from refagent.llm import config
-
     parser = argparse.ArgumentParser(
         prog="refagent chat",
         description="Talk with refagent in this terminal, turn after turn: it starts the agent and opens a "
@@ -347,24 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit code: 0 when you quit (/quit, Ctrl-D, Ctrl-C twice); 1 if the agent cannot start or the "
         "session cannot be opened; 2 bad usage; 141 stdout closed.",
     )
-    parser.add_argument("--cwd", default=os.getcwd(), help="the project directory (default: the current one)")
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument(
-        "-c", "--continue", dest="latest", action="store_true", help="go on with the latest session of this directory"
-    )
-    which.add_argument("--resume", metavar="ID", help="go on with this session (an id, or its start)")
-    parser.add_argument("-y", "--yes", action="store_true", help="approve every permission request")
-    parser.add_argument("--read-only", action="store_true", help="start in read-only mode: changes are refused")
-    parser.add_argument("--demo", action="store_true", help="run the agent on its built-in demo model")
-    parser.add_argument(
-        "--agent",
-        metavar="COMMAND",
-        help="the agent to start, as a command line (default: this refagent); the flags below are added to it",
-    )
-    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), help="the agent's log level")
-    parser.add_argument("--log-file", help="the agent's log file (default: stderr)")
+    add_session_arguments(parser)
     parser.add_argument("--transcript", metavar="FILE", help=argparse.SUPPRESS)  # the wire as JSON lines, for tests
-    config.add_arguments(parser)
     return parser
 
 

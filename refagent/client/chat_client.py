@@ -24,7 +24,7 @@ from refagent.acp.errors import MethodNotFound
 from refagent.client.chat_input import ChatInput
 from refagent.client.chat_state import ChatState
 from refagent.client.chat_view import DRAWN, ChatView
-from refagent.client.handler import ANSWERS
+from refagent.client.handler import ANSWERS, cancelled, pick, selected
 
 
 class ChatClient:
@@ -87,16 +87,16 @@ class ChatClient:
         options = [o for o in params.get("options") or [] if isinstance(o, dict)]
         async with self._one_question:  # one question on the screen at a time
             if self.cancelled:
-                return _cancelled()
+                return cancelled()
             self.view.pause()
             try:
                 keys = self.view.permission(params)
                 if self.approve is not None:
-                    chosen = _pick(options, "allow_once") or _pick(options, "allow_always")
+                    chosen = pick(options, "allow_once") or pick(options, "allow_always")
                     self.view.answered(
                         f"{chosen.get('name')} (auto-approved: {self.approve})" if chosen else "nothing allows it"
                     )
-                    return _selected(chosen) if chosen else _cancelled()
+                    return selected(chosen) if chosen else cancelled()
                 chosen = None
                 with anyio.CancelScope() as scope:  # cancel_prompts() cancels it: the answer is "cancelled"
                     self._asking.add(scope)
@@ -106,9 +106,9 @@ class ChatClient:
                         self._asking.discard(scope)
                 if chosen is None:
                     self.view.answered("cancelled")
-                    return _cancelled()
+                    return cancelled()
                 self.view.answered(str(chosen.get("name") or chosen.get("optionId")))
-                return _selected(chosen)
+                return selected(chosen)
             finally:
                 self.view.resume()
 
@@ -123,19 +123,7 @@ class ChatClient:
                 return None
             if not self.input.echoes:
                 self.view.console.print(answer)
-            chosen = _pick(options, ANSWERS.get(answer.strip().lower(), ""))
+            chosen = pick(options, ANSWERS.get(answer.strip().lower(), ""))
             if chosen is not None:
                 return chosen
             self.view.console.print(Text(f"    Please answer one of: {keys}", style="yellow"))
-
-
-def _pick(options: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
-    return next((o for o in options if o.get("kind") == kind), None)
-
-
-def _selected(option: dict[str, Any]) -> dict[str, Any]:
-    return {"outcome": {"outcome": "selected", "optionId": option.get("optionId")}}
-
-
-def _cancelled() -> dict[str, Any]:
-    return {"outcome": {"outcome": "cancelled"}}

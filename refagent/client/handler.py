@@ -103,18 +103,18 @@ class TerminalClient:
         options: list[dict[str, Any]] = [o for o in params.get("options") or [] if isinstance(o, dict)]
         self.renderer.permission(params)
         if self.cancelled:
-            return _cancelled()
+            return cancelled()
         if self.approve is not None:
-            chosen = _pick(options, "allow_once") or _pick(options, "allow_always")
+            chosen = pick(options, "allow_once") or pick(options, "allow_always")
             if chosen is None:
                 self.renderer.answered("no option allows it: cancelled")
-                return _cancelled()
+                return cancelled()
             self.renderer.answered(f"{chosen.get('name')} (auto-approved: {self.approve})")
-            return _selected(chosen)
+            return selected(chosen)
         if self.unanswerable is not None:
-            chosen = _pick(options, "reject_once") or _pick(options, "reject_always")
+            chosen = pick(options, "reject_once") or pick(options, "reject_always")
             self.renderer.answered(f"rejected: {self.unanswerable}")
-            return _selected(chosen) if chosen is not None else _cancelled()
+            return selected(chosen) if chosen is not None else cancelled()
         with anyio.CancelScope() as scope:
             self.asking.add(scope)
             try:
@@ -123,9 +123,9 @@ class TerminalClient:
                 self.asking.discard(scope)
         if scope.cancelled_caught or chosen is None:
             self.renderer.answered("cancelled")
-            return _cancelled()
+            return cancelled()
         self.renderer.answered(str(chosen.get("name")))
-        return _selected(chosen)
+        return selected(chosen)
 
     async def _ask(self, options: list[dict[str, Any]]) -> dict[str, Any] | None:
         keys = " / ".join(dict.fromkeys(option_key(o) for o in options))
@@ -135,8 +135,8 @@ class TerminalClient:
             self.renderer.end_prompt(None if self.interactive and answer is not None else answer or "")
             if answer is None:
                 self.renderer.answered("no answer (end of input)")
-                return _pick(options, "reject_once") or _pick(options, "reject_always")
-            chosen = _pick(options, ANSWERS.get(answer.strip().lower(), ""))
+                return pick(options, "reject_once") or pick(options, "reject_always")
+            chosen = pick(options, ANSWERS.get(answer.strip().lower(), ""))
             if chosen is not None:
                 return chosen
             self.renderer.line(f"    Please answer one of: {keys}", "yellow")
@@ -148,15 +148,18 @@ class TerminalClient:
             scope.cancel()
 
 
-def _pick(options: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
+def pick(options: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
+    """The first permission option of this ACP kind (``allow_once``...), if any."""
     return next((o for o in options if o.get("kind") == kind), None)
 
 
-def _selected(option: dict[str, Any]) -> dict[str, Any]:
+def selected(option: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a permission request that chose ``option``."""
     return {"outcome": {"outcome": "selected", "optionId": option.get("optionId")}}
 
 
-def _cancelled() -> dict[str, Any]:
+def cancelled() -> dict[str, Any]:
+    """The answer to a permission request once the turn is cancelled (ACP "Cancellation")."""
     return {"outcome": {"outcome": "cancelled"}}
 
 

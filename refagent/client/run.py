@@ -37,7 +37,7 @@ import shlex
 import signal
 import sys
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import anyio
 
@@ -250,7 +250,7 @@ async def run(
     if not handle_signals:
         return await the_run.run()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_on_signals, the_run)
+        tg.start_soon(on_signals, the_run)
         try:
             outcome = await the_run.run()
         finally:
@@ -258,21 +258,28 @@ async def run(
     return outcome
 
 
-async def _on_signals(the_run: Run) -> None:
+class Interruptible(Protocol):
+    """What the terminal's signals reach: a run, or a chat."""
+
+    async def interrupt(self) -> None: ...
+
+    def quit(self) -> None: ...
+
+
+async def on_signals(target: Interruptible) -> None:
+    """Until cancelled: SIGINT (Ctrl-C) is ``target.interrupt()``; SIGTERM and SIGHUP ``target.quit()``."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async for signum in signals:
             if signum == signal.SIGINT:
-                await the_run.interrupt()
+                await target.interrupt()
             else:
-                the_run.quit()
+                target.quit()
 
 
 # -- the command ------------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from refagent.llm import config
-
     parser = argparse.ArgumentParser(
         prog="refagent run",
         description="Run one task with refagent in this terminal: start the agent, stream the session, "
@@ -285,6 +292,20 @@ def build_parser() -> argparse.ArgumentParser:
         help='the task, e.g. "the tests fail: fix the bug"; - reads it from stdin (then permission questions '
         "are asked at the terminal, or rejected if there is none)",
     )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the wire transcript to stdout as JSON lines ({from, message}); the session goes to stderr",
+    )
+    add_session_arguments(parser)
+    return parser
+
+
+def add_session_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags ``refagent run`` and ``refagent chat`` share: the project, which session, how permission
+    questions are answered, and the agent to start with its model flags (:func:`agent_command`)."""
+    from refagent.llm import config
+
     parser.add_argument("--cwd", default=os.getcwd(), help="the project directory (default: the current one)")
     parser.add_argument("-y", "--yes", action="store_true", help="approve every permission request")
     earlier = parser.add_mutually_exclusive_group()
@@ -297,11 +318,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--read-only", action="store_true", help="start the session in read-only mode: changes are refused"
     )
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help="print the wire transcript to stdout as JSON lines ({from, message}); the session goes to stderr",
-    )
     parser.add_argument("--demo", action="store_true", help="run the agent on its built-in demo model")
     parser.add_argument(
         "--agent",
@@ -311,7 +327,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), help="the agent's log level")
     parser.add_argument("--log-file", help="the agent's log file (default: stderr)")
     config.add_arguments(parser, strict=True)  # --max-requests 0 is bad usage here
-    return parser
 
 
 def agent_command(args: argparse.Namespace) -> list[str]:
