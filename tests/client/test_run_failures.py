@@ -12,14 +12,19 @@ between the client and the agent saw.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import shlex
 import shutil
+import socket
+import ssl
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +176,60 @@ def test_a_host_name_that_does_not_resolve(tmp_path: Path) -> None:
         "message": f"Cannot connect to {url}: its host name was not found (DNS: Name or service not known); "
         "check the URL.",
     }
+    said_once(result.stderr, failure["message"])
+
+
+@contextlib.contextmanager
+def self_signed_tls_server(tmp_path: Path) -> Iterator[int]:
+    """A TLS server on 127.0.0.1 whose certificate no one trusts (made here with ``openssl``); its port."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with connection, contextlib.suppress(OSError):  # the client gives up during the handshake
+                context.wrap_socket(connection, server_side=True).close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl to make a certificate")
+def test_a_tls_certificate_that_cannot_be_verified(tmp_path: Path) -> None:
+    with self_signed_tls_server(tmp_path) as port:
+        url = f"https://127.0.0.1:{port}/v1"
+        env = agent_env(tmp_path / "home", OPENAI_BASE_URL=url, OPENAI_API_KEY=KEY, REFAGENT_MODEL="m")
+        result = run_command(["--json", "--cwd", str(tmp_path), "hi"], env)
+    assert result.returncode == 1, result.stderr
+    failure = failure_in(checked(result.stdout.splitlines()))
+    assert failure["kind"] == "model"
+    unverified = f"Cannot connect to {url}: its TLS certificate could not be verified ("
+    assert failure["message"].startswith(unverified), failure
+    assert "self-signed certificate" in failure["message"], failure
     said_once(result.stderr, failure["message"])
 
 
