@@ -7,7 +7,8 @@ stdin (how ACP says "shut down") and kills it if it does not exit within :data:`
 
 The agent runs in its own process group (``start_new_session``): the terminal's Ctrl-C reaches only
 the client, which decides what it means (``session/cancel``, or quit). The agent's stderr (its log) is
-the client's stderr.
+the client's stderr, unless the client takes its lines (``log``: ``refagent chat`` draws them above its
+live region, which raw writes to the terminal would tear).
 
 :func:`initialize` sends the handshake a terminal client sends: no file system, no terminal (the agent
 reads and writes the local disk and runs local processes itself, in its sandbox).
@@ -18,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TextIO
 
 import anyio
@@ -29,6 +30,8 @@ from refagent.acp.connection import Connection, Handler
 
 SHUTDOWN_SECONDS = 5.0
 """How long the agent may take to exit once its stdin is closed, before it is killed."""
+LOG_DRAIN_SECONDS = 1.0
+"""How long the last of the agent's stderr may take to arrive once it has exited."""
 
 
 class AgentStartError(Exception):
@@ -43,20 +46,23 @@ async def open_agent(
     env: dict[str, str] | None = None,
     transcript: TextIO | None = None,
     exited: Callable[[int], None] | None = None,
+    log: Callable[[str], Awaitable[None]] | None = None,
 ) -> AsyncIterator[Connection]:
     """Start ``command`` and yield the connection to it, with ``handler`` answering the agent's requests.
 
     ``transcript``: every line each side sends, as JSON lines ``{"from": "client"|"agent", "message"}``
     (``{"line"}`` for one that is not JSON). ``exited``: called with the agent's exit status (negative: the
     signal that killed it) once it has stopped, on the way out; a client that lost the connection says
-    with it why. Raises :class:`AgentStartError` if the command cannot start.
+    with it why. ``log``: called with each line the agent writes to its stderr (without the newline), the
+    last ones too (a crash's traceback); without it they go to this process's stderr. Raises
+    :class:`AgentStartError` if the command cannot start.
     """
     try:
         process = await anyio.open_process(
             command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=None,  # the agent's log goes to our stderr
+            stderr=subprocess.PIPE if log is not None else None,  # else the agent's log goes to our stderr
             env=env,
             start_new_session=True,  # the terminal's Ctrl-C is ours to handle, not the agent's
         )
@@ -70,19 +76,26 @@ async def open_agent(
         _record(transcript, "client", data)
         await stdin.send(data)
 
-    connection = Connection(_lines(process.stdout, transcript), write)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(connection.serve, handler)
-            try:
-                yield connection
-            finally:
-                tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await _stop(process)
-        if exited is not None and process.returncode is not None:
-            exited(process.returncode)
+    drained = anyio.Event()
+    connection = Connection(_lines(process.stdout, transcript, drained), write)
+    async with anyio.create_task_group() as readers:
+        if log is not None and process.stderr is not None:
+            readers.start_soon(_forward_log, process.stderr, log, drained)
+        else:
+            drained.set()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(connection.serve, handler)
+                try:
+                    yield connection
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _stop(process, drained)
+            readers.cancel_scope.cancel()
+            if exited is not None and process.returncode is not None:
+                exited(process.returncode)
 
 
 async def initialize(connection: Connection, name: str, title: str) -> dict[str, Any]:
@@ -98,8 +111,10 @@ async def initialize(connection: Connection, name: str, title: str) -> dict[str,
     return dict(result) if isinstance(result, dict) else {}
 
 
-async def _lines(stream: ByteReceiveStream, transcript: TextIO | None) -> AsyncIterator[bytes]:
-    """The agent's stdout, a line at a time."""
+async def _lines(stream: ByteReceiveStream, transcript: TextIO | None, drained: anyio.Event) -> AsyncIterator[bytes]:
+    """The agent's stdout, a line at a time. At its end, the connection closes once the agent's stderr has
+    been read to the end too (``drained``, briefly): a client that says "the agent stopped" says it after
+    what the agent said last, not before."""
     buffer = bytearray()
     async for chunk in _chunks(stream):
         buffer += chunk
@@ -113,6 +128,8 @@ async def _lines(stream: ByteReceiveStream, transcript: TextIO | None) -> AsyncI
     if buffer.strip():
         _record(transcript, "agent", bytes(buffer))
         yield bytes(buffer)
+    with anyio.move_on_after(LOG_DRAIN_SECONDS):
+        await drained.wait()
 
 
 def _record(out: TextIO | None, sender: str, data: bytes) -> None:
@@ -129,6 +146,22 @@ def _record(out: TextIO | None, sender: str, data: bytes) -> None:
     out.flush()
 
 
+async def _forward_log(stream: ByteReceiveStream, log: Callable[[str], Awaitable[None]], drained: anyio.Event) -> None:
+    """Each line of the agent's stderr to ``log``, until it ends; then ``drained``."""
+    buffer = bytearray()
+    try:
+        async for chunk in _chunks(stream):
+            buffer += chunk
+            *lines, rest = bytes(buffer).split(b"\n")
+            buffer = bytearray(rest)
+            for line in lines:
+                await log(line.decode("utf-8", "replace").rstrip("\r"))
+        if buffer.strip():
+            await log(buffer.decode("utf-8", "replace"))
+    finally:
+        drained.set()
+
+
 async def _chunks(stream: ByteReceiveStream) -> AsyncIterator[bytes]:
     while True:
         try:
@@ -137,8 +170,9 @@ async def _chunks(stream: ByteReceiveStream) -> AsyncIterator[bytes]:
             return
 
 
-async def _stop(process: Process) -> None:
-    """Close the agent's stdin (how ACP says "shut down"); kill it if it does not exit in time."""
+async def _stop(process: Process, drained: anyio.Event) -> None:
+    """Close the agent's stdin (how ACP says "shut down"); kill it if it does not exit in time. Then wait,
+    briefly, for its stderr to be read to the end (``drained``; a child it left may hold the pipe open)."""
     if process.stdin is not None:
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             await process.stdin.aclose()
@@ -147,4 +181,6 @@ async def _stop(process: Process) -> None:
     if process.returncode is None:
         process.kill()
         await process.wait()
+    with anyio.move_on_after(LOG_DRAIN_SECONDS):
+        await drained.wait()
     await process.aclose()

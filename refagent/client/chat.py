@@ -117,13 +117,27 @@ class Chat:
             self._quit, self.code = True, code
         self._scope.cancel()
 
+    async def agent_log(self, line: str) -> None:
+        """A line the agent wrote to its stderr (its log): drawn dimmed above the live region or the prompt,
+        where raw writes to the terminal would tear them."""
+        if not line.strip():
+            return
+        if self.view.active:
+            self.view.print(Text(line, style="dim"), "log")
+        else:
+            await self.input.above(lambda: self.view.print(Text(line, style="dim"), "log"))
+
     # -- the chat --------------------------------------------------------------------------------
 
     async def run(self) -> int:
         with self._scope:
             try:
                 async with open_agent(
-                    self.options.agent, self.client, env=self.options.env, transcript=self.options.transcript
+                    self.options.agent,
+                    self.client,
+                    env=self.options.env,
+                    transcript=self.options.transcript,
+                    log=self.agent_log,
                 ) as connection:
                     self.connection = connection
                     self.quit(await self._chat(connection))

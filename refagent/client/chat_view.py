@@ -111,8 +111,9 @@ class ChatView:
     # -- plain lines ------------------------------------------------------------------------------
 
     def print(self, renderable: RenderableType = "", section: str = "note") -> None:
-        """Print for good (above the live region, when there is one), after a blank line between sections."""
-        if self._last and not (section == self._last == "call"):
+        """Print for good (above the live region, when there is one), after a blank line between sections
+        (not between tool calls, nor between lines of the agent's log)."""
+        if self._last and not (section == self._last and section in ("call", "log")):
             self.console.print()
         self._last = section
         self.console.print(renderable)

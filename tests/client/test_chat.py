@@ -318,13 +318,16 @@ for line in sys.stdin:
         result = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
     elif message.get("method") == "session/new":
         result = {"sessionId": "sess_dying"}
-    else:
-        sys.exit(3)  # the prompt: it dies
+    else:  # the prompt: it dies, saying why on its stderr (and leaving its last line unfinished)
+        sys.stderr.write("starting the turn\\n\\nTraceback: the agent's last words")
+        sys.exit(3)
     print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
 """
 
 
-async def test_an_agent_that_stops_ends_the_chat_with_a_failure(tmp_path: Path) -> None:
+async def test_an_agent_that_stops_ends_the_chat_with_a_failure(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     script = tmp_path / "dying_agent.py"
     script.write_text(DYING_AGENT)
     out = io.StringIO()
@@ -335,6 +338,9 @@ async def test_an_agent_that_stops_ends_the_chat_with_a_failure(tmp_path: Path) 
     assert code == 1
     assert "The agent stopped" in out.getvalue()
     assert typed.prompts == ["never read"]
+    # its stderr is drawn in the chat, to the last unfinished line, not written across the terminal
+    assert "starting the turn\nTraceback: the agent's last words\n" in out.getvalue()
+    assert "last words" not in capfd.readouterr().err
 
 
 async def test_an_agent_that_cannot_start_is_a_failure(tmp_path: Path) -> None:
