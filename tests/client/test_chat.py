@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -30,7 +29,7 @@ from refagent.client.chat_state import ChatState, Command
 from refagent.client.chat_view import ChatView
 from refagent.testing.openai_server import Fault, ScriptedOpenAIServer, ToolCall, Turn
 from refagent.testing.transcript import Transcript
-from tests.support.acp_schema import validate_agent_message
+from tests.support.acp_schema import checked_wire
 from tests.support.helpers_process import agent_env
 
 pytestmark = pytest.mark.anyio
@@ -93,11 +92,7 @@ class Watching(ChatView):
 
 
 def check_transcript(text: str) -> Transcript:
-    transcript = Transcript(check=validate_agent_message)
-    for line in text.splitlines():
-        entry = json.loads(line)
-        transcript.record(entry["from"], json.dumps(entry["message"]).encode())
-    return transcript
+    return checked_wire(text.splitlines())
 
 
 async def run_chat(

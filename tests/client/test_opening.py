@@ -12,7 +12,6 @@ keep the wire (``open_agent``'s ``transcript``), checked at the end of each test
 from __future__ import annotations
 
 import io
-import json
 import shutil
 import subprocess
 import sys
@@ -40,8 +39,9 @@ from refagent.client.opening import (
 from refagent.client.render import Renderer
 from refagent.client.run import RunOptions, run
 from refagent.testing.transcript import Transcript
-from tests.support.acp_schema import validate_agent_message
-from tests.support.helpers_process import AgentProcess, agent_env
+from tests.support import process_sessions
+from tests.support.acp_schema import checked_wire
+from tests.support.process_sessions import prompted_sessions
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -51,19 +51,12 @@ DEMO_PROJECT = default_project()
 
 def env_for(tmp_path: Path) -> dict[str, str]:
     """An agent on the built-in models, with its sessions under ``tmp_path/data``."""
-    return agent_env(
-        tmp_path / "home", XDG_DATA_HOME=str(tmp_path / "data"), REFAGENT_DEMO_PACE="0", PYTHONDONTWRITEBYTECODE="1"
-    )
+    return process_sessions.env_for(tmp_path, None, REFAGENT_DEMO_PACE="0", PYTHONDONTWRITEBYTECODE="1")
 
 
 def check_wire(wire: io.StringIO) -> Transcript:
     """Every message the agent sent on ``wire`` (``open_agent``'s transcript), checked against the schema."""
-    transcript = Transcript(check=validate_agent_message)
-    for line in wire.getvalue().splitlines():
-        entry = json.loads(line)
-        assert "message" in entry, f"the agent sent a line that is not JSON: {entry}"
-        transcript.record(entry["from"], json.dumps(entry["message"]).encode())
-    return transcript
+    return checked_wire(wire.getvalue().splitlines())
 
 
 class Updates:
@@ -96,15 +89,7 @@ async def client(
 
 async def make_sessions(tmp_path: Path, check: Any, *places: tuple[Path, str]) -> list[str]:
     """A session in each directory, with one prompt (its title) on the built-in model, oldest first."""
-    ids = []
-    async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path)) as agent:
-        await agent.initialize()
-        for cwd, text in places:
-            cwd.mkdir(parents=True, exist_ok=True)
-            sid = await agent.new_session(cwd)
-            await agent.result("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
-            ids.append(sid)
-    return ids
+    return await prompted_sessions(tmp_path, check, env_for(tmp_path), *places)
 
 
 async def test_a_new_session_by_default(tmp_path: Path) -> None:

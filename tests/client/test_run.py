@@ -28,8 +28,7 @@ from refagent.client.handler import TerminalClient
 from refagent.client.render import Renderer
 from refagent.client.run import EXIT_CODES, Outcome, Run, RunOptions, run
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
-from refagent.testing.transcript import Transcript
-from tests.support.acp_schema import validate_agent_message
+from tests.support.acp_schema import checked_wire
 from tests.support.helpers_process import agent_env
 
 pytestmark = pytest.mark.anyio
@@ -147,10 +146,7 @@ async def test_json_transcript_is_the_whole_wire_and_valid_acp(project: Path, tm
     transcript_out = io.StringIO()
     outcome, _ = await run_client(project, demo_env(tmp_path), yes=True, transcript=transcript_out)
     assert outcome.exit_code == 0
-    entries = [json.loads(line) for line in transcript_out.getvalue().splitlines()]
-    transcript = Transcript(check=validate_agent_message)
-    for entry in entries:
-        transcript.record(entry["from"], json.dumps(entry["message"]).encode())
+    transcript = checked_wire(transcript_out.getvalue().splitlines())
     sent = [m.get("method") for m in transcript.sent_by("client") if "method" in m]
     assert sent == ["initialize", "session/new", "session/prompt"]
     capabilities = transcript.sent_by("client")[0]["params"]["clientCapabilities"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import shlex
 import shutil
@@ -37,7 +36,7 @@ from refagent.client.render import QuietPipe, Renderer
 from refagent.client.run import EXIT_OUTPUT_CLOSED, NO_TERMINAL, RunOptions, run
 from refagent.testing.openai_server import Fault, ScriptedOpenAIServer, Turn
 from refagent.testing.transcript import Transcript
-from tests.support.acp_schema import validate_agent_message
+from tests.support.acp_schema import checked_wire, validate_agent_message
 from tests.support.helpers_process import agent_env
 
 pytestmark = pytest.mark.anyio
@@ -60,11 +59,7 @@ def run_command(
 
 def checked(lines: list[str]) -> Transcript:
     """The ``--json`` transcript, every message the agent sent checked against the schema."""
-    transcript = Transcript(check=validate_agent_message)
-    for line in lines:
-        entry = json.loads(line)
-        transcript.record(entry["from"], json.dumps(entry["message"]).encode())
-    return transcript
+    return checked_wire(lines)
 
 
 def failure_in(transcript: Transcript) -> dict[str, Any]:

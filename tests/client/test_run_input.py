@@ -8,7 +8,6 @@ agent sends checked against the ACP schema.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -24,7 +23,7 @@ from refagent.client import run as run_module
 from refagent.client.demo import COPY_IGNORES, default_project
 from refagent.client.run import NO_TERMINAL
 from refagent.testing.transcript import Transcript
-from tests.support.acp_schema import validate_agent_message
+from tests.support.acp_schema import checked_wire
 from tests.support.helpers_process import agent_env
 
 AGENT = [sys.executable, "-m", "refagent"]
@@ -51,11 +50,7 @@ def buggy(project: Path) -> bool:
 
 
 def checked(stdout: str) -> Transcript:
-    transcript = Transcript(check=validate_agent_message)
-    for line in stdout.splitlines():
-        entry = json.loads(line)
-        transcript.record(entry["from"], json.dumps(entry["message"]).encode())
-    return transcript
+    return checked_wire(stdout.splitlines())
 
 
 def prompt_sent(transcript: Transcript) -> str:

@@ -38,8 +38,9 @@ from refagent.client.sessions import (
 )
 from refagent.persistence.store import SessionStore
 from refagent.testing.transcript import Transcript
-from tests.support.acp_schema import validate_agent_message
-from tests.support.helpers_process import AgentProcess, agent_env
+from tests.support import process_sessions
+from tests.support.acp_schema import checked_wire
+from tests.support.process_sessions import prompted_sessions
 
 pytestmark = pytest.mark.anyio
 
@@ -49,23 +50,16 @@ DAY = 86400
 
 def env_for(tmp_path: Path) -> dict[str, str]:
     """An agent on the built-in models, with its sessions under ``tmp_path/data``."""
-    return agent_env(
-        tmp_path / "home", XDG_DATA_HOME=str(tmp_path / "data"), REFAGENT_DEMO_PACE="0", PYTHONDONTWRITEBYTECODE="1"
-    )
+    return process_sessions.env_for(tmp_path, None, REFAGENT_DEMO_PACE="0", PYTHONDONTWRITEBYTECODE="1")
 
 
 def store(tmp_path: Path) -> SessionStore:
-    return SessionStore(tmp_path / "data" / "refagent" / "sessions")
+    return SessionStore(process_sessions.sessions_dir(tmp_path))
 
 
 def check_wire(wire: io.StringIO) -> Transcript:
     """Every message the agent sent on ``wire`` (``open_agent``'s transcript), checked against the schema."""
-    transcript = Transcript(check=validate_agent_message)
-    for line in wire.getvalue().splitlines():
-        entry = json.loads(line)
-        assert "message" in entry, f"the agent sent a line that is not JSON: {entry}"
-        transcript.record(entry["from"], json.dumps(entry["message"]).encode())
-    return transcript
+    return checked_wire(wire.getvalue().splitlines())
 
 
 async def sessions(tmp_path: Path, *argv: str) -> tuple[int, str, str, Transcript]:
@@ -78,15 +72,7 @@ async def sessions(tmp_path: Path, *argv: str) -> tuple[int, str, str, Transcrip
 
 async def make_sessions(tmp_path: Path, check: Any, *places: tuple[Path, str]) -> list[str]:
     """A session in each directory, with one prompt (its title) on the built-in model, oldest first."""
-    ids = []
-    async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path)) as agent:
-        await agent.initialize()
-        for cwd, text in places:
-            cwd.mkdir(parents=True, exist_ok=True)
-            sid = await agent.new_session(cwd)
-            await agent.result("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
-            ids.append(sid)
-    return ids
+    return await prompted_sessions(tmp_path, check, env_for(tmp_path), *places)
 
 
 def stamp(moment: float) -> str:

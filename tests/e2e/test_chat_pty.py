@@ -10,15 +10,13 @@ prompt_toolkit's cursor-position queries as a terminal would. "The prompt is bac
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
-from refagent.testing.transcript import Transcript
-from tests.support.acp_schema import validate_agent_message
+from tests.support.acp_schema import checked_wire
 from tests.support.helpers_process import agent_env
 from tests.support.terminal import Terminal
 
@@ -51,11 +49,7 @@ def start(tmp_path: Path, server: ScriptedOpenAIServer, name: str, *args: str) -
 
 
 def check_transcript(path: Path) -> list[dict[str, object]]:
-    transcript = Transcript(check=validate_agent_message)
-    for line in path.read_text().splitlines():
-        entry = json.loads(line)
-        transcript.record(entry["from"], json.dumps(entry["message"]).encode())
-    return transcript.sent_by("client")
+    return checked_wire(path.read_text().splitlines()).sent_by("client")
 
 
 def user_and_assistant(server: ScriptedOpenAIServer, index: int = -1) -> list[tuple[str, str]]:

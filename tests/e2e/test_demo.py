@@ -24,7 +24,7 @@ from refagent.settings import Settings
 from refagent.testing.memory import FakeClient, PermissionPolicy, allow_once, connect
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
 from refagent.testing.transcript import Transcript
-from tests.support.acp_schema import validate_agent_message
+from tests.support.acp_schema import checked_wire
 from tests.support.helpers_process import agent_env
 
 pytestmark = pytest.mark.anyio
@@ -68,11 +68,7 @@ def run_demo(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.CompletedP
 
 
 def validate(transcript: Path) -> Transcript:
-    checked = Transcript(check=validate_agent_message)
-    for line in transcript.read_text().splitlines():
-        entry = json.loads(line)
-        checked.record(entry["from"], json.dumps(entry["message"]).encode())
-    return checked
+    return checked_wire(transcript.read_text().splitlines())
 
 
 @pytest.mark.slow

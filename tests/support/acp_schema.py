@@ -31,11 +31,14 @@ or, for an unknown tag, by the known ones (``_explain``).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema_rs
+
+from refagent.testing.transcript import Transcript
 
 SCHEMA_DIR = Path(__file__).parents[1] / "data" / "acp-schema" / "sdk-2.4.0" / "v1"
 SCHEMA_PATH = SCHEMA_DIR / "schema.json"
@@ -211,3 +214,15 @@ def validate_agent_message(message: dict[str, Any], answered: str | None) -> Non
             raise SchemaViolation(
                 f"{stable_error}\n{feature} is unstable-only, and the unstable schema rejects it too: {unstable_error}"
             ) from unstable_error
+
+
+def checked_wire(lines: Iterable[str]) -> Transcript:
+    """A client's wire transcript read back (``refagent run --json``, ``open_agent``'s ``transcript``: one
+    ``{"from": "client"|"agent", "message"}`` a line), every message the agent sent checked against the
+    schema as it is recorded. A line the agent sent that was not JSON (``{"line"}``) fails the test."""
+    transcript = Transcript(check=validate_agent_message)
+    for line in lines:
+        entry = json.loads(line)
+        assert "message" in entry, f"a line on the wire that is not JSON: {entry}"
+        transcript.record(entry["from"], json.dumps(entry["message"]).encode())
+    return transcript

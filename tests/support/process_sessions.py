@@ -86,3 +86,17 @@ def thread(updates: list[dict[str, Any]]) -> list[tuple[str, str]]:
         elif kind in ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk"):
             out.append((kind, u["content"]["text"]))
     return out
+
+
+async def prompted_sessions(tmp_path: Path, check: Any, env: dict[str, str], *places: tuple[Path, str]) -> list[str]:
+    """A session in each directory (made if missing), with one prompt (its title), by one agent started with
+    ``env``; their ids, oldest first."""
+    ids = []
+    async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
+        await agent.initialize()
+        for cwd, text in places:
+            cwd.mkdir(parents=True, exist_ok=True)
+            sid = await agent.new_session(cwd)
+            await agent.result("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
+            ids.append(sid)
+    return ids
