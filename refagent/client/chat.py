@@ -44,13 +44,11 @@ from refagent.client.chat_input import ChatInput, LineInput, PromptInput, histor
 from refagent.client.chat_state import CLIENT_COMMANDS, CLIENT_NAMES, ChatState
 from refagent.client.chat_view import ChatView
 from refagent.client.opening import NoEarlierSession, SessionError, list_sessions, open_session, session_capability
-from refagent.client.render import point_at_devnull
+from refagent.client.render import EXIT_OUTPUT_CLOSED, point_at_devnull
 from refagent.client.run import add_session_arguments, agent_command, on_signals
 
 EXIT_OK = 0
 EXIT_FAILED = 1
-EXIT_OUTPUT_CLOSED = 141
-"""stdout was closed (``| head``): 128 + ``SIGPIPE``, as ``refagent run`` and the tools that signal ends."""
 AGENT_GONE = "The agent stopped (what it said, if anything, is above)."
 TICK_SECONDS = 0.1
 """How often the live region is redrawn (the spinner, the time taken)."""

@@ -36,8 +36,8 @@ from typing import TextIO
 import anyio
 
 import refagent
-from refagent.client.render import QuietPipe, Renderer, use_color
-from refagent.client.run import EXIT_OUTPUT_CLOSED, RunOptions, run
+from refagent.client.render import EXIT_OUTPUT_CLOSED, QuietPipe, Renderer, use_color
+from refagent.client.run import RunOptions, run
 
 PROJECT_DIR = "demo-project"
 """The demo project's directory in the package (package data, see ``pyproject.toml``)."""

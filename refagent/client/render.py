@@ -26,6 +26,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
+EXIT_OUTPUT_CLOSED = 141
+"""The exit code of every terminal command whose stdout was closed (``| head``, :class:`QuietPipe`): 128 +
+``SIGPIPE``, what a tool the signal ends exits with."""
 MAX_OUTPUT_LINES = 16
 """Lines of a tool call's text output shown (head and tail kept)."""
 MAX_DIFF_LINES = 80

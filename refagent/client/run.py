@@ -46,12 +46,10 @@ from refagent.acp.errors import ConnectionClosed, RequestError
 from refagent.client.agent_process import AgentStartError, initialize, open_agent
 from refagent.client.handler import ReadLine, StdinLines, TerminalClient, failure_of
 from refagent.client.opening import SessionError, open_session
-from refagent.client.render import QuietPipe, Renderer, use_color
+from refagent.client.render import EXIT_OUTPUT_CLOSED, QuietPipe, Renderer, use_color
 
 EXIT_CODES = {"end_turn": 0, "max_tokens": 3, "max_turn_requests": 4, "refusal": 5, "cancelled": 130}
 EXIT_FAILED = 1
-EXIT_OUTPUT_CLOSED = 141
-"""stdout was closed (``| head``): 128 + ``SIGPIPE``, what a tool the signal ends exits with."""
 NO_TERMINAL = "no terminal to ask on (the prompt came from stdin); --yes approves"
 
 

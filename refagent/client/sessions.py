@@ -64,11 +64,9 @@ from refagent.client.opening import (
     list_sessions,
     session_capability,
 )
-from refagent.client.render import Renderer, point_at_devnull, use_color
+from refagent.client.render import EXIT_OUTPUT_CLOSED, Renderer, point_at_devnull, use_color
 
 EXIT_OK = 0
-EXIT_OUTPUT_CLOSED = 141
-"""stdout was closed (``| head``): 128 + ``SIGPIPE``, as ``refagent run``, ``chat`` and ``demo`` exit then."""
 EXIT_FAILED = 1
 AGE_UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400}
 """The units of ``--older-than``, in seconds."""

@@ -32,8 +32,8 @@ import pytest
 
 from refagent.client.demo import COPY_IGNORES, default_project
 from refagent.client.handler import Failure, TerminalClient, failure_of
-from refagent.client.render import QuietPipe, Renderer
-from refagent.client.run import EXIT_OUTPUT_CLOSED, NO_TERMINAL, RunOptions, run
+from refagent.client.render import EXIT_OUTPUT_CLOSED, QuietPipe, Renderer
+from refagent.client.run import NO_TERMINAL, RunOptions, run
 from refagent.testing.openai_server import Fault, ScriptedOpenAIServer, Turn
 from refagent.testing.transcript import Transcript
 from tests.support.acp_schema import checked_wire, validate_agent_message
