@@ -2,9 +2,16 @@
 
 Contract: the runner (:mod:`refagent.tools.runner`) checks top-level types, enums and required names
 against a tool's JSON schema; the ``arg_*`` functions re-check what a schema cannot say (non-empty,
-ranges) and keep ``prepare()`` safe when it is called directly. A bad argument is a
+ranges, valid text) and keep ``prepare()`` safe when it is called directly. A bad argument is a
 :class:`~refagent.errors.ToolError` naming it, for the model to fix. :func:`shown` and :func:`plural`
 make the words of titles and summaries.
+
+Valid text (:func:`check_text`, which :func:`arg_str` applies): a string argument never holds a lone
+surrogate (a JSON ``\\udc80`` escape decodes to one), and, unless it is file content, no NUL byte. Either
+would reach the operating system as a path, a glob, a ripgrep regex or a command line and make it raise
+(``ValueError: embedded null byte``, ``UnicodeEncodeError``), or be changed on the way to the editor
+(a surrogate is sent as U+FFFD, so the editor would read, write or run something other than what was
+checked and approved). Refused here, once, they are a failed call the model can correct.
 """
 
 from __future__ import annotations
@@ -14,7 +21,12 @@ from typing import Any
 from refagent.errors import ToolError
 
 
-def arg_str(args: dict[str, Any], name: str, *, required: bool = True, empty: bool = False) -> str:
+def arg_str(
+    args: dict[str, Any], name: str, *, required: bool = True, empty: bool = False, content: bool = False
+) -> str:
+    """The string argument ``name`` (``""`` when absent and not ``required``); ToolError unless it is a
+    string, non-empty unless ``empty``, and valid text (:func:`check_text`; ``content``: file text, which
+    may hold a NUL byte)."""
     value = args.get(name)
     if value is None and not required:
         return ""
@@ -22,7 +34,30 @@ def arg_str(args: dict[str, Any], name: str, *, required: bool = True, empty: bo
         raise ToolError(f"Argument {name!r} must be a string.")
     if not empty and not value:
         raise ToolError(f"Argument {name!r} must not be empty.")
+    check_text(name, value, content=content)
     return value
+
+
+def check_text(name: str, value: str, *, content: bool = False) -> None:
+    """ToolError (naming ``name``) if ``value`` holds a lone surrogate, or a NUL byte unless ``content``.
+
+    ``content``: the text of a file (``write_file``'s ``content``, an edit's strings, a patch), where a
+    NUL byte is a character like any other; everything else may become a path, a pattern or a command.
+    """
+    if not value.isascii():
+        for index, char in enumerate(value):
+            if "\ud800" <= char <= "\udfff":
+                raise ToolError(
+                    f"Argument {name!r} holds a lone surrogate (\\u{ord(char):04x} at character {index}), which "
+                    "is not text: it has no UTF-8 form. Send valid Unicode. (A file whose name is not UTF-8 is "
+                    "listed with U+FFFD in its place; reach it with run_command and a shell glob.)"
+                )
+    nul = -1 if content else value.find("\x00")
+    if nul >= 0:
+        raise ToolError(
+            f"Argument {name!r} contains a NUL byte (at character {nul}), which no file name, pattern or "
+            "command line can hold. Leave it out."
+        )
 
 
 def arg_int(args: dict[str, Any], name: str, default: int, *, minimum: int, maximum: int) -> int:

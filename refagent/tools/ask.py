@@ -23,6 +23,7 @@ from refagent.acp.text import cut
 from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
 from refagent.sandbox.editor import question_title
+from refagent.tools.args import check_text
 from refagent.tools.base import CANCEL_NOTE, Answer, BaseTool, Plan, ToolContext, ToolResult
 
 MAX_QUESTION_CHARS = 2000
@@ -129,6 +130,7 @@ def _question(value: Any) -> str:
         raise ToolError("question must be a non-empty string.")
     if len(value) > MAX_QUESTION_CHARS:
         raise ToolError(f"question is longer than {MAX_QUESTION_CHARS} characters; ask something shorter.")
+    check_text("question", value)
     return value.strip()
 
 
@@ -143,6 +145,7 @@ def _choices(value: Any) -> list[str]:
     for index, choice in enumerate(choices):
         if not choice:
             raise ToolError(f"choices[{index}] is empty.")
+        check_text(f"choices[{index}]", choice)
         if len(choice) > MAX_CHOICE_CHARS or "\n" in choice:
             raise ToolError(
                 f"choices[{index}] must be one line of at most {MAX_CHOICE_CHARS} characters; put details in "

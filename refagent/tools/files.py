@@ -181,7 +181,7 @@ class WriteFile(BaseTool):
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
         resolved = ctx.policy.check_write(arg_str(args, "path"))
-        content = arg_str(args, "content", empty=True)
+        content = arg_str(args, "content", empty=True, content=True)
         path = resolved.path
         if await ctx.disk.kind(path) == "dir":
             raise ToolError(f"{resolved.display} is a directory.")
@@ -259,8 +259,8 @@ class EditFile(BaseTool):
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
         resolved = ctx.policy.check_write(arg_str(args, "path"))
-        old_string = arg_str(args, "old_string", empty=True)
-        new_string = arg_str(args, "new_string", empty=True)
+        old_string = arg_str(args, "old_string", empty=True, content=True)
+        new_string = arg_str(args, "new_string", empty=True, content=True)
         replace_all = arg_bool(args, "replace_all")
         if old_string == new_string:
             raise ToolError("old_string and new_string are the same: there is nothing to change.")

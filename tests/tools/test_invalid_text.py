@@ -1,0 +1,163 @@
+"""Text no path, pattern or command can be made of, in any argument of any tool, on both backends: a NUL
+byte, a lone surrogate (``\\udc80``, which ``surrogateescape`` would quietly turn into the byte 0x80, and
+``\\ud800``, which nothing encodes). Each is a failed call whose
+result names the argument and what is wrong with it; never an internal error, never a traceback in the
+log, never an ``fs/*`` request or a changed file.
+
+The calls go through a real agent (the in-memory editor, every message checked against the ACP schema),
+with the local disk (no ``fs`` capability) and with the editor's ``fs/*`` methods."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from refagent.llm.protocol import ToolCallRequest
+from refagent.llm.scripted import ScriptedModel, text
+from refagent.settings import Settings
+from refagent.testing.memory import FakeClient, connect
+
+pytestmark = pytest.mark.anyio
+
+BACKENDS = {"disk": {}, "editor": {"fs": {"readTextFile": True, "writeTextFile": True}}}
+BAD = {"nul": "a\x00b", "escaped-byte": "a\udc80b", "surrogate": "a\ud800b"}
+
+
+def arguments(bad: str) -> list[tuple[str, dict[str, Any], str]]:
+    """``(tool, arguments, the argument that holds the bad text)`` for every argument that is a path, a
+    pattern, a command or a question."""
+    return [
+        ("read_file", {"path": bad}, "path"),
+        ("glob", {"pattern": bad}, "pattern"),
+        ("glob", {"pattern": f"/{bad}/*.py"}, "pattern"),
+        ("glob", {"pattern": "*.py", "path": bad}, "path"),
+        ("grep", {"pattern": bad}, "pattern"),
+        ("grep", {"pattern": bad, "literal": True}, "pattern"),
+        ("grep", {"pattern": "x", "path": bad}, "path"),
+        ("grep", {"pattern": "x", "glob": bad}, "glob"),
+        ("edit_file", {"path": bad, "old_string": "a", "new_string": "b"}, "path"),
+        ("write_file", {"path": bad, "content": "x"}, "path"),
+        ("delete_path", {"path": bad}, "path"),
+        ("move_path", {"source": bad, "destination": "moved.txt"}, "source"),
+        ("move_path", {"source": "f.txt", "destination": bad}, "destination"),
+        ("run_command", {"command": f"echo {bad}"}, "command"),
+        ("run_command", {"command": "echo hi", "cwd": bad}, "cwd"),
+        ("ask_user", {"question": f"Which {bad}?"}, "question"),
+        ("ask_user", {"question": "Which?", "choices": ["one", bad]}, "choices[1]"),
+    ]
+
+
+def content_arguments(bad: str) -> list[tuple[str, dict[str, Any], str]]:
+    """The arguments that are a file's text: a NUL byte is text there, a lone surrogate is not."""
+    patch = f"--- a/f.txt\n+++ b/f.txt\n@@ -1 +1 @@\n-hello\n+{bad}\n"
+    return [
+        ("write_file", {"path": "new.txt", "content": bad}, "content"),
+        ("edit_file", {"path": "f.txt", "old_string": "hello", "new_string": bad}, "new_string"),
+        ("edit_file", {"path": "f.txt", "old_string": bad, "new_string": "b"}, "old_string"),
+        ("apply_patch", {"patch": patch}, "patch"),
+        ("apply_patch", {"patch": f"--- /dev/null\n+++ b/{bad}\n@@ -0,0 +1 @@\n+x\n"}, "patch"),
+    ]
+
+
+def expected(kind: str, name: str, value: str) -> str:
+    if kind == "nul":
+        return f"Error: Argument {name!r} contains a NUL byte (at character {value.index(chr(0))}), which no"
+    index = next(i for i, char in enumerate(value) if "\ud800" <= char <= "\udfff")
+    return f"Error: Argument {name!r} holds a lone surrogate (\\u{ord(value[index]):04x} at character {index}), which"
+
+
+def value_of(args: dict[str, Any], name: str) -> str:
+    if name.startswith("choices["):
+        return str(args["choices"][int(name[8:-1])])
+    return str(args[name])
+
+
+async def run_calls(
+    workspace: Path, capabilities: dict[str, Any], calls: list[tuple[str, dict[str, Any]]], check: Any
+) -> tuple[list[str], list[dict[str, Any]], FakeClient, list[dict[str, Any]]]:
+    """All ``calls`` in one model response, in full-access mode; the results the model read (in order),
+    the calls' final updates, the editor, and what the agent sent it."""
+    requests = [ToolCallRequest(f"c{i}", name, json.dumps(args)) for i, (name, args) in enumerate(calls)]
+    model = ScriptedModel([requests, text("done")])
+    client = FakeClient()
+    client.files[str(workspace / "f.txt")] = "hello\n"
+    async with connect(Settings(make_model=lambda p: model), client=client, check=check) as editor:
+        await editor.initialize(capabilities)
+        sid = await editor.new_session(str(workspace))
+        await editor.request("session/set_mode", {"sessionId": sid, "modeId": "full-access"})
+        assert await editor.prompt(sid, "go") == {"stopReason": "end_turn"}
+        final = [u for u in editor.updates(sid) if u.get("status") in ("completed", "failed")]
+        sent = editor.transcript.sent_by("agent")
+    tool_messages = {m["tool_call_id"]: m["content"] for m in model.requests[-1].messages if m["role"] == "tool"}
+    return [tool_messages[r.id] for r in requests], final, client, sent
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "f.txt").write_text("hello\n")
+    return root
+
+
+def assert_quiet(caplog: pytest.LogCaptureFixture) -> None:
+    """Nothing at warning or above, and no traceback at any level."""
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+    assert not loud, "\n".join(f"{r.levelname} {r.name}: {r.getMessage()}" for r in loud)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", BAD)
+async def test_invalid_text_in_an_argument_is_a_failed_call_that_says_so(
+    workspace: Path, backend: str, kind: str, check: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    bad = BAD[kind]
+    cases = arguments(bad) + (content_arguments(bad) if kind != "nul" else [])
+    with caplog.at_level(logging.DEBUG):
+        results, final, client, sent = await run_calls(
+            workspace, BACKENDS[backend], [(name, args) for name, args, _ in cases], check
+        )
+    wanted = [expected(kind, arg, value_of(args, arg)) for _, args, arg in cases]
+    wrong = [
+        f"{name} {json.dumps(args)}:\n  got      {result[:200]!r}\n  expected {want!r}"
+        for (name, args, _), result, want in zip(cases, results, wanted, strict=True)
+        if not result.startswith(want)
+    ]
+    assert not wrong, "\n".join(wrong)
+    assert [u["status"] for u in final] == ["failed"] * len(cases)
+    assert_quiet(caplog)
+    assert not [m for m in sent if str(m.get("method", "")).startswith(("fs/", "terminal/"))]
+    assert client.files == {str(workspace / "f.txt"): "hello\n"}
+    assert os.listdir(workspace) == ["f.txt"]
+    assert (workspace / "f.txt").read_text() == "hello\n"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_nul_byte_in_a_path_inside_a_patch_is_refused_by_the_policy(
+    workspace: Path, backend: str, check: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    patches = [
+        "--- /dev/null\n+++ b/a\x00b\n@@ -0,0 +1 @@\n+x\n",
+        "--- a/a\x00b\n+++ /dev/null\n@@ -1 +0,0 @@\n-hello\n",
+    ]
+    with caplog.at_level(logging.DEBUG):
+        results, final, _, _ = await run_calls(
+            workspace, BACKENDS[backend], [("apply_patch", {"patch": p}) for p in patches], check
+        )
+    assert results == ["Error: The path 'a\\\\x00b' contains a NUL byte; no file can have that name."] * 2
+    assert [u["status"] for u in final] == ["failed", "failed"]
+    assert_quiet(caplog)
+
+
+async def test_a_nul_byte_is_file_content_like_any_other(workspace: Path, check: Any) -> None:
+    """Where an argument is a file's text, a NUL byte is written as it is (and the file is binary then)."""
+    calls: list[tuple[str, dict[str, Any]]] = [("write_file", {"path": "new.txt", "content": "a\x00b\n"})]
+    results, final, _, _ = await run_calls(workspace, {}, calls, check)
+    assert results == ["Created new.txt (1 lines)."]
+    assert [u["status"] for u in final] == ["completed"]
+    assert (workspace / "new.txt").read_bytes() == b"a\x00b\n"
