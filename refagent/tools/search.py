@@ -32,9 +32,26 @@ from refagent.tools.text import location
 MAX_GLOB_RESULTS = 500
 DEFAULT_GREP_RESULTS = 200
 MAX_GREP_RESULTS = 2000
+MAX_PATTERN_BYTES = 32 * 1024
+"""The longest regex or glob (UTF-8 bytes). Each goes to ripgrep as one command-line argument, and Linux
+takes at most 128 KiB in one, less for all of them and the environment together (past that the start
+fails with ``E2BIG``); no real search needs a pattern anywhere near this."""
 
 
 # -- shared by both tools ---------------------------------------------------------------------------
+
+
+def _pattern_arg(args: dict[str, Any], name: str, *, required: bool = True) -> str:
+    """A regex or glob argument: :func:`arg_str` (no NUL byte, no lone surrogate), and at most
+    :data:`MAX_PATTERN_BYTES`, so that ripgrep can be started with it."""
+    value = arg_str(args, name, required=required)
+    size = len(value.encode("utf-8"))
+    if size > MAX_PATTERN_BYTES:
+        raise ToolError(
+            f"Argument {name!r} is {size:,} bytes long; a pattern is at most {MAX_PATTERN_BYTES:,} bytes. "
+            "Search for a shorter one (or for a few shorter ones, one call each)."
+        )
+    return value
 
 
 def _prefix(resolved: ResolvedPath) -> str:
@@ -113,7 +130,7 @@ class Glob(_Search):
     verb = "Find"
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
-        base, pattern = _split_absolute_glob(arg_str(args, "pattern").strip())
+        base, pattern = _split_absolute_glob(_pattern_arg(args, "pattern").strip())
         pattern = pattern.removeprefix("./")
         if pattern.startswith("!"):
             raise ToolError("The pattern must say which files to find; it cannot start with '!'.")
@@ -202,8 +219,8 @@ class Grep(_Search):
 
 
 def _query(args: dict[str, Any]) -> Query:
-    pattern = arg_str(args, "pattern")
-    glob = arg_str(args, "glob", required=False).strip().removeprefix("./")
+    pattern = _pattern_arg(args, "pattern")
+    glob = _pattern_arg(args, "glob", required=False).strip().removeprefix("./")
     if glob:
         check_glob(glob)
     modes: dict[Any, OutputMode] = {None: "content", "content": "content", "files": "files", "count": "count"}

@@ -1,6 +1,6 @@
 """Text no path, pattern or command can be made of, in any argument of any tool, on both backends: a NUL
 byte, a lone surrogate (``\\udc80``, which ``surrogateescape`` would quietly turn into the byte 0x80, and
-``\\ud800``, which nothing encodes). Each is a failed call whose
+``\\ud800``, which nothing encodes), a pattern too long to hand to ripgrep. Each is a failed call whose
 result names the argument and what is wrong with it; never an internal error, never a traceback in the
 log, never an ``fs/*`` request or a changed file.
 
@@ -21,6 +21,7 @@ from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.settings import Settings
 from refagent.testing.memory import FakeClient, connect
+from refagent.tools.search import MAX_PATTERN_BYTES
 
 pytestmark = pytest.mark.anyio
 
@@ -151,6 +152,28 @@ async def test_a_nul_byte_in_a_path_inside_a_patch_is_refused_by_the_policy(
         )
     assert results == ["Error: The path 'a\\\\x00b' contains a NUL byte; no file can have that name."] * 2
     assert [u["status"] for u in final] == ["failed", "failed"]
+    assert_quiet(caplog)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_pattern_too_long_for_ripgreps_command_line_is_refused(
+    workspace: Path, backend: str, check: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    long = "a" * 200_000
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("glob", {"pattern": long}),
+        ("grep", {"pattern": long}),
+        ("grep", {"pattern": "x", "glob": long}),
+        ("grep", {"pattern": "a" * MAX_PATTERN_BYTES}),  # the longest allowed: searched
+    ]
+    with caplog.at_level(logging.DEBUG):
+        results, final, _, _ = await run_calls(workspace, BACKENDS[backend], calls, check)
+    for name, result in zip(["pattern", "pattern", "glob"], results, strict=False):
+        assert result.startswith(
+            f"Error: Argument {name!r} is 200,000 bytes long; a pattern is at most {MAX_PATTERN_BYTES:,} bytes."
+        ), result
+    assert results[3] == "No matches for `" + "a" * MAX_PATTERN_BYTES + "`."
+    assert [u["status"] for u in final] == ["failed", "failed", "failed", "completed"]
     assert_quiet(caplog)
 
 
