@@ -23,6 +23,8 @@ from refagent.llm import config
 from refagent.settings import Settings
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from refagent.server.agent import Agent
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             f"REFAGENT_LOG_LEVEL={args.log_level!r}: --log-level must be one of {', '.join(LOG_LEVELS)}"
         )
     setup_logging(args.log_level, args.log_file)
-    return serve_stdio(demo_settings() if args.demo else load_settings(args))
+    return serve_stdio(demo_settings(private_files(args, None)) if args.demo else load_settings(args))
 
 
 def load_settings(args: argparse.Namespace) -> Settings:
@@ -128,9 +130,11 @@ def load_settings(args: argparse.Namespace) -> Settings:
     """
 
     path = config.config_file(args, os.environ)
+    private = private_files(args, path)
 
     def reload() -> Settings:
-        return dataclasses.replace(Settings.from_config(config.load(args, os.environ), reload), config_file=path)
+        settings = Settings.from_config(config.load(args, os.environ), reload)
+        return dataclasses.replace(settings, config_file=path, private_files=private)
 
     try:
         return reload()
@@ -140,15 +144,26 @@ def load_settings(args: argparse.Namespace) -> Settings:
 
         problem = str(exc)
         return Settings(
-            make_model=lambda profile: broken_config_model(problem), reload=reload, config_file=path, broken=problem
+            make_model=lambda profile: broken_config_model(problem),
+            reload=reload,
+            config_file=path,
+            broken=problem,
+            private_files=private,
         )
 
 
-def demo_settings() -> Settings:
+def private_files(args: argparse.Namespace, config_file: Path | None) -> tuple[str, ...]:
+    """The files of the agent's own that the command line names (its config file and its log file):
+    commands must not read them (:attr:`refagent.settings.Settings.private_files`)."""
+    named = [config_file, getattr(args, "log_file", None)]
+    return tuple(os.path.abspath(path) for path in named if path)
+
+
+def demo_settings(private: tuple[str, ...] = ()) -> Settings:
     """``--demo``: the built-in demo model (:mod:`refagent.llm.demo`) instead of the configuration."""
     from refagent.llm.demo import demo_model, demo_profile
 
-    return Settings(profiles=[demo_profile()], make_model=lambda profile: demo_model())
+    return Settings(profiles=[demo_profile()], make_model=lambda profile: demo_model(), private_files=private)
 
 
 def serve_stdio(settings: Settings | None = None) -> int:

@@ -48,11 +48,11 @@ def default_store() -> SessionStore | None:
     return SessionStore(root) if root is not None else None
 
 
-def local_sandbox(cwd: str, additional: list[str]) -> Sandbox:
+def local_sandbox(cwd: str, additional: list[str], private: Sequence[str] = ()) -> Sandbox:
     """:func:`refagent.sandbox.local.local_sandbox`, imported when the first session needs it."""
     from refagent.sandbox.local import local_sandbox as sandbox
 
-    return sandbox(cwd, additional)
+    return sandbox(cwd, additional, private)
 
 
 def default_tools() -> Sequence[BaseTool]:
@@ -91,6 +91,9 @@ class Settings:
     config_file: Path | None = None
     """The config file this configuration came from (which may not exist yet): where ``refagent login``
     writes and what ACP ``logout`` forgets the keys of. None: no file (tests, ``--demo``): no sign-in."""
+    private_files: tuple[str, ...] = ()
+    """Files of the agent's own that commands must not read (its config file and log file, wherever the
+    command line put them): the default sandbox hides them, with the agent's standard directories."""
     problems: Callable[[], Sequence[str]] | None = None
     """What of the configuration could not be used (custom tools left out), one line each: the agent
     tells the user when a session opens, asking after the session's tools have been built."""
@@ -98,6 +101,12 @@ class Settings:
     def active_profile(self) -> ModelProfile:
         """The profile new sessions start with: ``default_profile`` if it names one, else the first."""
         return next((pr for pr in self.profiles if pr.id == self.default_profile), self.profiles[0])
+
+    def sandbox_for(self, cwd: str, additional: list[str]) -> Sandbox:
+        """A new session's sandbox: ``make_sandbox``'s; the default one hides :attr:`private_files` too."""
+        if self.make_sandbox is local_sandbox:
+            return local_sandbox(cwd, additional, self.private_files)
+        return self.make_sandbox(cwd, additional)
 
     def saves_sessions(self) -> bool:
         """Whether sessions are saved; for the default store, answered without loading the store."""

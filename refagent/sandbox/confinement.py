@@ -59,7 +59,9 @@ WRITES = "writes outside the workspace"
 NETWORK = "the network"
 NETWORK_UDP = "the network over UDP"
 METADATA = "changing modes and times of files outside (chmod, touch)"
-GIT = "the repository's git configuration and hooks (which git runs later, outside the sandbox)"
+GIT = "the repository's git configuration and hooks, and the files editors run (run later, outside the sandbox)"
+SECRETS = "the agent's own files (its configuration with your keys, its logs and sessions) and your credentials"
+TERMINALS = "your other terminals (/dev/pts)"
 PROCESSES = "other processes (it can see them and read their environment)"
 SIGNALS = "signals to other processes, the agent's included"
 LIFETIME = "processes it leaves behind (setsid, daemons)"
@@ -91,6 +93,7 @@ class Support:
         if not self.namespaces:
             if self.landlock >= 1:  # Landlock holds writes, not chmod or timestamps: read-only mounts do
                 missing += [METADATA, GIT]
+            missing += [SECRETS, TERMINALS]  # Landlock does not restrict reads: only mounts can hide them
             missing.append(PROCESSES)
             if self.landlock < 6:  # Landlock's signal scope holds even without a PID namespace
                 missing.append(SIGNALS)
@@ -222,17 +225,118 @@ def toolchains_in_tmp(env: Mapping[str, str]) -> list[str]:
     return found
 
 
+AGENT_DIRECTORIES = (
+    ("XDG_CONFIG_HOME", ".config"),
+    ("XDG_DATA_HOME", ".local/share"),
+    ("XDG_STATE_HOME", ".local/state"),
+    ("XDG_CACHE_HOME", ".cache"),
+)
+"""Where the agent keeps its configuration (API keys), sessions, history and logs: ``refagent`` under
+each of these (``platformdirs``' directories on Linux), found from the variable or from ``$HOME``."""
+
+CREDENTIALS = (
+    ".ssh",
+    ".gnupg",
+    ".netrc",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".config/gh",
+    ".config/hub",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker/config.json",
+    ".npmrc",
+    ".yarnrc.yml",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".m2/settings-security.xml",
+    ".terraform.d/credentials.tfrc.json",
+    ".vault-token",
+    ".password-store",
+    ".local/share/keyrings",
+    ".pgpass",
+    ".my.cnf",
+    ".config/rclone",
+    ".s3cfg",
+    ".config/op",
+    ".huggingface",
+    ".cache/huggingface/token",
+    ".config/github-copilot",
+    ".codex",
+    ".claude",
+    ".claude.json",
+    ".gemini",
+    ".mozilla",
+    ".thunderbird",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".config/microsoft-edge",
+    ".config/vivaldi",
+)
+"""The user's credentials under ``$HOME``: keys, tokens, password stores, other agents' logins and the
+browsers' profiles (cookies, saved passwords). A command that needs one (a push over SSH, a private
+registry, signing) runs at level ``none``."""
+
+
+def hidden_paths(env: Mapping[str, str], roots: Sequence[str], private: Sequence[str] = ()) -> list[str]:
+    """What commands at ``workspace`` and ``network`` must not read, as real paths that exist: the agent's
+    own directories (:data:`AGENT_DIRECTORIES`), its ``$REFAGENT_CONFIG`` and the ``private`` files, and
+    the user's :data:`CREDENTIALS`. A path that holds a root is left alone: the user works in there."""
+    home = env.get("HOME", "")
+    home = home if os.path.isabs(home) else ""
+    candidates = [*private]
+    for variable, default in AGENT_DIRECTORIES:
+        base = env.get(variable, "")
+        if not os.path.isabs(base):
+            base = os.path.join(home, default) if home else ""
+        if base:
+            candidates.append(os.path.join(base, "refagent"))
+    if os.path.isabs(env.get("REFAGENT_CONFIG", "")):
+        candidates.append(env["REFAGENT_CONFIG"])
+    if home:
+        candidates += [os.path.join(home, name) for name in CREDENTIALS]
+    xdg_config = env.get("XDG_CONFIG_HOME", "")
+    if os.path.isabs(xdg_config):  # the same credentials where XDG_CONFIG_HOME moves ~/.config
+        moved = [name.removeprefix(".config/") for name in CREDENTIALS if name.startswith(".config/")]
+        candidates += [os.path.join(xdg_config, name) for name in moved]
+    found: list[str] = []
+    for candidate in candidates:
+        if not candidate or not os.path.isabs(candidate) or not os.path.lexists(candidate):
+            continue
+        path = os.path.realpath(candidate)
+        if path in found or any(within(root, path) for root in roots) or not os.path.exists(path):
+            continue
+        if within(path, "/tmp") and not any(within(path, root) for root in roots):
+            continue  # commands have a /tmp of their own: the host's is out of sight already
+        found.append(path)
+    return found
+
+
 class Confinement:
     """One session's confinement: its roots, this machine's :class:`Support`, and a private temporary
     directory, made on first use and removed by :meth:`close`. The user's caches (:func:`user_caches`,
-    from ``env``: this process's environment by default) get private, writable copies in it."""
+    from ``env``: this process's environment by default) get private, writable copies in it. The agent's
+    own files and the user's credentials (:func:`hidden_paths`, with ``private``: the files the agent
+    was started with, its config file and log file) are hidden from commands."""
 
-    def __init__(self, roots: Sequence[str], support: Support, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        roots: Sequence[str],
+        support: Support,
+        env: Mapping[str, str] | None = None,
+        private: Sequence[str] = (),
+    ) -> None:
         self.roots = [os.path.realpath(root) for root in roots]
         self.support = support
         environ = os.environ if env is None else env
         self.caches = user_caches(environ, self.roots) if support.namespaces else []
         self.shown = toolchains_in_tmp(environ) if support.namespaces else []
+        self.hidden = hidden_paths(environ, self.roots, private) if support.namespaces else []
         self._tmp: str | None = None
         self._lock: int | None = None
 
@@ -271,8 +375,8 @@ class Confinement:
                     options += ["--cache", cache]
                 for shown in self.shown:
                     options += ["--show", shown]
-                for root in self.roots:  # the repositories at the roots: their configuration and hooks
-                    options += ["--git-dir", os.path.join(root, ".git")]
+                for hidden in self.hidden:
+                    options += ["--hide", hidden]
             options += ["--tmp", self.private_tmp()]
             if support.landlock:
                 options += ["--landlock", str(support.landlock)]

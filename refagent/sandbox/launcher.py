@@ -12,14 +12,16 @@ What it does, in order:
 2. With ``--namespaces``: a new user, mount and PID namespace (and with ``--netns`` a network namespace).
    Its first process is this launcher again, as the namespace's *init*. It makes every mount private and
    read-only except the ``--write`` directories, puts the private temporary directory (``--tmp``) over
-   ``/tmp`` (with the ``--show`` directories of the host's ``/tmp`` back, read-only), fresh tmpfs over
-   ``/dev/shm`` and ``/run``, and layers the ``--cache`` directories (the user's
-   package caches) over private copies, and holds what makes git run code (``--git-dir``: the
-   configuration and hooks) read-only; it mounts a ``/proc`` of the namespace; then it starts the
-   command and reaps orphans until the command ends. When init exits, the kernel kills every process
-   left in the namespace, ``setsid`` and double-forked ones included. The outer launcher waits and ends
-   as the command did (the same exit code or signal); a signal it gets is passed on; with ``--parent`` it
-   dies when the agent does, and init dies with it.
+   ``/tmp`` (with the ``--show`` directories of the host's ``/tmp`` back, read-only), a fresh tmpfs over
+   ``/run``, and layers the ``--cache`` directories (the user's package caches) over private copies; it
+   hides the ``--hide`` paths (the agent's files, the user's credentials) under empty stand-ins, holds
+   read-only what git and editors run later (:mod:`refagent.sandbox.run_later`), gives the command a
+   ``/dev`` of its own (its own pseudo-terminals, no terminal of the user's) and a ``/proc`` of the
+   namespace; then it starts the command, which drops every capability before exec, and reaps orphans
+   until the command ends. Then it kills every process left in the namespace (``setsid`` and
+   double-forked ones included), moves aside what they made for git or editors to run, and exits. The
+   outer launcher waits and ends as the command did (the same exit code or signal); a signal it gets is
+   passed on; with ``--parent`` it dies when the agent does, and init then ends the namespace as above.
 3. With ``--landlock ABI``: writes only beneath the ``--write`` directories and the temporary one, and with
    ``--deny-tcp`` no TCP (:mod:`refagent.sandbox.landlock`).
 4. Removes the ``--unset`` variables, sets ``TMPDIR`` and ``LC_CTYPE``, and execs the command.
@@ -46,11 +48,14 @@ else:
 if __package__ in (None, ""):  # run as a script: import the siblings as parts of the package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from refagent.sandbox import landlock, namespaces  # noqa: E402
+from refagent.sandbox import landlock, namespaces, run_later  # noqa: E402
 
 CANNOT_CONFINE = 125
 """The exit code when the confinement could not be set up (the command did not run)."""
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+_ABANDONED = signal.SIGUSR2
+"""What init gets when the outer launcher dies (killed with its process group, say): init ends the
+command and everything it started, then sweeps (:func:`refagent.sandbox.run_later.sweep`) and exits."""
 
 
 class Options:
@@ -60,7 +65,7 @@ class Options:
         self.write: list[str] = []
         self.caches: list[str] = []
         self.shown: list[str] = []
-        self.git_dirs: list[str] = []
+        self.hidden: list[str] = []
         self.tmp = ""
         self.landlock = 0
         self.deny_tcp = False
@@ -81,7 +86,7 @@ def parse(argv: list[str]) -> Options:
         "--write",
         "--cache",
         "--show",
-        "--git-dir",
+        "--hide",
         "--tmp",
         "--landlock",
         "--limits",
@@ -106,8 +111,8 @@ def parse(argv: list[str]) -> Options:
                 options.caches.append(value)
             elif name == "--show":
                 options.shown.append(value)
-            elif name == "--git-dir":
-                options.git_dirs.append(value)
+            elif name == "--hide":
+                options.hidden.append(value)
             elif name == "--tmp":
                 options.tmp = value
             elif name == "--landlock":
@@ -181,22 +186,34 @@ def _run_in_namespaces(options: Options) -> None:
 
 
 def _init(options: Options, alive: int, report: int) -> None:
-    """The namespace's first process (PID 1): mounts, then the command, then reaping. Never returns."""
+    """The namespace's first process (PID 1): mounts, then the command, then reaping; when the command
+    ends, the rest of the namespace is killed and what it made for git or editors to run later is moved
+    aside (:mod:`refagent.sandbox.run_later`). Never returns.
+
+    It leaves the launcher's process group, so that a kill of the group (the agent's time limit, an
+    editor's ``terminal/kill``) reaches the outer launcher, whose death it hears (:data:`_ABANDONED`),
+    and not itself: the sweep must not be skipped. Nothing in the namespace can signal it (PID 1 gets
+    only the signals it handles, and Landlock scopes signals), trace it or read its memory."""
     try:
-        namespaces.die_with_parent(signal.SIGKILL)
+        namespaces.die_with_parent(_ABANDONED)
         if select.select([alive], [], [], 0)[0]:  # end of file: the outer launcher died before the line above
             os._exit(CANNOT_CONFINE)
         os.close(alive)
-        tmp = _mount(options)
+        namespaces.not_dumpable()
+        os.setpgid(0, 0)
+        tmp, held = _mount(options)
     except OSError as exc:
         _report_failure(report, exc)
     for number in _FORWARDED:  # PID 1 gets only the signals it handles: pass them to the whole namespace
         signal.signal(number, lambda number, _frame: _kill(-1, number))
+    signal.signal(_ABANDONED, lambda _number, _frame: _end_namespace(held, report, CANNOT_CONFINE << 8))
     command = os.fork()
     if command == 0:
         os.close(report)
         _default_signals()
+        signal.signal(_ABANDONED, signal.SIG_DFL)
         try:
+            namespaces.drop_privileges()
             _exec(options, tmp)
         except OSError as exc:
             _fail(exc)
@@ -204,30 +221,60 @@ def _init(options: Options, alive: int, report: int) -> None:
         try:
             pid, status = os.waitpid(-1, 0)
         except ChildProcessError:
-            os._exit(CANNOT_CONFINE)
+            _end_namespace(held, report, CANNOT_CONFINE << 8)
         if pid == command:
-            os.write(report, str(status).encode())
-            os._exit(0)  # and with init, every process left in the namespace
+            _end_namespace(held, report, status)
 
 
-def _mount(options: Options) -> str:
-    """Private mounts for the command; returns its temporary directory as the command sees it. The
-    caches that could be layered join ``options.write`` (Landlock must let the command write there)."""
+def _end_namespace(held: run_later.Held, report: int, status: int) -> None:
+    """Kill what is left in the namespace and wait for all of it, sweep, report ``status``, exit."""
+    signal.signal(_ABANDONED, signal.SIG_IGN)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # the agent may be gone: the sweep must still finish
+    _kill(-1, signal.SIGKILL)
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+    try:
+        lines = run_later.sweep(held)
+    except OSError as exc:
+        lines = [f"refagent: the check for what git and editors run later failed: {exc}"]
+    for line in lines:
+        try:  # noqa: SIM105 (contextlib is one more import in a process that counts milliseconds)
+            os.write(2, (line + "\n").encode("utf-8", "replace"))
+        except OSError:
+            pass
+    try:  # noqa: SIM105
+        os.write(report, str(status).encode())
+    except OSError:
+        pass
+    os._exit(0)
+
+
+def _mount(options: Options) -> tuple[str, run_later.Held]:
+    """Private mounts for the command; returns its temporary directory as the command sees it, and what
+    of the roots is held for :func:`refagent.sandbox.run_later.sweep`. The caches that could be layered
+    join ``options.write`` (Landlock must let the command write there)."""
     cwd = os.getcwd()
+    roots = [*options.write]
     namespaces.make_private()
-    options.write += namespaces.writable_only(
-        options.write, options.tmp or None, options.caches, options.shown, options.git_dirs
-    )
+    options.write += namespaces.writable_only(roots, options.tmp or None, options.caches, options.shown)
+    for path in options.hidden:
+        namespaces.hide(path)
+    held = run_later.hold(roots)
     try:  # noqa: SIM105 (contextlib is one more import in a process that counts milliseconds)
         os.chdir(cwd)  # the old working directory is on the read-only mount beneath: enter the new one
     except OSError:
         pass  # not inside a root (hidden under the private /tmp, say): it stays where it was, read-only
-    if os.path.isdir("/dev/shm"):
-        namespaces.fresh_tmpfs("/dev/shm")
+    namespaces.private_dev()
     namespaces.fresh_proc()
+    namespaces.protect_proc()
     if options.tmp and namespaces.private_tmp_is_mounted(options.write):
-        return "/tmp"
-    return options.tmp
+        return "/tmp", held
+    return options.tmp, held
 
 
 def _exec(options: Options, tmp: str) -> None:
@@ -341,9 +388,10 @@ def _try_in_child(extra_flags: int) -> str:
                 try:
                     namespaces.make_private()
                     namespaces.mount_setattr("/", read_only=True)
+                    namespaces.private_dev()
                     namespaces.fresh_proc()
-                    if os.path.isdir("/dev/shm"):
-                        namespaces.fresh_tmpfs("/dev/shm")
+                    namespaces.protect_proc()
+                    namespaces.drop_privileges()
                 except OSError as exc:
                     os.write(write, str(exc).encode()[:500])
                     os._exit(1)

@@ -4,6 +4,7 @@ one; tests and forks pass their own through ``Settings.make_sandbox``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from refagent.sandbox.confinement import Confinement, machine_support
@@ -33,10 +34,11 @@ class Sandbox:
             self.confinement.close()
 
 
-def local_sandbox(cwd: str, additional: list[str]) -> Sandbox:
+def local_sandbox(cwd: str, additional: list[str], private: Sequence[str] = ()) -> Sandbox:
     """The standard sandbox of a session with roots ``[cwd, *additional]``: commands confined as far as this
-    machine can (:func:`refagent.sandbox.confinement.machine_support`)."""
-    confinement = Confinement([cwd, *additional], machine_support())
+    machine can (:func:`refagent.sandbox.confinement.machine_support`), the agent's ``private`` files
+    hidden from them besides its standard directories (:func:`refagent.sandbox.confinement.hidden_paths`)."""
+    confinement = Confinement([cwd, *additional], machine_support(), private=private)
     return Sandbox(
         policy=RootPolicy(cwd, additional),
         disk=LocalFileSystem(),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 import struct
 
 from refagent.sandbox.libc import libc, syscall
@@ -26,6 +27,7 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 
+MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 MS_NOEXEC = 0x8
@@ -38,6 +40,11 @@ AT_RECURSIVE = 0x8000
 _MOUNT_SETATTR = 442  # the same on every architecture (Linux 5.12)
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
 
 
 class NamespaceError(OSError):
@@ -106,7 +113,6 @@ def writable_only(
     tmp: str | None,
     caches: Sequence[str] = (),
     shown: Sequence[str] = (),
-    git_dirs: Sequence[str] = (),
 ) -> list[str]:
     """Every mount read-only, then ``writable`` (session roots) mounted back writable at their places,
     and ``tmp`` (the private temporary directory) writable as ``/tmp``, or at its own place when a root
@@ -116,9 +122,8 @@ def writable_only(
     attributes of files outside the roots. Roots that lie under the host's ``/tmp`` are mounted back on
     top of the private one, and so are the ``shown`` directories there (toolchains: a virtual
     environment the agent runs from, what ``PATH`` names), read-only; the rest of the host's ``/tmp``
-    (other users' files, the sockets of tmux, X and SSH agents) is out of sight. The ``git_dirs`` inside
-    the roots keep what runs code read-only (:func:`protect_git`). The paths are opened before anything
-    is mounted, so each refers to the real directory.
+    (other users' files, the sockets of tmux, X and SSH agents) is out of sight. The paths are opened
+    before anything is mounted, so each refers to the real directory.
     """
     roots = sorted(set(writable), key=len)  # a root inside another is mounted on top of it
     over_tmp = bool(tmp) and not any(within("/tmp", root) for root in roots)
@@ -149,45 +154,33 @@ def writable_only(
         if over_tmp and within(root, "/tmp"):
             os.makedirs(root, exist_ok=True)  # inside the private /tmp: where the root shows again
         _bind_writable(held[root], root)
-    for git_dir in git_dirs:
-        if any(within(git_dir, root) for root in roots):
-            protect_git(git_dir)
     for fd in held.values():
         os.close(fd)
     return layered
 
 
-GIT_CODE = ("config", "config.worktree", "hooks", "info")
-"""What in a git directory makes git run code or reach elsewhere: the configuration (``core.fsmonitor``,
-``core.pager``, ``core.hooksPath``, aliases, filters), the hooks, and ``info`` (attributes that pick
-filters, ``info/exclude``)."""
+def hold_read_only(path: str) -> None:
+    """Mount ``path`` (a directory with everything beneath it, or a file) over itself, read-only: the
+    command can neither change it nor remove or rename it (a mount point cannot be)."""
+    mount(path, path, None, MS_BIND | MS_REC)
+    mount_setattr(path, read_only=True)
 
 
-def protect_git(git_dir: str) -> None:
-    """A sandboxed command may commit (objects, refs, the index stay writable), but may not plant what
-    git runs later, outside the sandbox, when the user or an unconfined command uses the repository:
-    :data:`GIT_CODE` of ``git_dir`` and of its submodules (``modules/*``) is mounted read-only, and
-    ``git_dir`` itself becomes a mount point, so it can be neither removed nor renamed away (a new
-    ``.git`` with a configuration of the command's own cannot take its place)."""
-    if os.path.islink(git_dir) or not os.path.isdir(git_dir):
+def hide(path: str) -> None:
+    """Put an empty, read-only stand-in over ``path``: an empty directory for a directory, ``/dev/null``
+    for anything else. Nothing under it can be read, written, removed or renamed. A path the namespace
+    cannot see (under the private ``/tmp``, say) is hidden already, and skipped."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
         return
-    mount(git_dir, git_dir, None, MS_BIND)
-    directories = [git_dir]
-    modules = os.path.join(git_dir, "modules")
-    if os.path.isdir(modules) and not os.path.islink(modules):
-        for directory, subdirectories, _ in os.walk(modules):
-            if "HEAD" in os.listdir(directory):
-                directories.append(directory)
-            subdirectories[:] = [name for name in subdirectories if name not in ("objects", "refs", "logs")]
-    for directory in directories:
-        hooks = os.path.join(directory, "hooks")
-        if not os.path.lexists(hooks):
-            os.mkdir(hooks)  # git makes it at `init`; here it must exist to be held read-only
-        for name in GIT_CODE:
-            path = os.path.join(directory, name)
-            if os.path.lexists(path) and not os.path.islink(path):
-                mount(path, path, None, MS_BIND | MS_REC)
-                mount_setattr(path, read_only=True)
+    if stat.S_ISLNK(mode):  # the caller passes real paths: a link here appeared since, and leads elsewhere
+        return
+    if stat.S_ISDIR(mode):
+        mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700,size=4k")
+    else:
+        mount("/dev/null", path, None, MS_BIND)
+        mount_setattr(path, read_only=True, recursive=False)
 
 
 def private_caches(caches: Sequence[str], tmp: str) -> list[str]:
@@ -249,6 +242,80 @@ def _bind_writable(fd: int, target: str) -> None:
             mount_setattr(target, read_only=False, recursive=False)
         except NamespaceError:  # so was the root's own: a workspace on a read-only file system stays one
             pass
+
+
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+"""The host's devices a command gets in its ``/dev`` (``tty`` is the controlling terminal, its own)."""
+
+
+def private_dev() -> None:
+    """A ``/dev`` of the command's own, as a container has: the :data:`DEVICES` of the host, a private
+    ``devpts`` instance (pseudo-terminals the command opens are its own, and no terminal of the user's
+    shows in ``/dev/pts``), ``ptmx`` leading there, a fresh ``/dev/shm``, and the ``fd``, ``stdin``,
+    ``stdout`` and ``stderr`` links. Nothing else of the host's ``/dev`` (other terminals and consoles,
+    disks, ``/dev/kmsg``) is there to open, whoever the command runs as. The directory itself is
+    read-only. Where the kernel refuses a ``devpts`` instance, ``/dev/pts`` stays empty: no
+    pseudo-terminals rather than the host's."""
+    held = {}
+    for name in DEVICES:
+        try:
+            held[name] = os.open("/dev/" + name, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue
+    mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
+    for name, fd in held.items():
+        os.close(os.open("/dev/" + name, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o666))
+        mount(f"/proc/self/fd/{fd}", "/dev/" + name, None, MS_BIND)
+        os.close(fd)
+    os.mkdir("/dev/pts", 0o755)
+    try:
+        mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+        os.symlink("pts/ptmx", "/dev/ptmx")
+    except NamespaceError:
+        pass
+    os.mkdir("/dev/shm", 0o1777)
+    fresh_tmpfs("/dev/shm")
+    for link, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1")):
+        os.symlink(target, "/dev/" + link)
+    os.symlink("/proc/self/fd/2", "/dev/stderr")
+    mount_setattr("/dev", read_only=True, recursive=False)
+
+
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+"""Parts of ``/proc`` that change the kernel rather than describe the namespace: read-only, for a
+command that runs as root (whose user id the kernel's own checks there take for the real root)."""
+
+
+def protect_proc() -> None:
+    """Hold the :data:`PROC_READ_ONLY` parts of the namespace's ``/proc`` read-only (after :func:`fresh_proc`)."""
+    for name in PROC_READ_ONLY:
+        path = "/proc/" + name
+        if os.path.lexists(path):
+            hold_read_only(path)
+
+
+def drop_privileges() -> None:
+    """What the command's process does last before exec: empty the capability bounding set and the
+    ambient set, and set ``no_new_privs``. A user namespace gives its first processes every capability
+    inside it, and a command run as root would keep them across exec: it could then unmount or remount
+    what holds it (without Landlock, which refuses every mount change, nothing else would stop it).
+    With an empty bounding set, exec leaves root with no capability, and nothing the command runs
+    (setuid programs, file capabilities) gains one. A user namespace the command makes has capabilities
+    again, but over mounts the kernel locks: it cannot make one writable or take one away."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", "rb") as file:
+            last = int(file.read())
+    except (OSError, ValueError):
+        last = 63
+    for capability in range(last + 1):
+        _check(libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0), "prctl(PR_CAPBSET_DROP)")
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # kernels before 4.3 have no ambient set
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def not_dumpable() -> None:
+    """The namespace's init: no command can trace it or read its memory and file descriptors."""
+    _check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
 
 
 def fresh_tmpfs(target: str) -> None:

@@ -189,7 +189,7 @@ class SessionManager:
         returned for the workspace."""
         sandbox = None
         if support is None:
-            sandbox = self.settings.make_sandbox(cwd, extra)
+            sandbox = self.settings.sandbox_for(cwd, extra)
             support = sandbox.confinement.support if sandbox.confinement is not None else Support()
         session = Session(
             session_id=session_id,
@@ -257,7 +257,7 @@ class SessionManager:
                 reserved_names=[t.name for t in builtin],
             )
         if sandbox is None:
-            sandbox = settings.make_sandbox(session.cwd, session.additional_directories)
+            sandbox = settings.sandbox_for(session.cwd, session.additional_directories)
         workspace = build_workspace(
             session_id=session.id,
             cwd=session.cwd,

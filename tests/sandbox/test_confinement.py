@@ -1,7 +1,7 @@
 """Command confinement on the real kernel: attacks a model could write, run as approved commands, and the
 ordinary work that must keep working. Every test runs on both paths a command can take: a local process
-(:class:`LocalTerminals`) and the editor's terminal (:class:`EditorTerminals` through a fake editor that
-runs the launcher command line for real).
+and the editor's terminal (:mod:`tests.support.sandboxed`). What a command may not read or leave for later
+(secrets, terminals, git, editors' files) is in ``test_confinement_trust.py``.
 
 These need Landlock and user namespaces. Where the machine lacks them the tests skip, unless
 ``REFAGENT_REQUIRE_SANDBOX`` is set (CI sets it): then the missing pieces are an error, not a skip.
@@ -16,8 +16,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,70 +32,23 @@ from refagent.sandbox.confinement import (
     NETWORK,
     NETWORK_UDP,
     PROCESSES,
+    SECRETS,
     SIGNALS,
+    TERMINALS,
     WRITES,
     Confinement,
     Level,
     Support,
-    machine_support,
     remove_stale_private_dirs,
 )
-from refagent.sandbox.editor import EditorTerminals
 from refagent.sandbox.launcher import CANNOT_CONFINE, parse
 from refagent.sandbox.process import LocalTerminals
-from refagent.testing.memory import FakeClient
-from refagent.testing.terminals import FakeTerminalHost
-from refagent.tools.base import CommandResult, Terminals
 from tests.support.procs import alive, gone, survivors
-from tests.support.tool_fakes import DirectPeer
+from tests.support.sandboxed import CONFINED, SUPPORT, Sandboxed, box, outside
 
-SUPPORT = machine_support()
-MISSING = SUPPORT.missing("workspace")
-if MISSING and os.environ.get("REFAGENT_REQUIRE_SANDBOX"):
-    raise RuntimeError(f"REFAGENT_REQUIRE_SANDBOX is set, but this machine cannot confine: {MISSING} {SUPPORT.notes}")
+__all__ = ["box", "outside"]  # fixtures, found by name
 
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.skipif(bool(MISSING), reason=f"this machine cannot confine commands: {', '.join(MISSING)}"),
-]
-
-
-@dataclass
-class Sandboxed:
-    terminals: Terminals
-    confinement: Confinement
-    workspace: Path
-    outside: Path
-    """Another project beside the workspace: readable, never writable."""
-
-    async def sh(self, script: str, level: Level = "workspace", time_limit: float = 30) -> CommandResult:
-        return await self.terminals.run(script, str(self.workspace), time_limit, sandbox=level)
-
-
-@pytest.fixture
-def outside() -> Iterator[Path]:
-    """Another project: not under /tmp, which the sandbox replaces with its own (and hides)."""
-    parent = "/var/tmp" if os.access("/var/tmp", os.W_OK) else None
-    path = Path(tempfile.mkdtemp(prefix="refagent-outside-", dir=parent))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture(params=["local", "editor"])
-async def box(request: pytest.FixtureRequest, tmp_path: Path, outside: Path) -> AsyncIterator[Sandboxed]:
-    workspace = tmp_path / "ws"  # under /tmp: mounted back into the sandbox's private /tmp
-    workspace.mkdir()
-    confinement = Confinement([str(workspace)], SUPPORT)
-    try:
-        if request.param == "local":
-            yield Sandboxed(LocalTerminals(confinement=confinement), confinement, workspace, outside)
-            return
-        async with FakeTerminalHost() as host:
-            peer = DirectPeer(FakeClient(extra=host.handlers()).handle_request)
-            yield Sandboxed(EditorTerminals(peer, "s", confinement=confinement), confinement, workspace, outside)
-            assert host.live == []
-    finally:
-        confinement.close()
+pytestmark = CONFINED
 
 
 @pytest.fixture
@@ -192,17 +144,6 @@ async def test_tmp_is_private_to_the_session_and_is_tmpdir(box: Sandboxed, tmp_p
     assert not exists(Path("/tmp/kept.txt"))
     box.confinement.close()
     assert not exists(private)
-
-
-async def test_git_inside_the_workspace_is_writable(box: Sandboxed) -> None:
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    result = await box.sh(
-        "git init -q . && echo hi > f && git add f && "
-        "git -c user.name=t -c user.email=t@example.com commit -qm first && git log --format=%s"
-    )
-    assert result.exit_code == 0, result.output
-    assert result.output.strip().endswith("first")
 
 
 # -- network --------------------------------------------------------------------------------------------
@@ -494,10 +435,11 @@ async def test_landlock_alone_still_confines_writes_and_tcp(tmp_path: Path, list
 def test_support_is_honest_about_what_is_missing() -> None:
     nothing = Support()
     assert nothing.missing("none") == []
-    assert nothing.missing("workspace") == [WRITES, NETWORK, PROCESSES, SIGNALS, LIFETIME]
+    assert nothing.missing("workspace") == [WRITES, NETWORK, SECRETS, TERMINALS, PROCESSES, SIGNALS, LIFETIME]
     assert NETWORK not in nothing.missing("network")
-    assert Support(landlock=4).missing("workspace") == [NETWORK_UDP, METADATA, GIT, PROCESSES, SIGNALS, LIFETIME]
-    assert Support(landlock=6).missing("workspace") == [NETWORK_UDP, METADATA, GIT, PROCESSES, LIFETIME]
+    landlock_only = [NETWORK_UDP, METADATA, GIT, SECRETS, TERMINALS, PROCESSES]
+    assert Support(landlock=4).missing("workspace") == [*landlock_only, SIGNALS, LIFETIME]
+    assert Support(landlock=6).missing("workspace") == [*landlock_only, LIFETIME]
     assert Support(landlock=3, namespaces=True, netns=False).missing("workspace") == [NETWORK]
     assert Support(landlock=3, namespaces=True, netns=True).missing("workspace") == []
 
@@ -597,25 +539,3 @@ def test_private_directories_no_agent_holds_are_removed() -> None:
         live.close()
     assert not exists(held)
     assert not exists(Path(f"{held}.lock"))
-
-
-async def test_a_command_may_commit_but_not_plant_what_git_runs_later(box: Sandboxed) -> None:
-    """Hooks and configuration run later, outside the sandbox (the user's next `git status` runs
-    ``core.fsmonitor``): they stay read-only, and ``.git`` cannot be swapped for a new one."""
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    git = "git -c user.name=t -c user.email=t@example.com"
-    setup = await anyio.run_process(f"git init -q . && {git} commit -q --allow-empty -m base", cwd=box.workspace)
-    assert setup.returncode == 0
-    config = read(box.workspace / ".git" / "config")
-    result = await box.sh(
-        "echo '[core]' >> .git/config; echo 'fsmonitor = touch pwned' >> .git/config; "
-        "git config core.pager 'touch pwned'; "
-        "printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; "
-        "mv .git .git-old; mkdir -p other/.git; echo x > .git/info/exclude; "
-        f"echo hi > f && git add f && {git} commit -qm second && git log --format=%s"
-    )
-    assert read(box.workspace / ".git" / "config") == config
-    assert not exists(box.workspace / ".git" / "hooks" / "pre-commit")
-    assert not exists(box.workspace / ".git-old")
-    assert result.output.strip().endswith("second\nbase"), result.output  # committing still works

@@ -20,7 +20,9 @@ from refagent.sandbox.confinement import (
     METADATA,
     NETWORK,
     PROCESSES,
+    SECRETS,
     SIGNALS,
+    TERMINALS,
     WRITES,
     Confinement,
     Level,
@@ -399,7 +401,8 @@ def test_modes_name_only_what_is_missing() -> None:
     assert no_netns["auto"].endswith("this machine cannot confine the network.")
     assert "(the network)" in no_netns["full-access"]
     no_processes = descriptions(modes_for(Support(landlock=3, namespaces=False)))
-    assert f"cannot confine the network, {METADATA}, {GIT}, {PROCESSES}, {SIGNALS}, {LIFETIME}" in no_processes["auto"]
+    missing = f"the network, {METADATA}, {GIT}, {SECRETS}, {TERMINALS}, {PROCESSES}, {SIGNALS}, {LIFETIME}"
+    assert f"cannot confine {missing}" in no_processes["auto"]
     assert "writes outside" not in no_processes["auto"]
 
 
@@ -515,14 +518,17 @@ async def test_the_mode_option_can_be_set_to_auto(tmp_path: Path, check: Any) ->
 
 def test_support_missing_per_level() -> None:
     assert FULL.missing("workspace") == FULL.missing("network") == FULL.missing("none") == []
-    assert NOTHING.missing("workspace") == [WRITES, NETWORK, PROCESSES, SIGNALS, LIFETIME]
-    assert NOTHING.missing("network") == [WRITES, PROCESSES, SIGNALS, LIFETIME]  # the network was not promised
+    assert NOTHING.missing("workspace") == [WRITES, NETWORK, SECRETS, TERMINALS, PROCESSES, SIGNALS, LIFETIME]
+    # the network was not promised
+    assert NOTHING.missing("network") == [WRITES, SECRETS, TERMINALS, PROCESSES, SIGNALS, LIFETIME]
     assert NOTHING.missing("none") == []
     landlock_only = Support(landlock=6).missing("workspace")
     assert WRITES not in landlock_only
     assert {PROCESSES, LIFETIME} <= set(landlock_only)
     assert "the network over UDP" in landlock_only  # Landlock's network rules are TCP only
-    assert Support(landlock=3).missing("workspace") == [NETWORK, METADATA, GIT, PROCESSES, SIGNALS, LIFETIME]
+    assert Support(landlock=3).missing("workspace") == [
+        *(NETWORK, METADATA, GIT, SECRETS, TERMINALS, PROCESSES, SIGNALS, LIFETIME)
+    ]
     namespaces_only = Support(namespaces=True, netns=True)
     assert namespaces_only.missing("workspace") == []  # read-only mounts hold writes without Landlock
     assert namespaces_only.missing("network") == []
@@ -559,7 +565,7 @@ def test_machine_support_honours_the_disable_variable() -> None:
     assert machine_support(env={"REFAGENT_SANDBOX_DISABLE": ""}) == probed
     off = machine_support(env={"REFAGENT_SANDBOX_DISABLE": " landlock , namespaces ,"})
     assert (off.landlock, off.namespaces, off.netns) == (0, False, False)
-    assert off.missing("workspace") == [WRITES, NETWORK, PROCESSES, SIGNALS, LIFETIME]
+    assert off.missing("workspace") == [WRITES, NETWORK, SECRETS, TERMINALS, PROCESSES, SIGNALS, LIFETIME]
     assert "landlock: switched off by REFAGENT_SANDBOX_DISABLE" in off.notes
     assert "namespaces: switched off by REFAGENT_SANDBOX_DISABLE" in off.notes
     capped = machine_support(env={"REFAGENT_SANDBOX_DISABLE": "landlock-net"})
