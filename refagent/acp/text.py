@@ -1,4 +1,5 @@
-"""Text fit to cross a boundary: valid Unicode (:func:`clean`), and bounded in size (:func:`shorten`).
+"""Text fit to cross a boundary: valid Unicode (:func:`clean`), bounded in size (:func:`shorten`), and
+harmless to a terminal (:func:`visible`).
 
 **Valid.** A Python ``str`` can hold surrogate code points, which have no UTF-8 form: a JSON ``\\ud83d``
 escape from a client (half an emoji) decodes to one, a file name whose bytes are not UTF-8 is listed as
@@ -11,6 +12,16 @@ pieces, so that a pair split across two pieces is joined rather than replaced tw
 
 **Bounded.** :func:`shorten` cuts the long strings of a JSON value, each with a marker that says how many
 characters were left out; :func:`json_size` measures a value as :func:`refagent.acp.jsonrpc.encode` writes it.
+
+**Harmless to a terminal.** What a model, a repository or an editor wrote can hold characters a terminal
+obeys rather than shows: ESC starts a sequence that moves the cursor, clears the screen, sets the window
+title or writes the clipboard (OSC 52); C1 ``\\x9b`` is a one-byte CSI; ``\\r``, backspace and DEL draw over
+what is already there; the bidirectional overrides reorder what is drawn. Text for a person (a tool call's
+title, a permission option, a plan entry, and everything a terminal client draws) goes through
+:func:`visible` or :func:`one_line` first: each such character is written as the escape Python's
+``repr()`` writes for it (``\\x1b``, ``\\r``, ``\\x9b``, ``\\u202e``), so that it is seen, not obeyed. A
+backslash already in the text is left as it is (paths, regexes and code must stay readable): the
+visible form is for a reader, and is not meant to be decoded back.
 """
 
 from __future__ import annotations
@@ -23,6 +34,12 @@ T = TypeVar("T")
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _HIGH = ("\ud800", "\udbff")
+_CONTROLS = [*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+"""What :func:`visible` shows as an escape: C0, DEL, C1, and the bidirectional embeddings, overrides and
+isolates ("Trojan Source", CVE-2021-42574)."""
+_ESCAPED = {code: repr(chr(code))[1:-1] for code in _CONTROLS}
+_ESCAPED_KEEPING_LAYOUT = {code: shown for code, shown in _ESCAPED.items() if code not in (0x09, 0x0A)}
+_BLANKS = re.compile(r"(?:[ \t\n]|\r\n)+")
 
 
 def has_surrogates(text: str) -> bool:
@@ -119,4 +136,36 @@ def shorten(value: T, keep: int) -> T:
         shortened = [shorten(item, keep) for item in value]
         if any(new is not old for new, old in zip(shortened, value, strict=True)):
             result = shortened
+    return result  # type: ignore[no-any-return]
+
+
+def visible(text: str, *, layout: bool = False) -> str:
+    """``text`` with every character a terminal would obey written as its escape (see the module
+    docstring): ``"\\x1b[2J"`` for ESC ``[2J``, ``"\\r"`` for a carriage return. ``layout``: ``text`` is
+    lines (a message, a diff, a command's output), whose line breaks and tabs stay what they are, and
+    ``\\r\\n`` is a line break (how a terminal's output ends its lines); a lone ``\\r`` is still shown, so it
+    cannot draw over a line."""
+    if layout:
+        if "\r\n" in text:
+            text = text.replace("\r\n", "\n")
+        return text.translate(_ESCAPED_KEEPING_LAYOUT)
+    return text.translate(_ESCAPED)
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line for a person: each run of spaces, tabs and line breaks one space, none at
+    either end, and every other control character :func:`visible` (a lone ``\\r`` included)."""
+    return visible(_BLANKS.sub(" ", text).strip(" "))
+
+
+def visible_strings(value: T) -> T:
+    """A JSON value with :func:`visible` (``layout``: line breaks and tabs kept) applied to each string in
+    it, keys left alone: what a terminal client draws from a message it was sent."""
+    result: Any = value
+    if isinstance(value, str):
+        result = visible(value, layout=True)
+    elif isinstance(value, dict):
+        result = {k: visible_strings(v) for k, v in value.items()}
+    elif isinstance(value, list):
+        result = [visible_strings(item) for item in value]
     return result  # type: ignore[no-any-return]
