@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from refagent.acp.text import one_line
 from refagent.errors import ToolError
 
 
@@ -89,6 +90,7 @@ def plural(count: int, noun: str) -> str:
 
 
 def shown(value: Any, limit: int = 60) -> str:
-    """A model-given string for a title: one line, shortened."""
-    text = " ".join(str(value).split())
+    """A model-given string for a title: one line, its control characters made visible (an ESC shows as
+    ``\\x1b``: :func:`~refagent.acp.text.one_line`), shortened to ``limit`` characters."""
+    text = one_line(str(value))
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from refagent.acp.errors import RequestError
+from refagent.acp.text import one_line
 from refagent.acp.types import PermissionOption, ToolKind
 from refagent.tools.base import Plan, scope_covers
 
@@ -81,7 +82,7 @@ class Permissions:
         return "ask", ""
 
     def options(self, plan: Plan) -> list[PermissionOption]:
-        label = plan.permission_label or "calls like this one"
+        label = one_line(plan.permission_label) or "calls like this one"  # a name is shown as it reads
         options: list[PermissionOption] = [{"optionId": ALLOW_ONCE, "name": "Allow", "kind": "allow_once"}]
         if plan.permission_key:
             options.append({"optionId": ALLOW_ALWAYS, "name": f"Always allow {label}", "kind": "allow_always"})

@@ -1,7 +1,8 @@
 """``update_plan``: the model's task list, shown by the editor as an ACP ``plan`` (``session/update``).
 
 The model sends the complete list every time; the editor replaces its plan with it (ACP "Agent Plan").
-The call itself is silent (no ``tool_call`` on the wire): the plan is what the user sees.
+The call itself is silent (no ``tool_call`` on the wire): the plan is what the user sees, each entry one
+line with its control characters made visible (:func:`~refagent.acp.text.one_line`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, cast
 
 from refagent.acp import updates
+from refagent.acp.text import one_line
 from refagent.acp.types import PlanEntry, PlanEntryPriority, PlanEntryStatus
 from refagent.errors import ToolError
 from refagent.tools.args import plural
@@ -97,7 +99,7 @@ def validate_entries(value: Any) -> list[PlanEntry]:
             raise ToolError(f"{where}.priority must be one of {', '.join(PRIORITIES)}, got {priority!r}.")
         entries.append(
             {
-                "content": content.strip(),
+                "content": one_line(content),  # shown by the editor as it reads
                 "status": cast(PlanEntryStatus, status),
                 "priority": cast(PlanEntryPriority, priority),
             }

@@ -14,6 +14,10 @@ not fit is summarised (a diff as a line that gives its size, text cut with a mar
 left out). The tool itself gets its arguments whole, the change is made whole, and the session's
 ``before_change`` hook (``/undo``) gets the whole plan. The model's result is cut (head and tail) only past
 :data:`MAX_RESULT_CHARS`, a net for tools that do not cap their output themselves.
+
+Every title a call shows is one line, its control characters made visible
+(:func:`~refagent.acp.text.one_line`), whatever the tool built it from (a model's command, a file name,
+an MCP server's tool name): an editor, or a terminal client, shows it as it reads.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any, Protocol
 import anyio
 
 from refagent.acp import updates
-from refagent.acp.text import cut, json_size, shorten, text_length
+from refagent.acp.text import cut, json_size, one_line, shorten, text_length
 from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
 from refagent.ids import new_id
@@ -125,7 +129,7 @@ class ToolRunner:
             )
 
         announced = not tool.silent
-        title = tool.title(args)
+        title = one_line(tool.title(args))
         raw_input = bounded_raw(args)
         if announced:
             await send(updates.tool_call(call_id, title, tool.kind, raw_input=raw_input, name=tool.name))
@@ -133,10 +137,11 @@ class ToolRunner:
             context = dataclasses.replace(self.context, current_call_id=call_id)
             plan = await tool.prepare(args, context)
             preview = bounded_content(plan.preview)
-            if announced and (plan.locations or plan.preview or plan.title != title):
+            planned = one_line(plan.title)
+            if announced and (plan.locations or plan.preview or planned != title):
                 await send(
                     updates.tool_call_update(
-                        call_id, title=plan.title, locations=plan.locations or None, content=preview or None
+                        call_id, title=planned, locations=plan.locations or None, content=preview or None
                     )
                 )
             refusal = await self._permit(call_id, tool, raw_input, preview, plan)
@@ -192,7 +197,7 @@ class ToolRunner:
             return None
         if decision == "refuse":
             return reason
-        title = plan.title + (" (outside the workspace)" if plan.outside and not plan.mutating else "")
+        title = one_line(plan.title) + (" (outside the workspace)" if plan.outside and not plan.mutating else "")
         tool_call: dict[str, Any] = {
             "toolCallId": call_id,
             "title": title,
@@ -239,7 +244,8 @@ class ToolRunner:
         when there is such a tool (a call of an unknown one has none to give)."""
         send = self.context.send_update
         raw_input = bounded_raw({"arguments": raw}) if raw else None
-        update = updates.tool_call(call_id, cut(title, 200), "other", status="failed", raw_input=raw_input, name=name)
+        title = cut(one_line(title), 200)
+        update = updates.tool_call(call_id, title, "other", status="failed", raw_input=raw_input, name=name)
         await send(update)
         shown: list[ToolCallContent] = [{"type": "content", "content": updates.text(message)}]
         await send(updates.tool_call_update(call_id, content=bounded_content(shown)))
