@@ -309,11 +309,8 @@ def hidden_paths(env: Mapping[str, str], roots: Sequence[str], private: Sequence
         if not candidate or not os.path.isabs(candidate) or not os.path.lexists(candidate):
             continue
         path = os.path.realpath(candidate)
-        if path in found or any(within(root, path) for root in roots) or not os.path.exists(path):
-            continue
-        if within(path, "/tmp") and not any(within(path, root) for root in roots):
-            continue  # commands have a /tmp of their own: the host's is out of sight already
-        found.append(path)
+        if path not in found and not any(within(root, path) for root in roots) and os.path.exists(path):
+            found.append(path)
     return found
 
 
@@ -336,12 +333,17 @@ class Confinement:
         environ = os.environ if env is None else env
         self.caches = user_caches(environ, self.roots) if support.namespaces else []
         self.shown = toolchains_in_tmp(environ) if support.namespaces else []
-        self.hidden = hidden_paths(environ, self.roots, private) if support.namespaces else []
+        hidden = hidden_paths(environ, self.roots, private) if support.namespaces else []
+        # Commands have a /tmp of their own: what lies in the host's, out of the roots, is out of sight already.
+        self.hidden = [path for path in hidden if not within(path, "/tmp") or self._in_roots(path)]
         self._tmp: str | None = None
         self._lock: int | None = None
 
     def missing(self, level: Level) -> list[str]:
         return self.support.missing(level)
+
+    def _in_roots(self, path: str) -> bool:
+        return any(within(path, root) for root in self.roots)
 
     def argv(
         self,

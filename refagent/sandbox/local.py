@@ -4,10 +4,11 @@ one; tests and forks pass their own through ``Settings.make_sandbox``."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from refagent.sandbox.confinement import Confinement, machine_support
+from refagent.sandbox.confinement import Confinement, hidden_paths, machine_support
 from refagent.sandbox.local_fs import LocalFileSystem
 from refagent.sandbox.policy import RootPolicy
 from refagent.sandbox.process import LocalTerminals
@@ -37,10 +38,11 @@ class Sandbox:
 def local_sandbox(cwd: str, additional: list[str], private: Sequence[str] = ()) -> Sandbox:
     """The standard sandbox of a session with roots ``[cwd, *additional]``: commands confined as far as this
     machine can (:func:`refagent.sandbox.confinement.machine_support`), the agent's ``private`` files
-    hidden from them besides its standard directories (:func:`refagent.sandbox.confinement.hidden_paths`)."""
+    hidden from them besides its standard directories (:func:`refagent.sandbox.confinement.hidden_paths`).
+    Where a root holds those (a session in ``$HOME``), the file tools treat them as outside the roots."""
     confinement = Confinement([cwd, *additional], machine_support(), private=private)
     return Sandbox(
-        policy=RootPolicy(cwd, additional),
+        policy=RootPolicy(cwd, additional, private=hidden_paths(os.environ, [], private)),
         disk=LocalFileSystem(),
         terminals=LocalTerminals(confinement=confinement),
         reads=FileTracker(),

@@ -66,7 +66,7 @@ class RootPolicy:
     depend on the process cwd). They are resolved once, here.
     """
 
-    def __init__(self, cwd: str, additional_roots: Sequence[str] = ()) -> None:
+    def __init__(self, cwd: str, additional_roots: Sequence[str] = (), private: Sequence[str] = ()) -> None:
         for root in (cwd, *additional_roots):
             if not os.path.isabs(root):
                 raise ValueError(f"workspace roots must be absolute paths, got {root!r}")
@@ -79,6 +79,12 @@ class RootPolicy:
                 roots.append(real)
         self.roots: tuple[str, ...] = tuple(roots)
         """The roots, resolved; the cwd first."""
+        self.private: tuple[str, ...] = tuple(
+            real for real in (_realpath(path) for path in private if os.path.isabs(path)) if self.is_inside(real)
+        )
+        """Paths inside the roots that are not the workspace's: the agent's own files and the user's
+        credentials, when a root holds them (a session in ``$HOME``). They count as outside: reading
+        one asks, writing one is refused (commands never see them: docs/sandbox.md)."""
 
     # -- the PathPolicy protocol ----------------------------------------------------------------------
 
@@ -89,7 +95,8 @@ class RootPolicy:
         """
         absolute = self._absolute(path)
         real = self._realpath_for(absolute, follow_symlinks)
-        return ResolvedPath(path=real, inside=self.is_inside(real), display=self.display(real))
+        inside = self.is_inside(real) and not self.is_private(real)
+        return ResolvedPath(path=real, inside=inside, display=self.display(real))
 
     def check_write(self, path: str, *, follow_symlinks: bool = True) -> ResolvedPath:
         """Resolve a path about to be created, changed, deleted or moved; ToolError if it may not be.
@@ -117,7 +124,8 @@ class RootPolicy:
             if within(real, root) and _GIT_DIR in (part.lower() for part in _relative_parts(real, root)):
                 raise ToolError(
                     f"'{resolved.display}' is inside a .git directory; .git internals cannot be edited by "
-                    "the file tools. Use git commands (run_command) to change the repository."
+                    "the file tools. Use git through run_command to change the repository (at level `none`: "
+                    "the sandbox holds .git read-only)."
                 )
         return resolved
 
@@ -126,6 +134,10 @@ class RootPolicy:
     def is_inside(self, real_path: str) -> bool:
         """Whether an already resolved absolute path lies in one of the roots (or is one)."""
         return any(within(real_path, root) for root in self.roots)
+
+    def is_private(self, real_path: str) -> bool:
+        """Whether an already resolved absolute path is, or lies in, one of the :attr:`private` paths."""
+        return any(within(real_path, path) for path in self.private)
 
     def display(self, real_path: str) -> str:
         """How to show a resolved path: relative to the cwd when inside it (``.`` for the cwd), else
@@ -182,6 +194,11 @@ class RootPolicy:
         return _realpath(absolute)
 
     def _outside_message(self, given: str, real: str) -> str:
+        if self.is_private(real):
+            return (
+                f"'{_printable(real)}' holds the agent's own files or the user's credentials, which the file "
+                "tools do not change."
+            )
         roots = ", ".join(_printable(root) for root in self.roots)
         lexical = os.path.normpath(os.path.join(self.cwd, given))
         via_link = self.is_inside(lexical) and lexical != real
