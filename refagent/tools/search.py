@@ -16,6 +16,7 @@ untrusted tree and pattern are kept harmless) is the sandbox's side: :mod:`refag
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, ClassVar, Literal
 
@@ -144,7 +145,8 @@ class Glob(_Search):
         title = f"{self.verb} `{shown(pattern)}`" + (f" in {resolved.display}" if prefix else "")
 
         async def execute() -> ToolResult:
-            paths, complete = await list_files([pattern], resolved.path, self.rg, roots=ctx.roots)
+            globs = [pattern, *private_globs(ctx.policy, resolved.path)]
+            paths, complete = await list_files(globs, resolved.path, self.rg, roots=ctx.roots)
             paths.sort()
             listed = [prefix + p for p in paths[:MAX_GLOB_RESULTS]]
             where = f" in {resolved.display}" if prefix else ""
@@ -210,12 +212,27 @@ class Grep(_Search):
         title = f"{self.verb} `{shown(query.pattern)}`" + (f" in {resolved.display}" if _prefix(resolved) else "")
 
         async def execute() -> ToolResult:
-            hits = await search(query, directory, target, self.rg, roots=ctx.roots, python_seconds=self.python_seconds)
+            excluded = dataclasses.replace(query, globs=[*query.globs, *private_globs(ctx.policy, directory)])
+            hits = await search(
+                excluded, directory, target, self.rg, roots=ctx.roots, python_seconds=self.python_seconds
+            )
             raw = {"matches": hits.matches, "files": len(hits.counts), "complete": hits.complete}
             return ToolResult(render(hits, query, limit, prefix), raw_output=raw)
 
         plan = Plan(title, execute, locations=[location(resolved.path)])
         return _outside(plan, resolved, tree=kind == "dir")
+
+
+def private_globs(policy: object, directory: str) -> list[str]:
+    """Globs that keep a search of ``directory`` out of the policy's private paths (the agent's own files
+    and the user's credentials, when a root holds them: :attr:`refagent.sandbox.policy.RootPolicy.private`),
+    anchored at ``directory``; they come after the model's globs, which cannot bring them back."""
+    globs = []
+    for path in getattr(policy, "private", ()):
+        if path != directory and path.startswith(directory.rstrip("/") + "/"):
+            relative = os.path.relpath(path, directory)
+            globs.append("!/" + "".join("\\" + char if char in "*?[]{}\\!" else char for char in relative))
+    return globs
 
 
 def _query(args: dict[str, Any]) -> Query:

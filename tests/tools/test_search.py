@@ -7,6 +7,7 @@ CRLF and BOM-encoded text.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from pathlib import Path
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from refagent.errors import ToolError
 from refagent.sandbox.gitignore import GitIgnore
 from refagent.sandbox.globs import glob_regex
+from refagent.sandbox.policy import RootPolicy
 from refagent.sandbox.search.dispatch import search
 from refagent.sandbox.search.python_engine import python_files, python_grep
 from refagent.sandbox.search.query import Query
@@ -397,3 +399,27 @@ def test_grep_engines_agree_on_random_text(files: list[list[str]], pattern: str,
             slow = python_grep(q, temp, ".")
             assert fast.counts == slow.counts
             assert fast.lines == slow.lines
+
+
+@pytest.mark.parametrize("engine", ["rg", pytest.param("python", marks=pytest.mark.slow)])
+async def test_searches_keep_out_of_private_paths(tmp_path: Path, engine: str) -> None:
+    """A session in ``$HOME``: grep and glob over it do not read the agent's files or the credentials
+    (``RootPolicy.private``), whatever globs the model passes."""
+    if engine == "rg" and RG is None:
+        pytest.skip("ripgrep is not installed")
+    home = tmp_path / "home"
+    for name in (".ssh/id_ed25519", ".config/refagent/config.toml", "we[i]rd!/key", "project/notes.txt"):
+        put(home, name, "SECRET\n")
+    private = [str(home / ".ssh"), str(home / ".config" / "refagent"), str(home / "we[i]rd!")]
+    ctx = dataclasses.replace(make_ctx(str(home)), policy=RootPolicy(str(home), private=private))
+    rg = RG if engine == "rg" else None
+    found = await call(Grep(rg=rg), ctx, pattern="SECRET", output_mode="files")
+    assert found.output.splitlines()[0] == "project/notes.txt"
+    for name in ("ssh", "refagent", "we[i]rd"):
+        assert name not in found.output
+    forced = await call(Grep(rg=rg), ctx, pattern="SECRET", glob="**/.ssh/*", output_mode="files")
+    assert "ssh" not in forced.output
+    listed = await call(Glob(rg=rg), ctx, pattern="**/*")
+    assert listed.output.splitlines() == ["project/notes.txt"]
+    inside = await Grep(rg=rg).prepare({"pattern": "SECRET", "path": ".ssh"}, ctx)
+    assert inside.outside  # searching in there asks, as outside the roots does
