@@ -35,7 +35,6 @@ from __future__ import annotations
 import os
 import stat
 
-from refagent.sandbox.namespaces import hold_read_only
 from refagent.sandbox.within import within
 
 TYPE_CHECKING = False  # typing itself costs 14 ms to import, and this module runs in the launcher
@@ -88,6 +87,8 @@ class Held:
 def hold(roots: Sequence[str]) -> Held:
     """Hold read-only everything of the roots that git and editors run later (see the module docstring),
     and note what is missing. Call in the namespace's init, once the roots are mounted writable."""
+    from refagent.sandbox.namespaces import hold_read_only  # here: the agent imports RUN_LATER, not ctypes
+
     held = Held(roots)
     candidates: list[str] = []
     for root in roots:

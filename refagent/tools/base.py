@@ -123,6 +123,9 @@ class Plan:
     """What "always allow" remembers, e.g. ``edit`` or ``command:git status``."""
     permission_label: str = ""
     """Human words for that scope, e.g. ``edits inside the workspace`` or ``exactly this command``."""
+    runs_later: str = ""
+    """A file this call changes that git, an editor or CI runs later (``.vscode/tasks.json``), as shown:
+    ``accept-edits`` and ``auto`` ask for it (set by the runner, :func:`refagent.tools.permissions.runs_later`)."""
 
 
 CANCEL_NOTE = "refagent tool result: "

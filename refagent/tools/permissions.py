@@ -13,7 +13,10 @@ Modes (also offered as the ``mode`` config option):
 ``full-access`` nothing asks; file tools stay inside the roots, commands run at the level they ask for
 ==============  =================================================================================
 
-Reading outside the roots asks in every mode. "Always" choices are remembered for the session, scoped
+Reading outside the roots asks in every mode, and so does changing a file that git, an editor or CI
+runs later (:func:`runs_later`: ``.vscode/tasks.json``, ``.envrc``, ``.github/workflows/...``) but in
+``full-access``: commands cannot change those at all (docs/sandbox.md), and the file tools ask.
+"Always" choices are remembered for the session, scoped
 by the plan's ``permission_key``: ``edit`` (all edits inside the roots), ``command:git status`` (``git
 status`` with arguments its rule in :mod:`refagent.tools.command_scope` lets through; any other command
 is remembered exactly), ``read-outside:/dir`` (the files directly in that directory),
@@ -23,14 +26,18 @@ said (:func:`refagent.tools.base.scope_covers`). A remembered rejection refuses 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from refagent.acp.errors import RequestError
 from refagent.acp.text import one_line
 from refagent.acp.types import PermissionOption, ToolKind
+from refagent.sandbox.run_later import RUN_LATER
+from refagent.sandbox.within import within
 from refagent.tools.base import Plan, scope_covers
 
 log = logging.getLogger(__name__)
@@ -75,6 +82,8 @@ class Permissions:
             return "ask", ""
         if mode == "full-access":
             return "allow", ""
+        if plan.runs_later:  # what an editor or git runs later: the user decides, as the sandbox holds it
+            return "ask", ""
         if mode in ("accept-edits", "auto") and kind in AUTO_ACCEPTED_IN_ACCEPT_EDITS:
             return "allow", ""
         if mode == "auto" and plan.confined:
@@ -82,6 +91,7 @@ class Permissions:
         return "ask", ""
 
     def options(self, plan: Plan) -> list[PermissionOption]:
+        """The answers a permission request offers: once or always, allow or reject."""
         label = one_line(plan.permission_label) or "calls like this one"  # a name is shown as it reads
         options: list[PermissionOption] = [{"optionId": ALLOW_ONCE, "name": "Allow", "kind": "allow_once"}]
         if plan.permission_key:
@@ -120,3 +130,27 @@ class Permissions:
         return Verdict(
             False, f"The editor answered with an unknown option {str(choice)[:100]!r}; the call did not run."
         )
+
+
+def runs_later(plan: Plan, roots: Sequence[str]) -> Plan:
+    """``plan`` marked (:attr:`Plan.runs_later`, with a permission scope of that path alone) when it
+    changes a file that git, an editor or CI runs later: a :data:`refagent.sandbox.run_later.RUN_LATER`
+    path at the top of a root. "Always allow edits" does not cover it."""
+    if not plan.mutating:
+        return plan
+    paths = [loc["path"] for loc in plan.locations]
+    paths += [item["path"] for item in plan.preview if item["type"] == "diff"]
+    for path in paths:
+        for root in roots:
+            if not within(path, root) or path == root:
+                continue
+            relative = os.path.relpath(path, root)
+            if any(relative == name or relative.startswith(name + "/") for name in RUN_LATER):
+                shown = one_line(relative)
+                return dataclasses.replace(
+                    plan,
+                    runs_later=shown,
+                    permission_key=f"run-later:{path}",
+                    permission_label=f"changes to {shown}",
+                )
+    return plan

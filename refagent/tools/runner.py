@@ -37,7 +37,7 @@ from refagent.errors import ToolError
 from refagent.ids import new_id
 from refagent.llm.protocol import ToolCallRequest, ToolSpec
 from refagent.tools.base import CANCEL_NOTE, BaseTool, Plan, ToolContext, ToolResult, cancel_note
-from refagent.tools.permissions import Permissions
+from refagent.tools.permissions import Permissions, runs_later
 
 log = logging.getLogger(__name__)
 
@@ -192,12 +192,15 @@ class ToolRunner:
         """None if the call may run, else the reason it may not (for the model). ``raw_input`` and
         ``preview``: the arguments and the plan's preview as shown (bounded)."""
         kind = plan.kind or tool.kind
+        plan = runs_later(plan, self.context.roots)
         decision, reason = self.permissions.decide(self.mode(), kind, plan)
         if decision == "allow":
             return None
         if decision == "refuse":
             return reason
         title = one_line(plan.title) + (" (outside the workspace)" if plan.outside and not plan.mutating else "")
+        if plan.runs_later:
+            title += f" ({plan.runs_later}: git or an editor runs it)"
         tool_call: dict[str, Any] = {
             "toolCallId": call_id,
             "title": title,

@@ -275,6 +275,42 @@ async def test_modes(mode: str, asked: list[str], ran: list[str], check: Any) ->
     assert results[2] == "contents of r"  # reads never ask inside the roots
 
 
+@pytest.mark.parametrize(
+    ("mode", "asked"),
+    [("ask", 3), ("accept-edits", 2), ("auto", 2), ("full-access", 0)],
+)
+async def test_files_git_or_an_editor_runs_ask_even_when_edits_do_not(mode: str, asked: int, check: Any) -> None:
+    """``.vscode/tasks.json`` and ``.github/workflows/...`` run later, with the user's full power: the
+    modes that let edits through ask for them, and "always allow edits" does not cover them."""
+    client = FakeClient(permission=select("allow_always"))
+    responses = [
+        [call("write_file", path="notes.txt", content="1")],
+        [call("write_file", path=".vscode/tasks.json", content="{}")],
+        [call("write_file", path=".github/workflows/ci.yml", content="on: push")],
+        text("ok"),
+    ]
+    async with connect(settings(*responses), client=client, check=check) as editor:
+        await editor.initialize()
+        sid = await editor.new_session("/ws")
+        await editor.request("session/set_mode", {"sessionId": sid, "modeId": mode})
+        await editor.prompt(sid, "go")
+    titles = [r["toolCall"]["title"] for r in client.permission_requests]
+    assert len(titles) == asked, titles
+    later = [title for title in titles if "git or an editor runs it" in title]
+    assert (
+        later
+        == [
+            "Write .vscode/tasks.json (.vscode/tasks.json: git or an editor runs it)",
+            "Write .github/workflows/ci.yml (.github/workflows/ci.yml: git or an editor runs it)",
+        ][: len(later)]
+    )
+    assert len(later) == min(asked, 2)
+    options = [o["name"] for r in client.permission_requests[-1:] for o in r["options"]]
+    if asked:
+        assert "Always allow changes to .github/workflows/ci.yml" in options
+    assert set(STORE.files) == {"/ws/notes.txt", "/ws/.vscode/tasks.json", "/ws/.github/workflows/ci.yml"}
+
+
 async def test_reading_outside_asks_even_in_full_access(check: Any) -> None:
     client = FakeClient(permission=allow_once)
     async with connect(
