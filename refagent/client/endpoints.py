@@ -3,7 +3,8 @@
 :func:`fetch_models` is :mod:`urllib` (the ``openai`` package takes most of a second to import, and login
 should start at once), with no proxy for this machine and no redirects: a redirect is shown, not followed,
 because the key would go along to the new host. What it reports for the user (:attr:`Answer.problem`) has
-the key blanked out and no control characters (a terminal would obey them), whatever the server sent.
+the key blanked out and its control characters made visible (a terminal would obey them), whatever the
+server sent.
 
 :func:`find_local_servers` asks the usual ports of the model servers people run on their own machine
 (:data:`LOCAL_SERVERS`) all at once, with a short timeout: a closed port answers at once, and only those
@@ -27,6 +28,7 @@ from typing import IO
 from urllib.parse import urlsplit
 
 from refagent import __version__
+from refagent.acp.text import one_line
 from refagent.llm.profiles import OPENAI_BASE_URL, SCRIPTED, is_local
 
 PROBE_TIMEOUT = 0.5
@@ -212,10 +214,9 @@ def _network_problem(reason: object, timeout: float) -> str:
 
 
 def printable(text: str, limit: int = 300, *, secret: str | None = None) -> str:
-    """``text`` on one line, without control characters and ``secret`` (blanked out before anything is
-    cut), at most ``limit`` characters long."""
-    text = _redact(text, secret)
-    text = " ".join(re.sub(r"[\x00-\x1f\x7f-\x9f]", " ", text).split())
+    """``text`` on one line, its control characters made visible (:func:`refagent.acp.text.one_line`),
+    without ``secret`` (blanked out before anything is cut), at most ``limit`` characters long."""
+    text = one_line(_redact(text, secret))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

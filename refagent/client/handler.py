@@ -130,7 +130,7 @@ class TerminalClient:
     async def _ask(self, options: list[dict[str, Any]]) -> dict[str, Any] | None:
         keys = " / ".join(dict.fromkeys(option_key(o) for o in options))
         while True:
-            self.renderer.write(self.renderer.style(f"    Allow? [{keys}] ", "magenta", "bold"))
+            self.renderer.write(f"    Allow? [{keys}] ", "magenta", "bold")
             answer = await self.read_line()
             self.renderer.end_prompt(None if self.interactive and answer is not None else answer or "")
             if answer is None:

@@ -7,6 +7,14 @@ which :func:`use_color` decides from the stream and the environment (``NO_COLOR`
 Errors go to their own stream (``err``: stderr for ``refagent run``), so that a script reads the session on
 stdout and the reason it failed on stderr.
 
+Nothing the agent sends drives the terminal: every string of an update or a permission request, and every
+text given to :meth:`Renderer.line`, :meth:`~Renderer.info`, :meth:`~Renderer.error` and
+:meth:`~Renderer.write`, is drawn with its control characters made visible (``\\x1b``, ``\\r``: the escapes
+of :func:`refagent.acp.text.visible`). Line breaks and tabs stay where text is lines (a message, a
+command's output, a diff; a ``\\r\\n`` is a line break); a title, a permission option, a plan entry is one
+line (:func:`~refagent.acp.text.one_line`). The only escape sequences written are the renderer's own
+colours (SGR, ``ESC [ ... m``).
+
 :class:`QuietPipe` is stdout for a client whose reader may leave (``refagent run ... | head -3``): the first
 write that finds the pipe closed ends the output quietly, with no ``BrokenPipeError``, and tells the client,
 which stops the agent.
@@ -22,6 +30,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
+
+from refagent.acp.text import one_line, visible, visible_strings
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -163,21 +173,28 @@ class Renderer:
     # -- plain output -------------------------------------------------------------------------
 
     def style(self, text: str, *styles: str) -> str:
+        """``text`` in ``styles`` (when in colour). ``text`` is written as it is: what is not the
+        renderer's own has been made visible before (:func:`~refagent.acp.text.visible`)."""
         if not self.color or not styles:
             return text
         codes = ";".join(_STYLES[s] for s in styles)
         return f"\x1b[{codes}m{text}\x1b[0m"
 
     def line(self, text: str = "", *styles: str) -> None:
-        """Print a whole line (ending any streamed text first)."""
+        """Print ``text`` as a whole line (ending any streamed text first), in ``styles``; its control
+        characters made visible, its line breaks and tabs kept."""
+        self._put(self.style(visible(text, layout=True), *styles))
+
+    def _put(self, drawn: str) -> None:
+        """Print a line already drawn: visible text and the renderer's own colours."""
         self._end_stream()
-        self.out.write(self.style(text, *styles) + "\n")
+        self.out.write(drawn + "\n")
         self.out.flush()
 
-    def write(self, text: str) -> None:
-        """Print without a newline (a prompt)."""
+    def write(self, text: str, *styles: str) -> None:
+        """Print ``text`` without a newline (a prompt), in ``styles``; its control characters made visible."""
         self._end_stream()
-        self.out.write(text)
+        self.out.write(self.style(visible(text, layout=True), *styles))
         self.out.flush()
         self._mid_line = not text.endswith("\n")
 
@@ -191,8 +208,17 @@ class Renderer:
             return
         self._end_stream()
         self.out.flush()
-        line = f"error: {text}"
+        line = f"error: {visible(text, layout=True)}"
         self.err.write((f"\x1b[31;1m{line}\x1b[0m" if self.err_color else line) + "\n")
+        self.err.flush()
+
+    def log(self, text: str) -> None:
+        """A line the agent wrote to its stderr (its log), on the error stream as it reads: a log line can
+        quote a model's tool name or a file's text, so it is made visible too."""
+        if self.err is self.out:
+            self._end_stream()
+        self.out.flush()
+        self.err.write(visible(text, layout=True) + "\n")
         self.err.flush()
 
     def _end_stream(self) -> None:
@@ -204,7 +230,7 @@ class Renderer:
     def end_prompt(self, echo: str | None = None) -> None:
         """The user answered a prompt: the terminal echoed the answer and the Enter; else ``echo`` it."""
         if echo is not None:
-            self.out.write(echo + "\n")
+            self.out.write(visible(echo) + "\n")
             self.out.flush()
         self._mid_line = False
 
@@ -216,7 +242,9 @@ class Renderer:
     # -- session updates ----------------------------------------------------------------------
 
     def update(self, update: dict[str, Any]) -> None:
-        """Draw one ``session/update``'s ``update``. Unknown kinds are ignored (the spec allows new ones)."""
+        """Draw one ``session/update``'s ``update``, every string in it made visible (see the module
+        docstring). Unknown kinds are ignored (the spec allows new ones)."""
+        update = visible_strings(update)
         kind = update.get("sessionUpdate")
         if kind in ("agent_message_chunk", "agent_thought_chunk"):
             self._chunk(str(kind), update.get("content") or {})
@@ -227,7 +255,7 @@ class Renderer:
         elif kind == "plan":
             self._plan(update.get("entries") or [])
         elif kind == "current_mode_update":
-            self.info(f"mode: {update.get('currentModeId')}")
+            self.info(f"mode: {one_line(str(update.get('currentModeId')))}")
         elif kind == "user_message_chunk":
             self._chunk(str(kind), update.get("content") or {})
 
@@ -250,10 +278,10 @@ class Renderer:
 
     def _tool_call(self, update: dict[str, Any]) -> None:
         call_id = str(update.get("toolCallId", ""))
-        call = _ToolCall(str(update.get("title") or "tool call"), str(update.get("kind") or "other"))
+        call = _ToolCall(_title(update, "tool call"), one_line(str(update.get("kind") or "other")))
         self.calls[call_id] = call
         self.line()
-        self.line(f"● {self.style(call.title, 'bold')} {self.style(f'({call.kind})', 'dim')}")
+        self._put(f"● {self.style(call.title, 'bold')} {self.style(f'({call.kind})', 'dim')}")
         self._content(call, update.get("content") or [])
         self._status(call, str(update.get("status") or "pending"))
 
@@ -262,11 +290,11 @@ class Renderer:
         call = self.calls.get(call_id)
         if call is None:  # an update for a call we never saw announced: show it anyway
             call = self.calls[call_id] = _ToolCall(
-                str(update.get("title") or call_id), str(update.get("kind") or "other")
+                _title(update, call_id), one_line(str(update.get("kind") or "other"))
             )
-            self.line(f"● {self.style(call.title, 'bold')}")
-        if update.get("title") and update["title"] != call.title:
-            call.title = str(update["title"])
+            self._put(f"● {self.style(call.title, 'bold')}")
+        if update.get("title"):
+            call.title = _title(update, call.title)
         self._content(call, update.get("content") or [], final=update.get("status") in ("completed", "failed"))
         if update.get("status"):
             self._status(call, str(update["status"]))
@@ -277,14 +305,14 @@ class Renderer:
         call.status = status
         if status in ("completed", "failed"):
             icon = _STATUS_ICONS.get(status, "?")
-            self.line(f"  {self.style(icon + ' ' + status, _STATUS_STYLES.get(status, 'dim'))}")
+            self._put(f"  {self.style(icon + ' ' + one_line(status), _STATUS_STYLES.get(status, 'dim'))}")
 
     def _content(self, call: _ToolCall, content: list[dict[str, Any]], *, final: bool = False) -> None:
         for item in content:
             if item.get("type") == "diff":
                 self._diff(call, item)
             elif item.get("type") == "terminal":
-                self.info(f"    [terminal {item.get('terminalId')}]")
+                self.info(f"    [terminal {one_line(str(item.get('terminalId')))}]")
             elif item.get("type") == "content" and final and not call.shown_output:
                 inner = item.get("content") or {}
                 if inner.get("type") == "text":
@@ -312,7 +340,7 @@ class Renderer:
             return
         call.diffs.add(key)
         for line in diff_lines(self.relative(path), old, new):
-            self.line(f"    {self._diff_style(line)}")
+            self._put(f"    {self._diff_style(line)}")
 
     def _diff_style(self, line: str) -> str:
         if line.startswith(("+++", "---")):
@@ -331,31 +359,41 @@ class Renderer:
         for entry in entries:
             status = str(entry.get("status", "pending"))
             icon = _PLAN_ICONS.get(status, "·")
-            self.line(f"  {self.style(icon, _PLAN_STYLES.get(status, 'dim'))} {entry.get('content', '')}")
+            self._put(
+                f"  {self.style(icon, _PLAN_STYLES.get(status, 'dim'))} {one_line(str(entry.get('content', '')))}"
+            )
 
     # -- permission requests ------------------------------------------------------------------
 
     def permission(self, params: dict[str, Any]) -> None:
-        """Show what the agent asks permission for (the caller then reads or picks the answer)."""
+        """Show what the agent asks permission for (the caller then reads or picks the answer), every
+        string in it made visible."""
+        params = visible_strings(params)
         tool = params.get("toolCall") or {}
         call = self.calls.get(str(tool.get("toolCallId", "")))
-        title = tool.get("title") or (call.title if call else "a tool call")
-        kind = tool.get("kind") or (call.kind if call else "")
+        title = _title(tool, call.title if call else "a tool call")
+        kind = one_line(str(tool.get("kind") or (call.kind if call else "")))
         if call is not None:
             self._content(call, tool.get("content") or [])
-        self.line(
+        self._put(
             f"  {self.style('?', 'magenta', 'bold')} {self.style('Permission requested:', 'magenta')} {title}"
             + (f" ({kind})" if kind else "")
         )
         for option in params.get("options") or []:
-            self.line(f"      {option_key(option)}  {option.get('name', option.get('optionId'))}", "dim")
+            self.line(f"      {option_key(option)}  {one_line(str(option.get('name', option.get('optionId'))))}", "dim")
 
     def answered(self, text: str) -> None:
-        self.line(f"    → {text}", "magenta")
+        """The answer to a permission request, on one line (it may hold the option's name)."""
+        self.line(f"    → {one_line(text)}", "magenta")
 
     def stop(self, reason: str) -> None:
         self.line()
-        self.line(f"[stop reason: {reason}]", "dim")
+        self.line(f"[stop reason: {one_line(reason)}]", "dim")
+
+
+def _title(message: dict[str, Any], default: str) -> str:
+    """A tool call's ``title`` as one line (``default`` if it has none)."""
+    return one_line(str(message.get("title") or "")) or default
 
 
 def option_key(option: dict[str, Any]) -> str:

@@ -17,10 +17,12 @@ are then answered at the terminal (``/dev/tty``); with no terminal, each is reje
 approves them instead).
 
 For scripts: the session goes to stdout (to stderr with ``--json``, whose transcript is stdout), errors to
-stderr, each once. A turn refagent's model failed (unreachable endpoint, rejected key, a configuration that
-cannot work) answers ``end_turn`` with the failure in ``_meta`` (:mod:`refagent.session.turn`): its message
-is printed once, as ``error: ...`` on stderr, instead of the session text, and the exit code is 1. A closed
-stdout (``| head -3``) stops the agent and ends quietly, with 141, as a tool that ``SIGPIPE`` kills does
+stderr, each once; the agent's own log (its stderr) goes to stderr too, a line at a time, its control
+characters made visible as in everything the agent sends (:mod:`refagent.client.render`). A turn
+refagent's model failed (unreachable endpoint, rejected key, a configuration that cannot work) answers
+``end_turn`` with the failure in ``_meta`` (:mod:`refagent.session.turn`): its message is printed once, as
+``error: ...`` on stderr, instead of the session text, and the exit code is 1. A closed stdout
+(``| head -3``) stops the agent and ends quietly, with 141, as a tool that ``SIGPIPE`` kills does
 (``git log | head``): the task was not finished, and under ``set -o pipefail`` that is visible.
 
 Exit codes (:data:`EXIT_CODES`): 0 ``end_turn``; 3 ``max_tokens``; 4 ``max_turn_requests``; 5 ``refusal``;
@@ -43,6 +45,7 @@ import anyio
 
 from refagent.acp.connection import Connection
 from refagent.acp.errors import ConnectionClosed, RequestError
+from refagent.acp.text import one_line
 from refagent.client.agent_process import AgentStartError, initialize, open_agent
 from refagent.client.handler import ReadLine, StdinLines, TerminalClient, failure_of
 from refagent.client.opening import SessionError, open_session
@@ -143,6 +146,7 @@ class Run:
                 env=self.options.env,
                 transcript=self.options.transcript,
                 exited=self._exited,
+                log=self._log,
             ) as connection:
                 self.connection = connection
                 outcome = await self._session(connection)
@@ -156,6 +160,9 @@ class Run:
     def _exited(self, status: int) -> None:
         self._exit_status = status
 
+    async def _log(self, line: str) -> None:
+        self.renderer.log(line)
+
     async def _session(self, connection: Connection) -> Outcome:
         options = self.options
         try:
@@ -165,15 +172,19 @@ class Run:
             self.session_id = opened.session_id
             model = _current_model(session)
             info = init.get("agentInfo") or {}
+            # What the agent said of itself and the session, each on its one line (the renderer makes its
+            # control characters visible; one_line keeps a line break in a name from drawing a line).
             self.renderer.info(
-                f"{info.get('name', 'agent')} {info.get('version', '')} · ACP v{init.get('protocolVersion')} · "
-                f"session {self.session_id}"
+                one_line(
+                    f"{info.get('name', 'agent')} {info.get('version', '')} · ACP v{init.get('protocolVersion')} · "
+                    f"session {self.session_id}"
+                )
             )
-            self.renderer.line(f"model: {model}", "bold")
+            self.renderer.line(f"model: {one_line(model)}", "bold")
             if opened.resumed:
-                title = opened.info.get("title")
+                title = one_line(str(opened.info.get("title") or ""))
                 self.renderer.info(f"continuing: {title}" if title else "continuing an earlier session")
-            self.renderer.info(f"cwd: {opened.cwd}")
+            self.renderer.info(f"cwd: {one_line(opened.cwd)}")
             if options.read_only:
                 await connection.request("session/set_mode", {"sessionId": self.session_id, "modeId": "read-only"})
             self.renderer.line()

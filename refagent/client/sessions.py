@@ -54,6 +54,7 @@ import anyio
 
 from refagent.acp.connection import Connection
 from refagent.acp.errors import RESOURCE_NOT_FOUND, ConnectionClosed, MethodNotFound, RequestError
+from refagent.acp.text import one_line, visible
 from refagent.client.agent_process import AgentStartError, initialize, open_agent
 from refagent.client.opening import (
     NoSuchSession,
@@ -71,11 +72,6 @@ EXIT_FAILED = 1
 AGE_UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400}
 """The units of ``--older-than``, in seconds."""
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([hdw])\s*$")
-_CONTROL: dict[int, str | None] = {
-    code: None if code == 0x0D else "\ufffd" for code in [*range(0x20), *range(0x7F, 0xA0)] if code not in (0x09, 0x0A)
-}
-"""What a transcript may not send to the terminal: carriage returns go, other control characters (an
-escape sequence in a stored message) are shown as U+FFFD; tabs and line breaks stay."""
 
 
 # -- times ------------------------------------------------------------------------------------------
@@ -136,11 +132,6 @@ def local_time(moment: float) -> str:
 # -- one line a session -----------------------------------------------------------------------------
 
 
-def one_line(text: object) -> str:
-    """``text`` on one line with nothing a terminal would act on (a title is a user's first prompt)."""
-    return " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
-
-
 def home_relative(path: str) -> str:
     home = os.path.expanduser("~")
     if home not in ("", "/", "~") and (path == home or path.startswith(home.rstrip("/") + "/")):
@@ -152,10 +143,10 @@ def session_lines(sessions: list[dict[str, Any]], now: float, *, directories: bo
     """A table without a header, one line a session: id, when, (directory,) title, in columns."""
     rows = [
         [
-            one_line(s.get("sessionId", "")),
+            one_line(str(s.get("sessionId", ""))),
             when(s.get("updatedAt"), now),
-            *([home_relative(one_line(s.get("cwd", "")))] if directories else []),
-            one_line(s.get("title") or "(untitled)"),
+            *([home_relative(one_line(str(s.get("cwd", ""))))] if directories else []),
+            one_line(str(s.get("title") or "(untitled)")),
         ]
         for s in sessions
     ]
@@ -170,26 +161,14 @@ def session_lines(sessions: list[dict[str, Any]], now: float, *, directories: bo
 # -- the transcript ---------------------------------------------------------------------------------
 
 
-def _clean(value: Any) -> Any:
-    """``value`` with every string stripped of control characters (:data:`_CONTROL`)."""
-    if isinstance(value, str):
-        return value.translate(_CONTROL)
-    if isinstance(value, list):
-        return [_clean(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _clean(item) for key, item in value.items()}
-    return value
-
-
 class TranscriptRenderer(Renderer):
     """A :class:`Renderer` for a replayed history. A replay sends each tool call once, in its final state
     (``tool_call`` with its status and content), where a live session sends a ``tool_call`` then its
     updates: the call is drawn as its announcement followed by its last update, so that its output
-    shows as a live session's does. What a stored message holds cannot drive the terminal
-    (:func:`_clean`)."""
+    shows as a live session's does. What a stored message holds cannot drive the terminal: the
+    :class:`Renderer` draws its control characters as visible escapes."""
 
     def update(self, update: dict[str, Any]) -> None:
-        update = _clean(update)
         if update.get("sessionUpdate") == "tool_call":
             status = update.get("status") or "pending"
             content = [c for c in update.get("content") or [] if isinstance(c, dict)]
@@ -285,7 +264,7 @@ async def show_command(ctx: Context, args: argparse.Namespace) -> int:
     listed = entry.get("cwd")
     cwd = listed if isinstance(listed, str) and os.path.isabs(listed) else str(args.cwd)
     renderer = TranscriptRenderer(ctx.out, color=use_color(ctx.out), cwd=cwd)
-    renderer.line(f"{one_line(session_id)}  {one_line(entry.get('title') or '(untitled)')}", "bold")
+    renderer.line(f"{one_line(session_id)}  {one_line(str(entry.get('title') or '(untitled)'))}", "bold")
     stamp = parse_stamp(entry.get("updatedAt"))
     updated = "" if stamp is None else f" · updated {local_time(stamp)} ({when(entry.get('updatedAt'), ctx.now)})"
     renderer.info(f"{home_relative(one_line(cwd))}{updated}")
@@ -362,16 +341,16 @@ async def execute(
                 context = Context(connection, init, client, out, err, time.time())
                 return await COMMANDS[args.command](context, args)
             except SessionError as exc:
-                err.write(f"error: {exc}\n")
+                err.write(f"error: {visible(str(exc), layout=True)}\n")
             except ConnectionClosed:
                 err.write("error: the agent exited before it answered\n")
             except RequestError as exc:
-                err.write(f"error: the agent answered: {exc.message}\n")
+                err.write(f"error: the agent answered: {visible(exc.message, layout=True)}\n")
             except BrokenPipeError:  # stdout was closed (| head): what was wanted has been read
                 client.broken = True
                 return EXIT_OUTPUT_CLOSED
     except AgentStartError as exc:
-        err.write(f"error: {exc}\n")
+        err.write(f"error: {visible(str(exc), layout=True)}\n")
     return EXIT_FAILED
 
 

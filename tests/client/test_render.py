@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from refagent.client.render import MAX_OUTPUT_LINES, Renderer, diff_lines, option_key, use_color
+from tests.client.hostile import BEGIN, END, HOSTILE, SHOWN, drawn_between, obeyed, plain
 
 CWD = "/work/project"
 
@@ -124,6 +125,59 @@ def test_permission_request_lists_the_answers() -> None:
     for key, name in [("y", "Allow"), ("a", "Always allow edits"), ("n", "Reject"), ("never", "Always reject edits")]:
         assert f"{key}  {name}" in shown
     assert [option_key(o) for o in options] == ["y", "a", "n", "never"]
+
+
+# -- what the agent sends is shown, not obeyed ---------------------------------------------------------
+
+
+def test_nothing_the_agent_sends_drives_the_terminal() -> None:
+    """Every string of every kind of update, of a permission request, and of an error is drawn with its
+    control characters made visible; the only escape sequences written are the renderer's colours."""
+    wrapped = f"{BEGIN}{HOSTILE}{END}"
+    out, err = io.StringIO(), io.StringIO()
+    renderer = Renderer(out, color=True, cwd=CWD, err=err, err_color=True)
+    output = {"type": "content", "content": {"type": "text", "text": f"{wrapped}\r\nsecond line\r\n"}}
+    diff = {"type": "diff", "path": f"{CWD}/{wrapped}", "oldText": f"{wrapped}\n", "newText": "x\n"}
+    entry = {"content": wrapped, "status": "pending", "priority": "high"}
+    for update in [
+        chunk(wrapped, "user_message_chunk"),
+        chunk(wrapped, "agent_thought_chunk"),
+        chunk(wrapped),
+        {**call(), "title": wrapped, "kind": wrapped},
+        call_update(content=[diff]),
+        call_update(status="failed", content=[output]),
+        {"sessionUpdate": "plan", "entries": [entry]},
+        {"sessionUpdate": "current_mode_update", "currentModeId": wrapped},
+    ]:
+        renderer.update(update)
+    options = [{"optionId": "allow", "name": wrapped, "kind": "allow_once"}]
+    renderer.permission({"sessionId": "s", "toolCall": {"toolCallId": "c2", "title": wrapped}, "options": options})
+    renderer.answered(wrapped)
+    renderer.write(f"{wrapped} ", "magenta")
+    renderer.end_prompt(wrapped)
+    renderer.error(wrapped)
+    renderer.log(wrapped)
+    renderer.stop(wrapped)
+    raw = out.getvalue() + err.getvalue()
+    assert obeyed(raw) == []
+    drawn = drawn_between(raw)
+    assert len(drawn) == 19  # each one once, but the diff: its path twice and its old line
+    assert {plain(text) for text in drawn} == {SHOWN}
+    assert "\x1b[1m" in raw  # the renderer's own colours are still there
+
+
+def test_a_crlf_ends_a_line_of_output_and_a_lone_carriage_return_is_shown() -> None:
+    text = {"type": "content", "content": {"type": "text", "text": "one\r\ntwo\r\n50%\r100%\r\n"}}
+    shown = render({**call(), "title": "Run `make`", "kind": "execute"}, call_update(status="failed", content=[text]))
+    assert "    │ one\n    │ two\n    │ 50%\\r100%\n" in shown
+    assert "\r" not in shown
+
+
+def test_a_title_cannot_draw_a_line_of_its_own() -> None:
+    forged = "Run `rm -rf ~`\r\x1b[2K  ? Permission requested: Run `ls`\n  ? Allowed: Run `ls`"
+    shown = render({**call(), "title": forged, "kind": "execute"})
+    assert "● Run `rm -rf ~`\\r\\x1b[2K ? Permission requested: Run `ls` ? Allowed: Run `ls` (execute)\n" in shown
+    assert "\n  ? " not in shown
 
 
 @pytest.mark.parametrize(

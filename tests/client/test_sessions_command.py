@@ -147,12 +147,12 @@ async def test_titles_and_transcripts_cannot_drive_the_terminal(tmp_path: Path, 
     (sid,) = await make_sessions(tmp_path, check, (tmp_path / "p", "clear \x1b[2J the\rscreen\nplease"))
     code, out, _, _ = await sessions(tmp_path, "list", "--cwd", str(tmp_path / "p"))
     assert code == 0
-    assert out == f"{sid}  just now  clear [2J the screen please\n"
+    assert out == f"{sid}  just now  clear \\x1b[2J the screen please\n"  # the ESC shown, not sent
     code, out, _, _ = await sessions(tmp_path, "show", sid)
     assert code == 0
     assert "\x1b" not in out
     assert "\r" not in out
-    assert "you: clear \ufffd[2J thescreen\nplease" in out
+    assert "you: clear \\x1b[2J the\\rscreen\nplease" in out
 
 
 # -- show -------------------------------------------------------------------------------------------
