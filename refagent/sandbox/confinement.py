@@ -277,16 +277,39 @@ CREDENTIALS = (
     ".config/BraveSoftware",
     ".config/microsoft-edge",
     ".config/vivaldi",
+    ".1password",
+    ".config/1Password",
 )
 """The user's credentials under ``$HOME``: keys, tokens, password stores, other agents' logins and the
 browsers' profiles (cookies, saved passwords). A command that needs one (a push over SSH, a private
 registry, signing) runs at level ``none``."""
 
 
+CREDENTIAL_VARIABLES = (
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "CLOUDSDK_CONFIG",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "AZURE_CONFIG_DIR",
+    "KUBECONFIG",
+    "DOCKER_CONFIG",
+    "GNUPGHOME",
+    "PASSWORD_STORE_DIR",
+    "NETRC",
+    "GH_CONFIG_DIR",
+    "NPM_CONFIG_USERCONFIG",
+    "npm_config_userconfig",
+    "SSH_AUTH_SOCK",
+)
+"""Variables that name a credential file or directory, or an agent's socket, elsewhere than the defaults
+(``KUBECONFIG`` may list several, ``:``-separated): hidden too."""
+
+
 def hidden_paths(env: Mapping[str, str], roots: Sequence[str], private: Sequence[str] = ()) -> list[str]:
     """What commands at ``workspace`` and ``network`` must not read, as real paths that exist: the agent's
     own directories (:data:`AGENT_DIRECTORIES`), its ``$REFAGENT_CONFIG`` and the ``private`` files, and
-    the user's :data:`CREDENTIALS`. A path that holds a root is left alone: the user works in there."""
+    the user's :data:`CREDENTIALS` and what :data:`CREDENTIAL_VARIABLES` name. A path that holds a root
+    is left alone: the user works in there."""
     home = env.get("HOME", "")
     home = home if os.path.isabs(home) else ""
     candidates = [*private]
@@ -300,6 +323,8 @@ def hidden_paths(env: Mapping[str, str], roots: Sequence[str], private: Sequence
         candidates.append(env["REFAGENT_CONFIG"])
     if home:
         candidates += [os.path.join(home, name) for name in CREDENTIALS]
+    for variable in CREDENTIAL_VARIABLES:
+        candidates += env.get(variable, "").split(os.pathsep)
     xdg_config = env.get("XDG_CONFIG_HOME", "")
     if os.path.isabs(xdg_config):  # the same credentials where XDG_CONFIG_HOME moves ~/.config
         moved = [name.removeprefix(".config/") for name in CREDENTIALS if name.startswith(".config/")]
@@ -333,17 +358,22 @@ class Confinement:
         environ = os.environ if env is None else env
         self.caches = user_caches(environ, self.roots) if support.namespaces else []
         self.shown = toolchains_in_tmp(environ) if support.namespaces else []
-        hidden = hidden_paths(environ, self.roots, private) if support.namespaces else []
-        # Commands have a /tmp of their own: what lies in the host's, out of the roots, is out of sight already.
-        self.hidden = [path for path in hidden if not within(path, "/tmp") or self._in_roots(path)]
+        self._env = environ
+        self._private = list(private)
         self._tmp: str | None = None
         self._lock: int | None = None
 
     def missing(self, level: Level) -> list[str]:
         return self.support.missing(level)
 
-    def _in_roots(self, path: str) -> bool:
-        return any(within(path, root) for root in self.roots)
+    def hidden(self) -> list[str]:
+        """What commands must not read (:func:`hidden_paths`), as it is now: a login made since the last
+        command is hidden from the next. Nothing under the host's ``/tmp`` outside the roots: commands
+        have a ``/tmp`` of their own, so that is out of sight already."""
+        if not self.support.namespaces:
+            return []
+        hidden = hidden_paths(self._env, self.roots, self._private)
+        return [path for path in hidden if not within(path, "/tmp") or any(within(path, root) for root in self.roots)]
 
     def argv(
         self,
@@ -377,7 +407,7 @@ class Confinement:
                     options += ["--cache", cache]
                 for shown in self.shown:
                     options += ["--show", shown]
-                for hidden in self.hidden:
+                for hidden in self.hidden():
                     options += ["--hide", hidden]
             options += ["--tmp", self.private_tmp()]
             if support.landlock:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -103,6 +104,30 @@ async def test_the_agents_files_and_the_users_credentials_cannot_be_read(
     assert not taken.exists() or list(taken.iterdir()) == []  # mv could only copy the empty stand-in
 
 
+async def test_an_agent_socket_in_the_home_cannot_be_reached(tmp_path: Path, home: Path) -> None:
+    """An SSH agent's socket outside /run and /tmp (1Password's, say): named by ``SSH_AUTH_SOCK``, hidden."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    path = home / ".agent.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen()
+    env = {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SSH_AUTH_SOCK": str(path)}
+    confinement = Confinement([str(workspace)], SUPPORT, env=env)
+    try:
+        connect = f"import socket; socket.socket(socket.AF_UNIX).connect('{path}'); print('connected')"
+        result = await LocalTerminals(confinement=confinement, env=env).run(
+            f'{sys.executable} -c "{connect}"',
+            str(workspace),
+            30,
+            sandbox="network",
+        )
+    finally:
+        confinement.close()
+        server.close()
+    assert "connected" not in result.output
+
+
 async def test_level_none_reads_them(tmp_path: Path, home: Path) -> None:
     """The test's secrets are real files: unconfined, the same command reads them."""
     workspace = tmp_path / "ws"
@@ -129,6 +154,11 @@ def test_what_is_hidden(tmp_path: Path, home: Path) -> None:
     assert str(home / ".ssh") in hidden
     assert str(home / "missing.toml") not in hidden  # only what exists
     assert len(hidden) == len(set(hidden))
+    kube = [home.parent / "kube-a", home.parent / "kube-b"]
+    for path in kube:
+        path.write_text("token\n")
+    named = hidden_paths({"KUBECONFIG": f"{kube[0]}:{kube[1]}", "GNUPGHOME": str(home / ".gnupg")}, [])
+    assert named == [str(kube[0]), str(kube[1]), str(home / ".gnupg")]
     # A root inside a credential directory: the user works there, it stays visible.
     assert str(home / ".ssh") not in hidden_paths({"HOME": str(home)}, [str(home / ".ssh" / "work")])
 
