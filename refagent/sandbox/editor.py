@@ -26,7 +26,7 @@ import anyio
 
 from refagent.acp.connection import Peer
 from refagent.acp.errors import RESOURCE_NOT_FOUND, RequestError
-from refagent.acp.text import cut
+from refagent.acp.text import cut, has_surrogates
 from refagent.acp.types import ClientCapabilities
 from refagent.errors import ToolError
 from refagent.ids import new_id
@@ -48,6 +48,9 @@ class EditorFiles:
     while a permission prompt was open (or a read was on its way) fails the call instead of sending the
     editor outside the roots. The local disk holds the same with ``O_NOFOLLOW`` walks; through the
     editor, which opens the file itself, a fresh resolution just before the request is what can be done.
+
+    A path whose name is not UTF-8 (``surrogateescape``: ``\\udcff`` for the byte 0xff) is read and written
+    on the disk: ACP carries Unicode text only, and the wire would send the editor another name (U+FFFD).
     """
 
     def __init__(
@@ -72,7 +75,7 @@ class EditorFiles:
             )
 
     async def read_text(self, path: str) -> str:
-        if not self.read:
+        if not self.read or has_surrogates(path):
             return await self.disk.read_text(path)
         self._unchanged(path, write=False)
         try:
@@ -90,7 +93,7 @@ class EditorFiles:
         return content
 
     async def write_text(self, path: str, content: str) -> None:
-        if not self.write:
+        if not self.write or has_surrogates(path):
             await self.disk.write_text(path, content)
             return
         self._unchanged(path, write=True)
@@ -168,6 +171,13 @@ class EditorTerminals:
         *,
         sandbox: Level = "workspace",
     ) -> CommandResult:
+        if has_surrogates(command) or has_surrogates(cwd):
+            # The wire would send U+FFFD for it: the editor would run another command than this one.
+            raise ToolError(
+                "The command or its working directory holds a byte of a file name that is not UTF-8 (such as "
+                "\\udcff), which the editor's terminal cannot be sent: ACP carries Unicode text only. Match "
+                "that name with a shell pattern instead (? for the byte)."
+            )
         executable, args = self._command(command, sandbox, time_limit)
         try:
             created = await self._request(

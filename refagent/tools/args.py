@@ -6,28 +6,38 @@ ranges, valid text) and keep ``prepare()`` safe when it is called directly. A ba
 :class:`~refagent.errors.ToolError` naming it, for the model to fix. :func:`shown` and :func:`plural`
 make the words of titles and summaries.
 
-Valid text (:func:`check_text`, which :func:`arg_str` applies): a string argument never holds a lone
-surrogate (a JSON ``\\udc80`` escape decodes to one), and, unless it is file content, no NUL byte. Either
-would reach the operating system as a path, a glob, a ripgrep regex or a command line and make it raise
-(``ValueError: embedded null byte``, ``UnicodeEncodeError``), or be changed on the way to the editor
-(a surrogate is sent as U+FFFD, so the editor would read, write or run something other than what was
-checked and approved). Refused here, once, they are a failed call the model can correct.
+Valid text (:func:`check_text`, which :func:`arg_str` applies, by the :data:`TextKind` of the argument):
+a NUL byte or a lone surrogate (a JSON ``\\ud800`` escape decodes to one) would reach the operating system
+as a path, a glob, a ripgrep regex or a command line and make it raise (``ValueError: embedded null
+byte``, ``UnicodeEncodeError``), or be changed on its way to the editor (a surrogate is sent as U+FFFD).
+Refused here, once, they are a failed call the model can correct. The exception is how Python spells a
+byte of a file name that is not UTF-8 (``surrogateescape``: the byte 0xff is ``\\udcff``): in a path or a
+command line it names that file, as the system takes it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from refagent.acp.text import one_line
 from refagent.errors import ToolError
 
+TextKind = Literal["text", "name", "content"]
+"""What a string argument is, for :func:`check_text`:
+
+- ``text``: a pattern, a question, anything else (custom tools' arguments): no NUL byte, no surrogate;
+- ``name``: a path or a command line, which the system takes as bytes: no NUL byte, and no surrogate but
+  the ``surrogateescape`` bytes U+DC80..U+DCFF (a name that is not UTF-8 needs them);
+- ``content``: the text of a file (``write_file``'s ``content``, an edit's strings, a patch): a NUL byte is
+  a character like any other; no surrogate (a file's text is written as UTF-8, which has none).
+"""
+
 
 def arg_str(
-    args: dict[str, Any], name: str, *, required: bool = True, empty: bool = False, content: bool = False
+    args: dict[str, Any], name: str, *, required: bool = True, empty: bool = False, kind: TextKind = "text"
 ) -> str:
     """The string argument ``name`` (``""`` when absent and not ``required``); ToolError unless it is a
-    string, non-empty unless ``empty``, and valid text (:func:`check_text`; ``content``: file text, which
-    may hold a NUL byte)."""
+    string, non-empty unless ``empty``, and valid text of its ``kind`` (:func:`check_text`)."""
     value = args.get(name)
     if value is None and not required:
         return ""
@@ -35,25 +45,20 @@ def arg_str(
         raise ToolError(f"Argument {name!r} must be a string.")
     if not empty and not value:
         raise ToolError(f"Argument {name!r} must not be empty.")
-    check_text(name, value, content=content)
+    check_text(name, value, kind)
     return value
 
 
-def check_text(name: str, value: str, *, content: bool = False) -> None:
-    """ToolError (naming ``name``) if ``value`` holds a lone surrogate, or a NUL byte unless ``content``.
-
-    ``content``: the text of a file (``write_file``'s ``content``, an edit's strings, a patch), where a
-    NUL byte is a character like any other; everything else may become a path, a pattern or a command.
-    """
+def check_text(name: str, value: str, kind: TextKind = "text") -> None:
+    """ToolError naming the argument ``name`` unless ``value`` is valid text of its ``kind`` (:data:`TextKind`)."""
     if not value.isascii():
         for index, char in enumerate(value):
-            if "\ud800" <= char <= "\udfff":
+            if "\ud800" <= char <= "\udfff" and not (kind == "name" and "\udc80" <= char <= "\udcff"):
                 raise ToolError(
-                    f"Argument {name!r} holds a lone surrogate (\\u{ord(char):04x} at character {index}), which "
-                    "is not text: it has no UTF-8 form. Send valid Unicode. (A file whose name is not UTF-8 is "
-                    "listed with U+FFFD in its place; reach it with run_command and a shell glob.)"
+                    f"Argument {name!r} holds an unpaired surrogate (\\u{ord(char):04x} at character {index}), "
+                    "which is not text: it has no UTF-8 form. Send valid Unicode."
                 )
-    nul = -1 if content else value.find("\x00")
+    nul = -1 if kind == "content" else value.find("\x00")
     if nul >= 0:
         raise ToolError(
             f"Argument {name!r} contains a NUL byte (at character {nul}), which no file name, pattern or "

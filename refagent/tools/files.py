@@ -93,7 +93,7 @@ class ReadFile(BaseTool):
         return f"{title} (from line {offset})" if isinstance(offset, int) and offset > 1 else title
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
-        resolved = ctx.policy.resolve(arg_str(args, "path"))
+        resolved = ctx.policy.resolve(arg_str(args, "path", kind="name"))
         offset = arg_int(args, "offset", 1, minimum=1, maximum=2**62)
         limit = arg_int(args, "limit", DEFAULT_READ_LIMIT, minimum=1, maximum=MAX_READ_LIMIT)
         # Nothing is read before permission: a read outside the roots is what the user is asked about.
@@ -180,8 +180,8 @@ class WriteFile(BaseTool):
         return f"Write {shown(args.get('path', ''))}"
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
-        resolved = ctx.policy.check_write(arg_str(args, "path"))
-        content = arg_str(args, "content", empty=True, content=True)
+        resolved = ctx.policy.check_write(arg_str(args, "path", kind="name"))
+        content = arg_str(args, "content", empty=True, kind="content")
         path = resolved.path
         if await ctx.disk.kind(path) == "dir":
             raise ToolError(f"{resolved.display} is a directory.")
@@ -258,9 +258,9 @@ class EditFile(BaseTool):
         return f"Edit {shown(args.get('path', ''))}"
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
-        resolved = ctx.policy.check_write(arg_str(args, "path"))
-        old_string = arg_str(args, "old_string", empty=True, content=True)
-        new_string = arg_str(args, "new_string", empty=True, content=True)
+        resolved = ctx.policy.check_write(arg_str(args, "path", kind="name"))
+        old_string = arg_str(args, "old_string", empty=True, kind="content")
+        new_string = arg_str(args, "new_string", empty=True, kind="content")
         replace_all = arg_bool(args, "replace_all")
         if old_string == new_string:
             raise ToolError("old_string and new_string are the same: there is nothing to change.")

@@ -66,7 +66,7 @@ class ApplyPatch(BaseTool):
         return f"Patch {len(files)} files" if files else "Apply patch"
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
-        patch = parse_patch(arg_str(args, "patch", content=True))
+        patch = parse_patch(arg_str(args, "patch", kind="content"))
         changes: dict[str, FileChange] = {}
         for patched in patch:
             change = await _plan_file(ctx, patched, changes)

@@ -118,7 +118,7 @@ class DeletePath(BaseTool):
         return f"Delete {shown(args.get('path', ''))}"
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
-        resolved = check_entry(ctx.policy, arg_str(args, "path"))
+        resolved = check_entry(ctx.policy, arg_str(args, "path", kind="name"))
         recursive = arg_bool(args, "recursive")
         path, display = resolved.path, resolved.display
         if path in ctx.roots:  # the policy refuses roots too; a second lock on the most dangerous door
@@ -216,8 +216,8 @@ class MovePath(BaseTool):
         return f"Move {shown(args.get('source', ''))} to {shown(args.get('destination', ''))}"
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
-        source = check_entry(ctx.policy, arg_str(args, "source"))
-        destination = check_entry(ctx.policy, arg_str(args, "destination"))
+        source = check_entry(ctx.policy, arg_str(args, "source", kind="name"))
+        destination = check_entry(ctx.policy, arg_str(args, "destination", kind="name"))
         if source.path == destination.path:
             raise ToolError("source and destination are the same path.")
         kind = await ctx.disk.kind(source.path)

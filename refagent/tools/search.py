@@ -138,7 +138,7 @@ class Glob(_Search):
         if not pattern:
             raise ToolError("The pattern names a directory: add a file pattern such as `**/*`.")
         check_glob(pattern)  # a malformed pattern fails here, before any work
-        resolved = ctx.policy.resolve(arg_str(args, "path", required=False) or base or ".")
+        resolved = ctx.policy.resolve(arg_str(args, "path", required=False, kind="name") or base or ".")
         if await ctx.disk.kind(resolved.path) != "dir":
             raise ToolError(f"{resolved.display} is not a directory.")
         prefix = _prefix(resolved)
@@ -194,7 +194,7 @@ class Grep(_Search):
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
         query = _query(args)
         limit = arg_int(args, "max_results", DEFAULT_GREP_RESULTS, minimum=1, maximum=MAX_GREP_RESULTS)
-        resolved = ctx.policy.resolve(arg_str(args, "path", required=False) or ".")
+        resolved = ctx.policy.resolve(arg_str(args, "path", required=False, kind="name") or ".")
         kind = await ctx.disk.kind(resolved.path)
         if kind is None:
             raise ToolError(f"Not found: {resolved.display}")

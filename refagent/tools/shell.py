@@ -91,13 +91,13 @@ class RunCommand(BaseTool):
         return f"Run `{shown(args.get('command', ''), 80)}`{tag}"
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
-        command = arg_str(args, "command")
+        command = arg_str(args, "command", kind="name")
         if not command.strip():
             raise ToolError("The command is empty.")
         timeout = arg_int(args, "timeout_seconds", DEFAULT_TIMEOUT, minimum=1, maximum=MAX_TIMEOUT)
         level = _level(args)
         reason = (arg_str(args, "reason", required=False, empty=True) or "").strip()
-        resolved = ctx.policy.resolve(arg_str(args, "cwd", required=False) or ".")
+        resolved = ctx.policy.resolve(arg_str(args, "cwd", required=False, kind="name") or ".")
         if not resolved.inside:
             raise ToolError(f"Commands run inside the workspace; {resolved.display} is outside it.")
         if await ctx.disk.kind(resolved.path) != "dir":

@@ -1,8 +1,10 @@
 """Text no path, pattern or command can be made of, in any argument of any tool, on both backends: a NUL
-byte, a lone surrogate (``\\udc80``, which ``surrogateescape`` would quietly turn into the byte 0x80, and
-``\\ud800``, which nothing encodes), a pattern too long to hand to ripgrep. Each is a failed call whose
-result names the argument and what is wrong with it; never an internal error, never a traceback in the
-log, never an ``fs/*`` request or a changed file.
+byte (file content aside), an unpaired surrogate (``\\ud800``, which nothing encodes), a pattern too long
+to hand to ripgrep. Each is a failed call whose result names the argument and what is wrong with it;
+never an internal error, never a traceback in the log, never an ``fs/*`` or ``terminal/*`` request or a
+changed file. A ``surrogateescape`` byte (``\\udc80``) is refused too, but in a path or a command line,
+where it names a file whose name is not UTF-8: such a name is used on the disk, and never sent to the
+editor (the wire would make it another name).
 
 The calls go through a real agent (the in-memory editor, every message checked against the ACP schema),
 with the local disk (no ``fs`` capability) and with the editor's ``fs/*`` methods."""
@@ -21,55 +23,57 @@ from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.settings import Settings
 from refagent.testing.memory import FakeClient, connect
+from refagent.tools.args import TextKind
 from refagent.tools.search import MAX_PATTERN_BYTES
 
 pytestmark = pytest.mark.anyio
 
-BACKENDS = {"disk": {}, "editor": {"fs": {"readTextFile": True, "writeTextFile": True}}}
-BAD = {"nul": "a\x00b", "escaped-byte": "a\udc80b", "surrogate": "a\ud800b"}
+FS = {"fs": {"readTextFile": True, "writeTextFile": True}}
+BACKENDS: dict[str, dict[str, Any]] = {"disk": {}, "editor": FS}
+BAD = {"nul": "a\x00b", "surrogate": "a\ud800b", "escaped-byte": "a\udc80b"}
 
 
-def arguments(bad: str) -> list[tuple[str, dict[str, Any], str]]:
-    """``(tool, arguments, the argument that holds the bad text)`` for every argument that is a path, a
-    pattern, a command or a question."""
-    return [
-        ("read_file", {"path": bad}, "path"),
-        ("glob", {"pattern": bad}, "pattern"),
-        ("glob", {"pattern": f"/{bad}/*.py"}, "pattern"),
-        ("glob", {"pattern": "*.py", "path": bad}, "path"),
-        ("grep", {"pattern": bad}, "pattern"),
-        ("grep", {"pattern": bad, "literal": True}, "pattern"),
-        ("grep", {"pattern": "x", "path": bad}, "path"),
-        ("grep", {"pattern": "x", "glob": bad}, "glob"),
-        ("edit_file", {"path": bad, "old_string": "a", "new_string": "b"}, "path"),
-        ("write_file", {"path": bad, "content": "x"}, "path"),
-        ("delete_path", {"path": bad}, "path"),
-        ("move_path", {"source": bad, "destination": "moved.txt"}, "source"),
-        ("move_path", {"source": "f.txt", "destination": bad}, "destination"),
-        ("run_command", {"command": f"echo {bad}"}, "command"),
-        ("run_command", {"command": "echo hi", "cwd": bad}, "cwd"),
-        ("ask_user", {"question": f"Which {bad}?"}, "question"),
-        ("ask_user", {"question": "Which?", "choices": ["one", bad]}, "choices[1]"),
-    ]
-
-
-def content_arguments(bad: str) -> list[tuple[str, dict[str, Any], str]]:
-    """The arguments that are a file's text: a NUL byte is text there, a lone surrogate is not."""
+def arguments(bad: str) -> list[tuple[str, dict[str, Any], str, TextKind]]:
+    """``(tool, arguments, the argument that holds the bad text, its kind)`` for every argument that is a
+    path, a pattern, a command, a question or a file's text."""
     patch = f"--- a/f.txt\n+++ b/f.txt\n@@ -1 +1 @@\n-hello\n+{bad}\n"
     return [
-        ("write_file", {"path": "new.txt", "content": bad}, "content"),
-        ("edit_file", {"path": "f.txt", "old_string": "hello", "new_string": bad}, "new_string"),
-        ("edit_file", {"path": "f.txt", "old_string": bad, "new_string": "b"}, "old_string"),
-        ("apply_patch", {"patch": patch}, "patch"),
-        ("apply_patch", {"patch": f"--- /dev/null\n+++ b/{bad}\n@@ -0,0 +1 @@\n+x\n"}, "patch"),
+        ("read_file", {"path": bad}, "path", "name"),
+        ("glob", {"pattern": bad}, "pattern", "text"),
+        ("glob", {"pattern": f"/{bad}/*.py"}, "pattern", "text"),
+        ("glob", {"pattern": "*.py", "path": bad}, "path", "name"),
+        ("grep", {"pattern": bad}, "pattern", "text"),
+        ("grep", {"pattern": bad, "literal": True}, "pattern", "text"),
+        ("grep", {"pattern": "x", "path": bad}, "path", "name"),
+        ("grep", {"pattern": "x", "glob": bad}, "glob", "text"),
+        ("edit_file", {"path": bad, "old_string": "a", "new_string": "b"}, "path", "name"),
+        ("write_file", {"path": bad, "content": "x"}, "path", "name"),
+        ("delete_path", {"path": bad}, "path", "name"),
+        ("move_path", {"source": bad, "destination": "moved.txt"}, "source", "name"),
+        ("move_path", {"source": "f.txt", "destination": bad}, "destination", "name"),
+        ("run_command", {"command": f"echo {bad}"}, "command", "name"),
+        ("run_command", {"command": "echo hi", "cwd": bad}, "cwd", "name"),
+        ("ask_user", {"question": f"Which {bad}?"}, "question", "text"),
+        ("ask_user", {"question": "Which?", "choices": ["one", bad]}, "choices[1]", "text"),
+        ("write_file", {"path": "new.txt", "content": bad}, "content", "content"),
+        ("edit_file", {"path": "f.txt", "old_string": "hello", "new_string": bad}, "new_string", "content"),
+        ("edit_file", {"path": "f.txt", "old_string": bad, "new_string": "b"}, "old_string", "content"),
+        ("apply_patch", {"patch": patch}, "patch", "content"),
+        ("apply_patch", {"patch": f"--- /dev/null\n+++ b/{bad}\n@@ -0,0 +1 @@\n+x\n"}, "patch", "content"),
     ]
 
 
-def expected(kind: str, name: str, value: str) -> str:
-    if kind == "nul":
+def refused(bad: str, kind: TextKind) -> bool:
+    if bad == BAD["nul"]:
+        return kind != "content"
+    return bad == BAD["surrogate"] or kind != "name"
+
+
+def expected(bad: str, name: str, value: str) -> str:
+    if bad == BAD["nul"]:
         return f"Error: Argument {name!r} contains a NUL byte (at character {value.index(chr(0))}), which no"
     index = next(i for i, char in enumerate(value) if "\ud800" <= char <= "\udfff")
-    return f"Error: Argument {name!r} holds a lone surrogate (\\u{ord(value[index]):04x} at character {index}), which"
+    return f"Error: Argument {name!r} holds an unpaired surrogate (\\u{ord(value[index]):04x} at character {index})"
 
 
 def value_of(args: dict[str, Any], name: str) -> str:
@@ -113,17 +117,16 @@ def assert_quiet(caplog: pytest.LogCaptureFixture) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("kind", BAD)
+@pytest.mark.parametrize("bad", BAD.values(), ids=BAD.keys())
 async def test_invalid_text_in_an_argument_is_a_failed_call_that_says_so(
-    workspace: Path, backend: str, kind: str, check: Any, caplog: pytest.LogCaptureFixture
+    workspace: Path, backend: str, bad: str, check: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    bad = BAD[kind]
-    cases = arguments(bad) + (content_arguments(bad) if kind != "nul" else [])
+    cases = [(name, args, arg) for name, args, arg, kind in arguments(bad) if refused(bad, kind)]
     with caplog.at_level(logging.DEBUG):
         results, final, client, sent = await run_calls(
             workspace, BACKENDS[backend], [(name, args) for name, args, _ in cases], check
         )
-    wanted = [expected(kind, arg, value_of(args, arg)) for _, args, arg in cases]
+    wanted = [expected(bad, arg, value_of(args, arg)) for _, args, arg in cases]
     wrong = [
         f"{name} {json.dumps(args)}:\n  got      {result[:200]!r}\n  expected {want!r}"
         for (name, args, _), result, want in zip(cases, results, wanted, strict=True)
@@ -136,6 +139,42 @@ async def test_invalid_text_in_an_argument_is_a_failed_call_that_says_so(
     assert client.files == {str(workspace / "f.txt"): "hello\n"}
     assert os.listdir(workspace) == ["f.txt"]
     assert (workspace / "f.txt").read_text() == "hello\n"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_name_that_is_not_utf8_is_used_on_the_disk(workspace: Path, backend: str, check: Any) -> None:
+    """``caf\\udcff.txt`` names the file ``caf\\xff.txt``; through the editor too, the disk is where it
+    is written and read (the editor would be sent ``caf\\ufffd.txt``, another file). (No check of the log:
+    the file watcher may warn of the name, on its own time.)"""
+    name = "caf\udcff.txt"
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("write_file", {"path": name, "content": "new\n"}),
+        ("read_file", {"path": name}),
+        ("edit_file", {"path": name, "old_string": "new", "new_string": "newer"}),
+    ]
+    results, final, client, sent = await run_calls(workspace, BACKENDS[backend], calls, check)
+    assert results[0].startswith("Created caf\\udcff.txt"), results[0]
+    assert "new" in results[1]
+    assert results[2].startswith("Edited caf\\udcff.txt"), results[2]
+    assert [u["status"] for u in final] == ["completed"] * 3
+    assert (workspace / os.fsdecode(b"caf\xff.txt")).read_bytes() == b"newer\n"
+    assert not [m for m in sent if str(m.get("method", "")).startswith("fs/")]
+    assert list(client.files) == [str(workspace / "f.txt")]
+
+
+async def test_a_command_with_a_name_that_is_not_utf8_is_not_sent_to_the_editors_terminal(
+    workspace: Path, check: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The editor's terminal would run ``cat caf\\ufffd.txt``, not the command the model wrote."""
+    calls: list[tuple[str, dict[str, Any]]] = [("run_command", {"command": "cat caf\udcff.txt"})]
+    with caplog.at_level(logging.DEBUG):
+        results, final, _, sent = await run_calls(workspace, {"terminal": True}, calls, check)
+    assert results[0].startswith(
+        "Error: The command or its working directory holds a byte of a file name that is not UTF-8"
+    ), results[0]
+    assert [u["status"] for u in final] == ["failed"]
+    assert not [m for m in sent if str(m.get("method", "")).startswith("terminal/")]
+    assert_quiet(caplog)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
