@@ -37,6 +37,7 @@ from rich.text import Text
 
 from refagent.acp.connection import Connection
 from refagent.acp.errors import ConnectionClosed, RequestError
+from refagent.acp.text import one_line, visible
 from refagent.client.agent_process import AgentStartError, initialize, open_agent
 from refagent.client.chat_blocks import help_block, sessions_block
 from refagent.client.chat_client import ChatClient
@@ -120,10 +121,11 @@ class Chat:
         where raw writes to the terminal would tear them."""
         if not line.strip():
             return
+        logged = Text(visible(line, layout=True), style="dim")  # a log line can quote a model or a file
         if self.view.active:
-            self.view.print(Text(line, style="dim"), "log")
+            self.view.print(logged, "log")
         else:
-            await self.input.above(lambda: self.view.print(Text(line, style="dim"), "log"))
+            await self.input.above(lambda: self.view.print(logged, "log"))
 
     # -- the chat --------------------------------------------------------------------------------
 
@@ -149,8 +151,8 @@ class Chat:
             self.init = await initialize(connection, "refagent-chat", "refagent chat")
             info = self.init.get("agentInfo") or {}
             name = str(info.get("title") or info.get("name") or "the agent")
-            header = Text(" ".join(filter(None, [name, info.get("version")])), "bold")
-            header.append(f" · ACP v{self.init.get('protocolVersion')} · {self.cwd}", "dim")
+            header = Text(one_line(" ".join(filter(None, [name, str(info.get("version") or "")]))), "bold")
+            header.append(one_line(f" · ACP v{self.init.get('protocolVersion')} · {self.cwd}"), "dim")
             self.view.print(header, "banner")
             try:
                 await self._open(resume=self.options.resume, latest=self.options.latest)
@@ -189,7 +191,7 @@ class Chat:
             if not text:
                 continue
             if not self.input.echoes:
-                self.view.console.print(Text("› " + text.replace("\n", "\n  "), "bold"))
+                self.view.console.print(Text("› " + visible(text, layout=True).replace("\n", "\n  "), "bold"))
             name, _, argument = text[1:].partition(" ") if text.startswith("/") else ("", "", "")
             if name in CLIENT_NAMES:
                 if name in ("quit", "exit"):
@@ -280,13 +282,13 @@ class Chat:
         self.client.accept = opened.session_id
         self.state.adopt(opened.session_id, opened.result, str(opened.info.get("title") or ""))
         if opened.cwd != self.cwd:
-            self.view.note(f"(in its own directory, {opened.cwd})")
+            self.view.note(f"(in its own directory, {one_line(opened.cwd)})")
             self.cwd = self.view.cwd = opened.cwd
         if previous and previous != opened.session_id and session_capability(self.init, "close"):
             with contextlib.suppress(RequestError):  # the agent frees it; nothing is lost if it cannot
                 await self.connection.request("session/close", {"sessionId": previous})
         line = Text("Resumed session " if opened.resumed else "New session ", "bold")
-        line.append(opened.session_id, "cyan")
+        line.append(one_line(opened.session_id), "cyan")
         if self.state.title:
             line.append(f" “{self.state.title}”")
         details = [f"model {self.state.model}" if self.state.model else "", f"mode {self.state.mode_name()}"]
@@ -364,8 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     state = ChatState()
     console = ChatConsole(highlight=False)
     terminal = sys.stdin.isatty() and sys.stdout.isatty()
-    typed: ChatInput = (
-        PromptInput(state, history_file()) if terminal else LineInput(lambda text: console.print(text, end=""))
+    typed: ChatInput = (  # the question is a Text: "[y / a / n]" is not markup
+        PromptInput(state, history_file()) if terminal else LineInput(lambda text: console.print(Text(text), end=""))
     )
     with contextlib.ExitStack() as stack:
         transcript = stack.enter_context(open(args.transcript, "w", encoding="utf-8")) if args.transcript else None

@@ -7,6 +7,13 @@
 - tool calls (:func:`call_line`), their text output trimmed head and tail (:func:`trim`), their
   diffs coloured (:func:`diff_block`), plans as a checklist (:func:`plan_block`);
 - the tables of ``/help`` and ``/sessions``, and :func:`ago` for their times.
+
+Each block shows the agent's text as it reads: never as rich markup (it goes into :class:`~rich.text.Text`,
+not a markup string: a title ``[bold red]`` or ``[link=...]`` is those characters), and with its control
+characters made visible (:func:`refagent.acp.text.visible`: ESC is ``\\x1b``), in markdown and code
+blocks too, whose text rich would otherwise write out as it is. A title, a plan entry or a table cell is
+one line (:func:`~refagent.acp.text.one_line`); a message, an output or a diff keeps its lines. Links in
+a message are shown with their address (``text (url)``), not as terminal hyperlinks whose target is hidden.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.theme import Theme
 
+from refagent.acp.text import one_line, visible
 from refagent.client.chat_state import Command
 from refagent.client.render import diff_lines
 
@@ -67,7 +75,7 @@ class ChatMarkdown(Markdown):
     }
 
     def __init__(self, markup: str) -> None:
-        super().__init__(markup, code_theme=CODE_THEME)
+        super().__init__(markup, code_theme=CODE_THEME, hyperlinks=False)
 
 
 THEME = Theme({"markdown.code": "bold cyan", "markdown.h1": "bold underline", "markdown.h2": "bold underline"})
@@ -75,8 +83,9 @@ THEME = Theme({"markdown.code": "bold cyan", "markdown.h1": "bold underline", "m
 
 
 def markdown(text: str, last: int | None = None) -> Lines:
-    """``text`` rendered as markdown, as a block of lines (the ``last`` ones only, if given)."""
-    return Lines(ChatMarkdown(text), last)
+    """``text`` rendered as markdown, its control characters made visible first, as a block of lines (the
+    ``last`` ones only, if given)."""
+    return Lines(ChatMarkdown(visible(text, layout=True)), last)
 
 
 def split_blocks(text: str) -> tuple[str, str]:
@@ -156,9 +165,9 @@ def call_line(title: str, kind: str, status: str, elapsed: str = "") -> Text:
     line = Text("  ")
     line.append(STATUS_ICONS.get(status, "?"), style=STATUS_STYLES.get(status, "dim"))
     line.append(" ")
-    line.append(title, style="bold")
+    line.append(one_line(title), style="bold")
     if kind:
-        line.append(f" ({kind})", style="dim")
+        line.append(f" ({one_line(kind)})", style="dim")
     if elapsed:
         line.append(f" {elapsed}", style="dim")
     line.no_wrap = True
@@ -203,13 +212,14 @@ def output_block(lines: Iterable[str]) -> Text:
             block.append("\n")
         hidden = line.startswith("… ") and line.endswith(" lines hidden …")
         block.append("    │ ", style="dim")
-        block.append(line.expandtabs(4), style="dim italic" if hidden else "dim")
+        block.append(visible(line, layout=True).expandtabs(4), style="dim italic" if hidden else "dim")
     return block
 
 
 def diff_block(path: str, old: str | None, new: str) -> Text:
     """One ACP ``diff`` as a coloured unified diff (``oldText`` null: a new file), trimmed when long."""
-    lines = trim(diff_lines(path, old, new), MAX_DIFF_LINES, DIFF_TAIL)
+    before = None if old is None else visible(old, layout=True)
+    lines = trim(diff_lines(one_line(path), before, visible(new, layout=True)), MAX_DIFF_LINES, DIFF_TAIL)
     block = Text(no_wrap=True, overflow="ellipsis")
     for i, line in enumerate(lines):
         if i:
@@ -240,7 +250,7 @@ def plan_block(entries: Sequence[Any]) -> Text:
         block.append("\n    ")
         block.append(PLAN_ICONS.get(status, "☐"), style=PLAN_STYLES.get(status, "") or "default")
         block.append(" ")
-        block.append(str(entry.get("content") or ""), style=PLAN_STYLES.get(status, ""))
+        block.append(one_line(str(entry.get("content") or "")), style=PLAN_STYLES.get(status, ""))
     return block
 
 
@@ -255,17 +265,17 @@ def help_block(client: Sequence[Command], agent: Sequence[Command]) -> Group:
         grid.add_column(style="bold cyan", no_wrap=True)
         grid.add_column()
         for left, right in rows:
-            grid.add_row(f"  {left}", right)
+            grid.add_row(Text(f"  {left}"), right)  # a Text: a name from the agent is not markup
         grid.title = title
         grid.title_justify = "left"
         grid.title_style = "bold"
         return grid
 
     def row(command: Command) -> tuple[str, Text]:
-        described = Text(command.description)
+        described = Text(one_line(command.description))
         if command.hint:
-            described.append(f" · {command.hint}", style="dim")
-        return f"/{command.name}" + (" …" if command.hint else ""), described
+            described.append(f" · {one_line(command.hint)}", style="dim")
+        return f"/{one_line(command.name)}" + (" …" if command.hint else ""), described
 
     keys: list[tuple[str, str | Text]] = [
         ("Enter", "send"),
@@ -291,19 +301,21 @@ def sessions_block(sessions: Sequence[dict[str, Any]], now: datetime | None = No
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(overflow="ellipsis", no_wrap=True)
     for number, entry in enumerate(sessions, 1):
-        sid = str(entry.get("sessionId", ""))
-        grid.add_row(str(number), sid, ago(entry.get("updatedAt"), now), str(entry.get("title") or "(no title yet)"))
+        sid = one_line(str(entry.get("sessionId", "")))
+        title = one_line(str(entry.get("title") or "")) or "(no title yet)"
+        grid.add_row(Text(str(number)), Text(sid), Text(ago(entry.get("updatedAt"), now)), Text(title))
     return grid
 
 
 def ago(stamp: Any, now: datetime | None = None) -> str:
-    """An ISO 8601 time as ``just now``, ``5 min ago``, ``3 h ago``, ``2 days ago`` or its date."""
+    """An ISO 8601 time as ``just now``, ``5 min ago``, ``3 h ago``, ``2 days ago`` or its date (or as
+    the agent wrote it, on one line, if it is not one)."""
     if not isinstance(stamp, str):
         return ""
     try:
         when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
-        return stamp
+        return one_line(stamp)
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     seconds = ((now or datetime.now(UTC)) - when).total_seconds()

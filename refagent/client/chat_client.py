@@ -21,6 +21,7 @@ import anyio
 from rich.text import Text
 
 from refagent.acp.errors import MethodNotFound
+from refagent.acp.text import visible
 from refagent.client.chat_input import ChatInput
 from refagent.client.chat_state import ChatState
 from refagent.client.chat_view import DRAWN, ChatView
@@ -122,7 +123,7 @@ class ChatClient:
                 await self.on_cancel()
                 return None
             if not self.input.echoes:
-                self.view.console.print(answer)
+                self.view.console.print(Text(visible(answer)))  # what was typed, not markup
             chosen = pick(options, ANSWERS.get(answer.strip().lower(), ""))
             if chosen is not None:
                 return chosen

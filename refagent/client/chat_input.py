@@ -8,6 +8,11 @@ Ctrl-C clears the line; on an empty line it raises :class:`KeyboardInterrupt` (t
 decision), Ctrl-D on an empty line :class:`EOFError`. :class:`LineInput` reads plain lines instead, when
 stdin or stdout is not a terminal (a script).
 
+What the completions and the toolbar show of the agent's (commands, modes, models) comes from the
+:class:`~refagent.client.chat_state.ChatState`, which keeps it on one line with its control characters
+made visible; the ids and titles of ``/sessions`` are made so here (prompt_toolkit would draw an ESC as
+``^[`` anyway, but the chat shows one form everywhere: ``\\x1b``).
+
 prompt_toolkit runs on the event loop anyio runs (asyncio). It is never asked to handle SIGINT
 (``handle_sigint=False``): the chat's own signal receiver must stay in place, and at the prompt the
 terminal is in raw mode, where Ctrl-C is a key, not a signal. Between prompts (a turn) nothing reads
@@ -35,6 +40,7 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.styles import Style
 
+from refagent.acp.text import one_line
 from refagent.client.chat_blocks import ago
 from refagent.client.chat_state import CLIENT_COMMANDS, ChatState, Command
 from refagent.client.handler import StdinLines
@@ -118,11 +124,7 @@ class SlashCompleter(Completer):
 
     def _arguments(self, name: str) -> list[tuple[str, str]]:
         if name == "resume":
-            listed = self.state.listed
-            return [
-                (str(e.get("sessionId")), " · ".join(filter(None, [ago(e.get("updatedAt")), e.get("title")])))
-                for e in listed
-            ]
+            return [(one_line(str(e.get("sessionId"))), _describe(e)) for e in self.state.listed]
         if name == "mode":
             return self.state.modes
         if name == "model":
@@ -131,7 +133,8 @@ class SlashCompleter(Completer):
 
 
 def _describe(entry: dict[str, Any]) -> str:
-    return " · ".join(filter(None, [ago(entry.get("updatedAt")), str(entry.get("title") or "")]))
+    """A listed session, beside its id in the completions: when, and its title (on one line, visible)."""
+    return " · ".join(filter(None, [ago(entry.get("updatedAt")), one_line(str(entry.get("title") or ""))]))
 
 
 def _bindings(completer: SlashCompleter) -> KeyBindings:

@@ -3,7 +3,10 @@ the context and cost, the agent's slash commands, and the last ``/sessions`` lis
 
 :class:`ChatState` is plain data: :meth:`ChatState.adopt` takes a ``session/new`` or ``session/load``
 result, :meth:`ChatState.apply` one ``session/update``; the status line (:meth:`ChatState.status`), the
-completion of the prompt and ``/help`` read it. Nothing here draws or does I/O.
+completion of the prompt and ``/help`` read it. Nothing here draws or does I/O; but what is kept is kept
+to be shown, so each text taken from the agent (a title, a mode's or a model's name, a command's
+description) is one line with its control characters made visible (:func:`refagent.acp.text.one_line`).
+The session's id is kept as the agent gave it: it goes back to the agent.
 
 Spec: ACP "Session Modes" (``modes``, ``current_mode_update``), "Session Config Options" (category
 ``model`` and ``mode``, ``config_option_update``), "Slash Commands" (``available_commands_update``), and the
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from refagent.acp.text import one_line
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +66,12 @@ class ChatState:
         """A session was opened: forget the previous one's state, take this one's from the agent's answer."""
         vars(self).update(vars(ChatState(listed=self.listed)))  # every other field back to its default
         self.session_id = session_id
-        self.title = title
+        self.title = one_line(title)
         modes = result.get("modes")
         if isinstance(modes, dict):
-            self.mode = str(modes.get("currentModeId") or "")
+            self.mode = _line(modes.get("currentModeId"))
             self.modes = [
-                (str(m["id"]), str(m.get("name") or m["id"]))
+                (_line(m["id"]), _line(m.get("name") or m["id"]))
                 for m in modes.get("availableModes") or []
                 if isinstance(m, dict) and "id" in m
             ]
@@ -76,7 +81,7 @@ class ChatState:
         """Take what one ``session/update`` says about the session (the kinds that are not drawn)."""
         kind = update.get("sessionUpdate")
         if kind == "current_mode_update":
-            self.mode = str(update.get("currentModeId") or self.mode)
+            self.mode = _line(update.get("currentModeId")) or self.mode
         elif kind == "config_option_update":
             self._options(update.get("configOptions"))
         elif kind == "usage_update":
@@ -84,30 +89,30 @@ class ChatState:
             self.size = _int(update.get("size"))
             cost = update.get("cost")
             if isinstance(cost, dict) and isinstance(cost.get("amount"), int | float):
-                self.cost = (float(cost["amount"]), str(cost.get("currency") or ""))
+                self.cost = (float(cost["amount"]), _line(cost.get("currency")))
         elif kind == "available_commands_update":
             self.commands = [
-                Command(str(c["name"]), str(c.get("description") or ""), _hint(c))
+                Command(one_line(c["name"]), _line(c.get("description")), _hint(c))
                 for c in update.get("availableCommands") or []
                 if isinstance(c, dict) and isinstance(c.get("name"), str)
             ]
         elif kind == "session_info_update" and isinstance(update.get("title"), str):
-            self.title = update["title"]
+            self.title = one_line(update["title"])
 
     def _options(self, options: Any) -> None:
         for option in options if isinstance(options, list) else []:
             if not isinstance(option, dict):
                 continue
             category = option.get("category") or option.get("id")
-            current = option.get("currentValue")
+            current = _line(option.get("currentValue"))
             choices = [c for c in option.get("options") or [] if isinstance(c, dict) and "value" in c]
             if category == "model":
-                self.models = [(str(c["value"]), str(c.get("name") or c["value"])) for c in choices]
-                self.model = next((name for value, name in self.models if value == current), str(current or ""))
+                self.models = [(_line(c["value"]), _line(c.get("name") or c["value"])) for c in choices]
+                self.model = next((name for value, name in self.models if value == current), current)
             elif category == "mode" and current:
-                self.mode = str(current)
+                self.mode = current
                 if not self.modes:
-                    self.modes = [(str(c["value"]), str(c.get("name") or c["value"])) for c in choices]
+                    self.modes = [(_line(c["value"]), _line(c.get("name") or c["value"])) for c in choices]
 
     def mode_name(self) -> str:
         return next((name for mode, name in self.modes if mode == self.mode), self.mode)
@@ -144,6 +149,11 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _line(value: Any) -> str:
+    """A text the agent gave, to be shown: one line, its control characters visible (``""`` for none)."""
+    return one_line(str(value)) if value is not None and value != "" else ""
+
+
 def _hint(command: dict[str, Any]) -> str:
     given = command.get("input")
-    return str(given.get("hint") or "") if isinstance(given, dict) else ""
+    return _line(given.get("hint")) if isinstance(given, dict) else ""

@@ -17,6 +17,12 @@ only the finished parts are printed. Colour follows the console (rich: none with
 
 A turn that failed (the agent's ``_meta.refagent.failure`` on the message chunk and on the prompt's
 result: ``kind`` model, auth or config, and the message) is shown once, as an error.
+
+Nothing the agent sends drives the terminal: every string of an update or a permission request is made
+visible (:func:`refagent.acp.text.visible_strings`: ESC is drawn as ``\\x1b``, a lone ``\\r`` as ``\\r``)
+before anything is drawn from it, and so is the text of :meth:`ChatView.note` and :meth:`ChatView.error`;
+all of it goes into :class:`~rich.text.Text` or the blocks of :mod:`~refagent.client.chat_blocks`, never
+into rich markup.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
+from refagent.acp.text import one_line, visible, visible_strings
 from refagent.client import chat_blocks as blocks
 from refagent.client.render import option_key
 
@@ -70,6 +77,11 @@ class _Region:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if not self.view._hidden:
             yield self.view.region()
+
+
+def _title(message: dict[str, Any], default: str) -> str:
+    """A tool call's ``title`` as one line (``default`` if it has none)."""
+    return one_line(str(message.get("title") or "")) or default
 
 
 def failure_of(meta: Any) -> dict[str, str] | None:
@@ -119,11 +131,13 @@ class ChatView:
         self.console.print(renderable)
 
     def note(self, text: str, style: str = "dim") -> None:
-        self.print(Text(text, style=style))
+        """A line of ``text`` (its control characters made visible)."""
+        self.print(Text(visible(text, layout=True), style=style))
 
     def error(self, text: str) -> None:
+        """``✗ text``, in red (its control characters made visible: an error can quote the agent)."""
         self._finish_stream()
-        self.print(Text(f"✗ {text}", style="bold red"), "error")
+        self.print(Text(f"✗ {visible(text, layout=True)}", style="bold red"), "error")
 
     def relative(self, path: str) -> str:
         return path[len(self.cwd) + 1 :] if self.cwd and path.startswith(self.cwd + "/") else path
@@ -211,14 +225,16 @@ class ChatView:
     # -- updates -----------------------------------------------------------------------------------
 
     def update(self, update: dict[str, Any]) -> None:
-        """Draw one ``session/update``'s ``update`` (kinds with nothing to show are left to the state)."""
+        """Draw one ``session/update``'s ``update`` (kinds with nothing to show are left to the state),
+        every string in it made visible."""
+        update = visible_strings(update)
         kind = str(update.get("sessionUpdate"))
         if kind in ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk"):
             self._chunk(kind, update)
         elif kind == "tool_call":
             self._finish_stream()
             call_id = str(update.get("toolCallId", ""))
-            self.calls[call_id] = _Call(str(update.get("title") or "tool call"), str(update.get("kind") or ""))
+            self.calls[call_id] = _Call(_title(update, "tool call"), one_line(str(update.get("kind") or "")))
             self._call_update(call_id, update)
         elif kind == "tool_call_update":
             self._call_update(str(update.get("toolCallId", "")), update)
@@ -280,11 +296,10 @@ class ChatView:
     def _call_update(self, call_id: str, update: dict[str, Any]) -> None:
         call = self.calls.get(call_id)
         if call is None:  # an update for a call never announced: show it anyway
-            call = self.calls[call_id] = _Call(str(update.get("title") or "tool call"), str(update.get("kind") or ""))
-        if update.get("title"):
-            call.title = str(update["title"])
+            call = self.calls[call_id] = _Call(_title(update, "tool call"), one_line(str(update.get("kind") or "")))
+        call.title = _title(update, call.title)
         if update.get("kind"):
-            call.kind = str(update["kind"])
+            call.kind = one_line(str(update["kind"]))
         if isinstance(update.get("content"), list):
             call.content = update["content"]
         status = update.get("status")
@@ -330,19 +345,22 @@ class ChatView:
     # -- permission --------------------------------------------------------------------------------
 
     def permission(self, params: dict[str, Any]) -> str:
-        """Show what the agent asks to do (title, preview, diff) and the answers; returns them (``y / a / n``)."""
+        """Show what the agent asks to do (title, preview, diff) and the answers; returns them (``y / a / n``).
+        Every string of ``params`` is made visible first."""
         self._finish_stream()
+        params = visible_strings(params)
         tool = params.get("toolCall") or {}
         call_id = str(tool.get("toolCallId", ""))
-        call = self.calls.get(call_id) or _Call(str(tool.get("title") or "a tool call"), str(tool.get("kind") or ""))
-        title = str(tool.get("title") or call.title)
+        call = self.calls.get(call_id) or _Call("a tool call", "")
+        title = _title(tool, call.title)
+        kind = one_line(str(tool.get("kind") or call.kind))
         content: list[Any] = tool["content"] if isinstance(tool.get("content"), list) else call.content
         head = Text("  ")
         head.append("?", style="bold magenta")
         head.append(" ")
         head.append(title, style="bold")
-        if tool.get("kind") or call.kind:
-            head.append(f" ({tool.get('kind') or call.kind})", style="dim")
+        if kind:
+            head.append(f" ({kind})", style="dim")
         parts: list[RenderableType] = [head]
         preview = blocks.content_lines(blocks.text_of(content))
         if preview:
@@ -352,14 +370,15 @@ class ChatView:
         for option in options:
             line = Text("      ")
             line.append(f"{option_key(option):<6}", style="bold magenta")
-            line.append(str(option.get("name") or option.get("optionId")), style="dim")
+            line.append(one_line(str(option.get("name") or option.get("optionId"))), style="dim")
             parts.append(line)
         self.print(Group(*parts), "permission")
         self._last = "answer"
         return " / ".join(dict.fromkeys(option_key(o) for o in options))
 
     def answered(self, text: str) -> None:
-        self.console.print(Text(f"    → {text}", style="magenta"))
+        """The answer to a permission question, on one line (it may hold the option's name)."""
+        self.console.print(Text(f"    → {one_line(text)}", style="magenta"))
         self._last = "permission"
 
     # -- the live region ---------------------------------------------------------------------------

@@ -368,6 +368,25 @@ def test_without_a_terminal_it_reads_lines_and_draws_no_colour(tmp_path: Path) -
 
 
 @pytest.mark.slow
+def test_without_a_terminal_a_question_shows_its_answers(tmp_path: Path) -> None:
+    """The question is text, not rich markup: ``[y / a / n / never]`` was once taken for a style, and lost."""
+    turns = [Turn(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a\n"})]), Turn(text="Done.")]
+    with ScriptedOpenAIServer(turns, api_key=KEY) as server:
+        result = subprocess.run(
+            [*AGENT, "chat", "--cwd", str(tmp_path)],
+            input="write it\ny\n",
+            env=server_env(tmp_path, server),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert result.returncode == 0, result.stderr
+    assert "Allow? [y / a / n / never] y\n" in result.stdout
+    assert (tmp_path / "a.txt").read_text() == "a\n"
+
+
+@pytest.mark.slow
 def test_a_closed_stdout_ends_the_chat_quietly(tmp_path: Path) -> None:
     with ScriptedOpenAIServer([Turn(text="Hello.")], api_key=KEY) as server:
         process = subprocess.Popen(

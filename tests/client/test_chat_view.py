@@ -12,11 +12,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+from prompt_toolkit.formatted_text import to_plain_text
 from rich.console import Console
 
 from refagent.client import chat_blocks as blocks
+from refagent.client.chat_input import SlashCompleter
 from refagent.client.chat_state import CLIENT_COMMANDS, ChatState, Command, money, tokens
 from refagent.client.chat_view import ChatView
+from tests.client.hostile import BEGIN, END, HOSTILE, MARKUP, SHOWN, drawn_between, obeyed, plain
 
 COLOUR = re.compile(r"\x1b\[[0-9;]*(3[0-7]|9[0-7]|38;[0-9;]+)m")
 """An SGR sequence that sets a foreground colour."""
@@ -418,3 +423,94 @@ def test_sessions_are_listed_with_their_age() -> None:
     assert first.split() == ["1", "sess_a", "5", "min", "ago", "fix", "the", "bug"]
     assert second.split()[:5] == ["2", "sess_b", "3", "days", "ago"]
     assert blocks.ago("2024-01-01T00:00:00Z", now) == "2024-01-01"
+
+
+# -- what the agent sends is shown, not obeyed ---------------------------------------------------------
+
+WRAPPED = f"{BEGIN}{HOSTILE}{END}"
+
+
+def coloured(width: int = 240) -> tuple[ChatView, io.StringIO]:
+    """A view on a console that believes it is a terminal, in colour (no live region: what is printed)."""
+    out = io.StringIO()
+    console = Console(file=out, width=width, height=40, force_terminal=True, color_system="standard")
+    return ChatView(console, cwd="/work", live=False), out
+
+
+def test_nothing_the_agent_sends_drives_the_terminal() -> None:
+    """Every string of every update the view draws, of a permission question, of an error: made visible,
+    in rich's text, markdown (code blocks too) and tables alike; the only escape sequences are colours."""
+    view, out = coloured(width=1000)  # a table's cells are cut to the width: here, none is
+    view.begin()
+    view.update({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": WRAPPED}})
+    view.update({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": WRAPPED}})
+    view.update(message(f"Text {WRAPPED} and `{WRAPPED}`\n\n```sh\n{WRAPPED}\n```\n"))
+    diff = {"type": "diff", "path": f"/work/{WRAPPED}", "oldText": f"{WRAPPED}\n", "newText": "x\n"}
+    view.update(call(title=WRAPPED, kind=WRAPPED, status="pending"))
+    keys = view.permission(
+        {
+            "sessionId": "s",
+            "toolCall": {"toolCallId": "c1", "title": WRAPPED, "content": text_content(WRAPPED)},
+            "options": [{"optionId": "allow", "name": WRAPPED, "kind": "allow_once"}],
+        }
+    )
+    view.answered(WRAPPED)
+    view.update(call_update(status="failed", content=[diff, *text_content(f"{WRAPPED}\r\nsecond line\r\n")]))
+    view.update({"sessionUpdate": "plan", "entries": [{"content": WRAPPED, "status": "completed", "priority": "low"}]})
+    view.note(WRAPPED)
+    view.end({"stopReason": "end_turn", "_meta": {"refagent": {"failure": {"kind": "model", "message": WRAPPED}}}})
+    view.console.print(blocks.sessions_block([{"sessionId": WRAPPED, "updatedAt": WRAPPED, "title": WRAPPED}]))
+    view.console.print(blocks.help_block([], [Command(WRAPPED, WRAPPED, WRAPPED)]))
+    raw = out.getvalue()
+    assert keys == "y"
+    assert obeyed(raw) == []
+    drawn = [plain(text) for text in drawn_between(raw)]
+    assert len(drawn) == 25
+    assert set(drawn) == {SHOWN}
+    assert COLOUR.search(raw)  # the view's own colours are still there
+
+
+def test_the_agents_text_is_never_rich_markup() -> None:
+    view, out = coloured()
+    view.begin()
+    view.update(call(title=MARKUP, status="completed", content=text_content(MARKUP)))
+    view.update({"sessionUpdate": "plan", "entries": [{"content": MARKUP, "status": "completed", "priority": "low"}]})
+    view.update(message(MARKUP))
+    view.end()
+    view.console.print(blocks.sessions_block([{"sessionId": MARKUP, "title": MARKUP}]))
+    view.console.print(blocks.help_block([], [Command(MARKUP, MARKUP, MARKUP)]))
+    raw = out.getvalue()
+    assert plain(raw).count(MARKUP) == 9  # title, output, plan, message, a session id and title, help: 3
+    assert "\x1b]8;" not in raw  # no hyperlink
+    assert "\x1b[1;31mnot bold" not in raw
+
+
+def test_a_link_in_a_message_shows_where_it_goes() -> None:
+    view, out = coloured()
+    view.begin()
+    view.update(message("See [the docs](https://evil.example/steal) for more."))
+    view.end()
+    raw = out.getvalue()
+    assert "\x1b]8;" not in raw  # not a terminal hyperlink, whose target the reader cannot see
+    assert "the docs (https://evil.example/steal)" in plain(raw)
+
+
+def test_the_status_line_and_completions_show_the_agents_words_visibly() -> None:
+    state = ChatState()
+    choice = {"value": WRAPPED, "name": WRAPPED}
+    option = {"id": "model", "category": "model", "type": "select", "currentValue": WRAPPED, "options": [choice]}
+    state.adopt("s", {"modes": {"currentModeId": WRAPPED, "availableModes": []}, "configOptions": [option]}, WRAPPED)
+    state.apply(
+        {"sessionUpdate": "available_commands_update", "availableCommands": [{"name": "x", "description": WRAPPED}]}
+    )
+    state.apply({"sessionUpdate": "session_info_update", "title": WRAPPED})
+    state.listed = [{"sessionId": "sess_1", "title": WRAPPED, "updatedAt": WRAPPED}]
+    assert state.status() == f"{BEGIN}{SHOWN}{END} · {BEGIN}{SHOWN}{END}"
+    assert state.title == f"{BEGIN}{SHOWN}{END}"
+    completer = SlashCompleter(state)
+    metas = [
+        to_plain_text(c.display_meta)
+        for text in ("/x", "/resume ", "/model ")
+        for c in completer.get_completions(Document(text), CompleteEvent())
+    ]
+    assert metas == [f"{BEGIN}{SHOWN}{END}", f"{BEGIN}{SHOWN}{END} · {BEGIN}{SHOWN}{END}", f"{BEGIN}{SHOWN}{END}"]
