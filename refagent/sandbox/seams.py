@@ -100,6 +100,9 @@ class ResolvedPath:
 class PathPolicy(Protocol):
     """The sandbox boundary (implemented in :mod:`refagent.sandbox.policy`)."""
 
+    roots: tuple[str, ...]
+    """The session roots, resolved (the cwd first)."""
+
     def resolve(self, path: str, *, follow_symlinks: bool = True) -> ResolvedPath:
         """Resolve a model-given path (relative to the session cwd or absolute). Raises ToolError if invalid.
 

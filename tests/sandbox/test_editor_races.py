@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from refagent.errors import ToolError
@@ -19,6 +21,7 @@ from refagent.sandbox.local_fs import LocalFileSystem
 from refagent.sandbox.policy import RootPolicy
 from refagent.settings import Settings
 from refagent.testing.memory import FakeClient, allow_once, connect
+from tests.support.acp_schema import validate_agent_message
 from tests.support.tool_fakes import DirectPeer
 
 pytestmark = pytest.mark.anyio
@@ -94,3 +97,180 @@ async def test_unchanged_paths_go_through(layout: tuple[Path, Path]) -> None:
     assert await files.read_text(path) == "buffer\n"
     await files.write_text(str(workspace / "sub" / "new.txt"), "new\n")  # a file that does not exist yet
     assert [method for method, _ in peer.sent] == ["fs/read_text_file", "fs/write_text_file"]
+
+
+# -- a swap between the check and the editor's answer ------------------------------------------------------
+#
+# The agent checks the path, then the editor opens it itself. An attacker in the workspace (a command left
+# running) can replace a directory or the file on the way by a symbolic link to outside in between, and
+# even put it back before the editor answers. The fake editor below does exactly that, on every request:
+# no thread timing, so every try is a hit. Nothing it read outside may reach the caller.
+
+TICK = 0.02
+"""Longer than a clock tick: on kernels whose file times are coarse (before Linux 6.13), a change and its
+undoing within one tick of the last change would leave a directory's ctime as it was."""
+
+
+def swap_dir(workspace: Path, outside: Path) -> Callable[[], None]:
+    """``sub`` becomes a link to the outside directory; the undo puts the real one back."""
+    swap(workspace, outside)
+
+    def undo() -> None:
+        os.unlink(workspace / "sub")
+        os.rename(workspace / "sub.orig", workspace / "sub")
+
+    return undo
+
+
+def swap_file(workspace: Path, outside: Path) -> Callable[[], None]:
+    """``sub/notes.txt`` becomes a link to the outside file; the undo puts the real one back."""
+    os.rename(workspace / "sub" / "notes.txt", workspace / "sub" / "notes.orig")
+    os.symlink(outside / "notes.txt", workspace / "sub" / "notes.txt")
+
+    def undo() -> None:
+        os.unlink(workspace / "sub" / "notes.txt")
+        os.rename(workspace / "sub" / "notes.orig", workspace / "sub" / "notes.txt")
+
+    return undo
+
+
+Swap = Callable[[Path, Path], Callable[[], None]]
+SWAPS: dict[str, Swap] = {"dir": swap_dir, "file": swap_file}
+
+
+class SwappingEditor:
+    """An editor that answers ``fs/*`` from the disk, opening the path as it is given (following links, as
+    editors do), with an attacker's ``swap`` made between the agent's check and the open; with ``undo``,
+    the swap is undone after the open and before the answer."""
+
+    def __init__(self, workspace: Path, outside: Path, swap: Swap, *, undo: bool) -> None:
+        self.workspace, self.outside, self.swap, self.undo = workspace, outside, swap, undo
+        self.swapped: Callable[[], None] | None = None
+
+    async def read(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.swapped = self.swap(self.workspace, self.outside)
+        content = await anyio.Path(params["path"]).read_text()
+        await self._settle()
+        return {"content": content}
+
+    async def write(self, params: dict[str, Any]) -> None:
+        self.swapped = self.swap(self.workspace, self.outside)
+        await anyio.Path(params["path"]).write_text(params["content"])
+        await self._settle()
+
+    async def _settle(self) -> None:
+        if self.undo:
+            await anyio.sleep(TICK)
+            self.restore()
+
+    def restore(self) -> None:
+        if self.swapped is not None:
+            self.swapped()
+            self.swapped = None
+
+    def handlers(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[Any]]]:
+        return {"fs/read_text_file": self.read, "fs/write_text_file": self.write}
+
+
+class CheckedPeer(DirectPeer):
+    """:class:`DirectPeer` that checks every request against the ACP schema, as the wire would."""
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        validate_agent_message({"jsonrpc": "2.0", "id": len(self.sent), "method": method, "params": params}, None)
+        return await super().request(method, params)
+
+
+def editor_files(workspace: Path, editor: SwappingEditor) -> tuple[EditorFiles, CheckedPeer]:
+    client = FakeClient(extra=editor.handlers())
+    peer = CheckedPeer(client.handle_request)
+    policy = RootPolicy(str(workspace), [])
+    return EditorFiles(peer, "s", LocalFileSystem(), read=True, write=True, policy=policy), peer
+
+
+TRIES = 25
+
+
+@pytest.mark.parametrize("undo", [False, True], ids=["swap-stays", "swap-undone"])
+@pytest.mark.parametrize("what", SWAPS)
+async def test_a_swap_while_the_editor_reads_is_never_read_outside(
+    layout: tuple[Path, Path], what: str, undo: bool
+) -> None:
+    workspace, outside = layout
+    editor = SwappingEditor(workspace, outside, SWAPS[what], undo=undo)
+    files, peer = editor_files(workspace, editor)
+    path = str(workspace / "sub" / "notes.txt")
+    read: list[str] = []
+    refused: list[str] = []
+    for _ in range(TRIES):
+        try:
+            read.append(await files.read_text(path))
+        except ToolError as exc:
+            refused.append(str(exc))
+        editor.restore()
+    assert read == []  # not one read outside (nor, here, inside: every answer came while the way was changed)
+    for message in refused:
+        assert message.startswith(f"{path} changed while the editor read it ("), message
+        assert message.endswith("it was discarded. Read the file again."), message
+    assert len(peer.sent) == TRIES  # every try reached the editor: every one was a hit
+
+
+async def test_an_answer_that_is_the_file_itself_is_kept_though_the_way_changed(layout: tuple[Path, Path]) -> None:
+    """A change on the way while the editor read (a file made in the directory, here) is no reason to
+    refuse an answer that is exactly what the file holds."""
+    workspace, _ = layout
+
+    def touch(workspace: Path, outside: Path) -> Callable[[], None]:
+        (workspace / "sub" / "other.txt").write_text("made meanwhile\n")
+        return lambda: None
+
+    editor = SwappingEditor(workspace, workspace, touch, undo=True)
+    files, _ = editor_files(workspace, editor)
+    assert await files.read_text(str(workspace / "sub" / "notes.txt")) == "inside\n"
+
+
+async def test_a_read_refused_after_the_answer_reaches_the_model_as_a_failed_call(
+    layout: tuple[Path, Path], check: Any
+) -> None:
+    workspace, outside = layout
+    editor = SwappingEditor(workspace, outside, swap_dir, undo=True)
+    model = ScriptedModel([[ToolCallRequest("c1", "read_file", json.dumps({"path": "sub/notes.txt"}))], text("ok")])
+    client = FakeClient(extra=editor.handlers())
+    async with connect(Settings(make_model=lambda p: model), client=client, check=check) as agent_editor:
+        await agent_editor.initialize(FS)
+        sid = await agent_editor.new_session(str(workspace))
+        assert await agent_editor.prompt(sid, "go") == {"stopReason": "end_turn"}
+        updates = agent_editor.updates(sid)
+    [result] = [m["content"] for m in model.requests[-1].messages if m["role"] == "tool"]
+    assert "changed while the editor read it" in result
+    assert "outside secret" not in result
+    assert "outside secret" not in json.dumps(updates)
+    assert [u["status"] for u in updates if u.get("status") in ("completed", "failed")] == ["failed"]
+
+
+@pytest.mark.parametrize("undo", [False, True], ids=["swap-stays", "swap-undone"])
+async def test_a_swap_while_the_editor_writes_is_reported(layout: tuple[Path, Path], undo: bool) -> None:
+    """The editor wrote outside: done by then, but never reported as a write of the file asked for."""
+    workspace, outside = layout
+    editor = SwappingEditor(workspace, outside, swap_dir, undo=undo)
+    files, _ = editor_files(workspace, editor)
+    path = str(workspace / "sub" / "notes.txt")
+    with pytest.raises(ToolError) as caught:
+        await files.write_text(path, "changed\n")
+    editor.restore()
+    assert str(caught.value).startswith(f"{path} changed while the editor wrote it (")
+    assert "the editor may have written the text elsewhere, even outside the workspace" in str(caught.value)
+    assert (outside / "notes.txt").read_text() == "changed\n"  # what the check after the answer cannot undo
+    assert (workspace / "sub" / "notes.txt").read_text() == "inside\n"
+
+
+async def test_a_write_the_file_holds_is_not_reported_though_the_way_changed(layout: tuple[Path, Path]) -> None:
+    workspace, _ = layout
+
+    def touch(workspace: Path, outside: Path) -> Callable[[], None]:
+        (workspace / "other.txt").write_text("made meanwhile\n")  # in the root: the directory above sub
+        return lambda: None
+
+    editor = SwappingEditor(workspace, workspace, touch, undo=True)
+    files, _ = editor_files(workspace, editor)
+    await files.write_text(str(workspace / "sub" / "notes.txt"), "changed\n")
+    assert (workspace / "sub" / "notes.txt").read_text() == "changed\n"
