@@ -29,6 +29,7 @@ from refagent.client.chat_state import ChatState, Command
 from refagent.client.chat_view import ChatView
 from refagent.testing.openai_server import Fault, ScriptedOpenAIServer, ToolCall, Turn
 from refagent.testing.transcript import Transcript
+from tests.client.hostile import BEGIN, END, HOSTILE, SHOWN, drawn_between, obeyed, plain
 from tests.support.acp_schema import checked_wire
 from tests.support.helpers_process import agent_env
 
@@ -437,6 +438,20 @@ async def test_the_client_answers_permissions_and_nothing_else() -> None:
     for method in ("fs/read_text_file", "terminal/create"):
         with pytest.raises(MethodNotFound):
             await the_client.handle_request(method, {"sessionId": "s"})
+
+
+async def test_the_agents_log_lines_and_a_typed_answer_are_shown_not_obeyed() -> None:
+    out = io.StringIO()
+    view = ChatView(Console(file=out, width=400, force_terminal=True), live=False)
+    typed = Typed(answers=(f"y{HOSTILE}", "y"))
+    typed.echoes = False  # plain lines: the chat prints the answer it read
+    the_chat = Chat(ChatOptions(cwd="/work", agent=[]), view, typed, ChatState())
+    await the_chat.agent_log(f"{BEGIN}{HOSTILE}{END}")  # a log line can quote a model's tool name
+    await the_chat.client.permission(ASK)
+    raw = out.getvalue()
+    assert obeyed(raw) == []
+    assert [plain(text) for text in drawn_between(raw)] == [SHOWN]
+    assert f"y{SHOWN}" in plain(raw)
 
 
 async def test_ctrl_d_at_a_question_cancels_the_turn_and_later_questions_too() -> None:
