@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from refagent.acp.text import one_line
+
 if TYPE_CHECKING:  # annotations only: the TypedDicts take a millisecond or two to create
     from refagent.acp.types import (
         AvailableCommand,
@@ -117,9 +119,11 @@ def config_options(options: list[ConfigOption]) -> dict[str, Any]:
 
 
 def session_info(*, title: str | None = None, updated_at: str | None = None) -> dict[str, Any]:
+    """A ``session_info_update``; the title made one visible line (:func:`refagent.acp.text.one_line`):
+    it comes from the user's prompt, and clients draw it in tab bars and terminals."""
     update: dict[str, Any] = {"sessionUpdate": "session_info_update"}
     if title is not None:
-        update["title"] = title
+        update["title"] = one_line(title)
     if updated_at is not None:
         update["updatedAt"] = updated_at
     return update

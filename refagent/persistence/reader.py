@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from refagent.acp import jsonrpc
+from refagent.acp.text import one_line
 from refagent.persistence.records import replay_head
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ class StoredSession:
         if self.additional_directories:
             info["additionalDirectories"] = self.additional_directories
         if self.title:
-            info["title"] = self.title
+            info["title"] = one_line(self.title)  # saved by any version, or edited: shown to a person
         if self.updated_at or self.created_at:
             info["updatedAt"] = self.updated_at or self.created_at
         return info

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from refagent.acp.errors import InvalidParams
+from refagent.acp.text import one_line
 from refagent.persistence.reader import StoredSession, read_records, read_session
 from refagent.persistence.writer import SessionLog, repair
 
@@ -165,7 +166,10 @@ class SessionStore:
         entries.sort(key=_sort_key, reverse=True)
         if after is not None:
             entries = [e for e in entries if _sort_key(e) < after]
-        page = entries[:page_size]
+        # A title came from a user's prompt, saved by any version (or edited by hand): one visible line.
+        page = [
+            {**e, "title": one_line(e["title"])} if isinstance(e.get("title"), str) else e for e in entries[:page_size]
+        ]
         more = len(entries) > page_size
         return page, (_encode_cursor(_sort_key(page[-1])) if more and page else None)
 

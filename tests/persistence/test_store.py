@@ -14,6 +14,7 @@ import pytest
 
 from refagent.acp import updates
 from refagent.acp.errors import InvalidParams
+from refagent.acp.text import one_line
 from refagent.persistence.conversation import STOPPED_RESULT, Conversation
 from refagent.persistence.reader import StoredSession, fold
 from refagent.persistence.recorder import FLUSH_SECONDS, Recorder, load, replay
@@ -273,7 +274,7 @@ def test_text_with_line_separators_survives(tmp_path: Path, separator: str) -> N
     assert stored.updates[0]["content"]["text"] == text
     assert stored.title == text
     (tmp_path / "index.json").unlink()
-    assert new_store(tmp_path).list()[0][0]["title"] == text
+    assert new_store(tmp_path).list()[0][0]["title"] == one_line(text)  # kept whole; listed as one visible line
 
 
 # -- loading what a crash or a bug left -------------------------------------------------------------

@@ -666,3 +666,16 @@ async def test_sessions_are_saved_under_the_user_data_dir_by_default(
         sid = await editor.new_session(str(project))
         await editor.prompt(sid, "saved?")
     assert (data / "refagent" / "sessions" / f"{sid}.jsonl").exists()
+
+
+async def test_a_title_is_one_visible_line(project: Path, sessions_dir: Path, check: Any) -> None:
+    """The title comes from the user's prompt (pasted text can carry escape sequences): the editor's tab bar
+    and a terminal client get it as one line with its control characters shown, live and in the list."""
+    async with agent(sessions_dir, ScriptedModel([text("ok")]), check) as editor:
+        sid = await editor.new_session(str(project))
+        await editor.prompt(sid, "fix\x1b]0;owned\x07 it\r\nnow\x9b2J")
+        [info] = [u for u in editor.updates(sid) if u["sessionUpdate"] == "session_info_update"]
+        listed = await editor.request("session/list", {})
+    expected = "fix\\x1b]0;owned\\x07 it now\\x9b2J"
+    assert info["title"] == expected
+    assert [s["title"] for s in listed["sessions"]] == [expected]
