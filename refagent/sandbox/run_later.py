@@ -12,7 +12,10 @@ folder it opens; CI runs the workflows of a push. :data:`RUN_LATER` names them, 
   (A writable ``.git`` cannot be held by name: a new ``commondir`` is made like a new ``index.lock``.)
 - editors' and tools' files: ``.vscode``, ``.idea``, ``.zed``, ``.devcontainer``, ``.github/workflows``,
   ``.gitlab-ci.yml``, ``.envrc`` (direnv), ``.mcp.json``, ``.husky`` and ``.pre-commit-config.yaml``
-  (what git hooks run), the agents' ``.claude``, ``.cursor``, ``.gemini`` and ``.codex``.
+  (what git hooks run), the agents' ``.claude``, ``.cursor``, ``.gemini`` and ``.codex``;
+- for a root that is a home directory: the shells' start-up files (``.bashrc``, ``.profile``,
+  ``.zshrc``...), git's own configuration (``.gitconfig``, ``.config/git``), fish's, autostart entries
+  and systemd user units.
 
 Beyond those: every ``.git`` (directory or file) nested at most :data:`DEPTH` directories below a root,
 found by a bounded walk (at most :data:`MAX_DIRECTORIES` directories, skipping :data:`SKIPPED`), and
@@ -57,8 +60,22 @@ RUN_LATER = (
     ".cursor",
     ".gemini",
     ".codex",
+    ".gitconfig",
+    ".config/git",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".config/fish",
+    ".config/autostart",
+    ".config/systemd",
 )
-"""Paths at the top of a root that git, editors, CI and other agents run code from (see above)."""
+"""Paths at the top of a root that git, editors, CI and other agents run code from (see above), and,
+for a root that is a home directory, what the user's shell, git and desktop run from there."""
 DEPTH = 3
 """How deep below a root a nested repository is looked for: ``a/b/c/.git`` is found, ``a/b/c/d/.git`` not."""
 MAX_DIRECTORIES = 4000
