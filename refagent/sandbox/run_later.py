@@ -78,7 +78,7 @@ RUN_LATER = (
 for a root that is a home directory, what the user's shell, git and desktop run from there."""
 DEPTH = 3
 """How deep below a root a nested repository is looked for: ``a/b/c/.git`` is found, ``a/b/c/d/.git`` not."""
-MAX_DIRECTORIES = 4000
+MAX_DIRECTORIES = 1000
 """How many directories of a root the walk for nested repositories looks into, at most."""
 SKIPPED = frozenset({"node_modules", ".venv", "venv", "__pycache__", ".tox", ".nox", "target", ".mypy_cache"})
 """Directories the walk does not enter: dependencies and build output, where nobody runs git."""
