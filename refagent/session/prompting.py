@@ -71,12 +71,35 @@ class Prompting:
             if command.argument:
                 instruction += f"\n\nThe user adds: {command.argument}"
             blocks = [{"type": "text", "text": instruction}, *blocks[1:]]
-        message = await user_message(blocks, images=session.profile.images, read_text=_reader(session))
+        turn: Turn | None = None
+        stop: StopReason = "cancelled"  # unless the turn gets to answer otherwise
+        scope = session.open_turn()
+        try:
+            with scope:
+                async with session.turn_lock:  # a prompt sent during a turn waits for it
+                    # Built here, under the lock: a `/model` or a mode change queued before this prompt has
+                    # run by now, so the turn takes the model, effort and prompt the session has at its start.
+                    await session.read_conversation()
+                    message = await user_message(blocks, images=session.profile.images, read_text=_reader(session))
+                    turn = await self._turn(session)
+                    session.begin_turn()
+                    session.record_prompt(typed, new_id("user"))
+                    stop = await run_prompt(turn, message)
+        finally:
+            session.close_turn(scope)
+        await self._after(session, typed)
+        if turn is not None and turn.failure is not None and stop == "end_turn":
+            return {"stopReason": stop, "_meta": turn.failure.meta()}
+        return {"stopReason": stop}
+
+    async def _turn(self, session: Session) -> Turn:
+        """The turn of ``session`` as it is now: its model and reasoning effort, its system prompt (which
+        reads ``AGENTS.md`` afresh), its tools (MCP servers waited for a while at the first prompt)."""
         if session.mcp is not None:
             # The first prompt may come while servers still start; a slow one is not waited for long.
             with anyio.move_on_after(MCP_READY_SECONDS):
                 await session.mcp.wait_ready()
-        turn = Turn(
+        return Turn(
             model=self.models.get(session.profile),
             history=session.history,
             send=session.update,
@@ -89,21 +112,6 @@ class Prompting:
             reasoning_effort=session.reasoning_effort,
             changed_files=session.changed_files,
         )
-        stop: StopReason = "cancelled"  # unless the turn gets to answer otherwise
-        scope = session.open_turn()
-        try:
-            with scope:
-                async with session.turn_lock:  # a prompt sent during a turn waits for it
-                    await session.read_conversation()
-                    session.begin_turn()
-                    session.record_prompt(typed, new_id("user"))
-                    stop = await run_prompt(turn, message)
-        finally:
-            session.close_turn(scope)
-        await self._after(session, typed)
-        if turn.failure is not None and stop == "end_turn":
-            return {"stopReason": stop, "_meta": turn.failure.meta()}
-        return {"stopReason": stop}
 
     async def _run_command(self, session: Session, command: Command, blocks: list[Any]) -> StopReason:
         """Run a slash command other than /init; its answer is an agent message."""
