@@ -1,6 +1,9 @@
 """The smallest complete ACP agent, to read line by line: built on ``refagent.acp``, with no model.
 
-    python examples/minimal_agent.py      # then point an ACP client at this command; Ctrl-D ends it
+    .venv/bin/python examples/minimal_agent.py   # then point an ACP client at this command; Ctrl-D ends it
+
+(``.venv`` is the checkout's environment, which ``make demo`` or ``make test`` makes: the example imports
+``refagent.acp``, and that needs ``anyio``. Any Python that has refagent installed will do.)
 
 Any client that starts an agent will do: an editor (``examples/editors/``, this command in place of refagent's,
 with the venv's python by absolute path), or ``tests/js/sdk-client.mjs`` (the official TypeScript SDK).
@@ -99,6 +102,8 @@ class MinimalAgent:
             )
         except RequestError as exc:  # the client answered with an error: count it as a "no"
             logging.warning("permission request failed: %s", exc.message)
+            answer = {}
+        if not isinstance(answer, dict):  # a buggy client's `null` (or worse) is no answer either: a "no"
             answer = {}
         outcome = p.optional(answer, "outcome", dict, {})
         if outcome.get("outcome") == "cancelled":  # the client cancelled the turn while we were asking

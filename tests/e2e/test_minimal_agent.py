@@ -110,8 +110,10 @@ async def test_pipes_handshake_errors_and_shutdown(tmp_path: Path, project: Path
         (selected("reject"), "failed", "end_turn", False),
         ({"error": {"code": -32000, "message": "no UI to ask"}}, "failed", "end_turn", False),
         ({"result": {"outcome": {"outcome": "cancelled"}}}, None, "cancelled", False),
+        ({"result": None}, "failed", "end_turn", False),
+        ({"result": {"outcome": "allow"}}, "failed", "end_turn", False),
     ],
-    ids=["allow", "reject", "client-error", "outcome-cancelled"],
+    ids=["allow", "reject", "client-error", "outcome-cancelled", "null", "malformed"],
 )
 async def test_pipes_permission_answers(
     tmp_path: Path, project: Path, reply: dict[str, Any], status: str | None, stop_reason: str, written: bool
