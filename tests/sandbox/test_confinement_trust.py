@@ -414,9 +414,9 @@ def test_the_configuration_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     (root / ".git").mkdir(parents=True)
     (root / ".git" / "config").write_text(
         '[core]\n\tbare = false\n\thooksPath = "tools/hooks" ; a comment\n'
-        '[includeIf "gitdir:~/"]\n\tpath = ../shared.inc\n[alias]\n\tpath = not-an-include\n'
+        '[includeIf "gitdir:~/"]\n\tpath = ../common.inc\n[alias]\n\tpath = not-an-include\n'
     )
-    (root / "shared.inc").write_text("[include]\n\tpath = more.inc\n")
+    (root / "common.inc").write_text("[include]\n\tpath = more.inc\n")
     (home / ".gitconfig").write_text(f"[core]\n\thooksPath = {home}/hooks\n[include]\n\tpath = {root}/user.inc\n")
     os.mkfifo(root / "more.inc")  # a FIFO must not block the reader
     monkeypatch.setenv("HOME", str(home))
@@ -424,7 +424,7 @@ def test_the_configuration_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     found = run_later.configured([str(root)])
     assert found == [
         str(root / "tools" / "hooks"),
-        str(root / "shared.inc"),
+        str(root / "common.inc"),
         str(root / "more.inc"),
         str(root / "user.inc"),
     ]
