@@ -142,11 +142,8 @@ def runs_later(plan: Plan, roots: Sequence[str]) -> Plan:
     paths += [item["path"] for item in plan.preview if item["type"] == "diff"]
     for path in paths:
         for root in roots:
-            if not within(path, root) or path == root:
-                continue
-            relative = os.path.relpath(path, root)
-            if any(relative == name or relative.startswith(name + "/") for name in RUN_LATER):
-                shown = one_line(relative)
+            if any(within(path, os.path.join(root, name)) for name in RUN_LATER):
+                shown = one_line(os.path.relpath(path, root))
                 return dataclasses.replace(
                     plan,
                     runs_later=shown,

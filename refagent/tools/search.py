@@ -26,6 +26,7 @@ from refagent.sandbox.search.python_engine import PYTHON_GREP_SECONDS
 from refagent.sandbox.search.query import MAX_GREP_LINE_CHARS, Hits, OutputMode, Query
 from refagent.sandbox.search.ripgrep import find_rg
 from refagent.sandbox.search.walk import check_glob
+from refagent.sandbox.within import within
 from refagent.tools.args import arg_bool, arg_int, arg_str, plural, shown
 from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult, outside_read_scope
 from refagent.tools.text import location
@@ -229,7 +230,7 @@ def private_globs(policy: object, directory: str) -> list[str]:
     anchored at ``directory``; they come after the model's globs, which cannot bring them back."""
     globs = []
     for path in getattr(policy, "private", ()):
-        if path != directory and path.startswith(directory.rstrip("/") + "/"):
+        if path != directory and within(path, directory):
             relative = os.path.relpath(path, directory)
             globs.append("!/" + "".join("\\" + char if char in "*?[]{}\\!" else char for char in relative))
     return globs
