@@ -331,7 +331,7 @@ def hidden_paths(env: Mapping[str, str], roots: Sequence[str], private: Sequence
         candidates += [os.path.join(xdg_config, name) for name in moved]
     found: list[str] = []
     for candidate in candidates:
-        if not candidate or not os.path.isabs(candidate) or not os.path.lexists(candidate):
+        if not candidate or not os.path.isabs(candidate):
             continue
         path = os.path.realpath(candidate)
         if path not in found and not any(within(root, path) for root in roots) and os.path.exists(path):
