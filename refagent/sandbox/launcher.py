@@ -192,8 +192,9 @@ def _init(options: Options, alive: int, report: int) -> None:
 
     It leaves the launcher's process group, so that a kill of the group (the agent's time limit, an
     editor's ``terminal/kill``) reaches the outer launcher, whose death it hears (:data:`_ABANDONED`),
-    and not itself: the sweep must not be skipped. Nothing in the namespace can signal it (PID 1 gets
-    only the signals it handles, and Landlock scopes signals), trace it or read its memory."""
+    and not itself: the sweep must not be skipped. Nothing in the namespace can trace it or read its
+    memory. A signal from inside (where Landlock does not scope them) reaches it only if it handles that
+    one, and then at most ends the namespace early, sweep included."""
     try:
         namespaces.die_with_parent(_ABANDONED)
         if select.select([alive], [], [], 0)[0]:  # end of file: the outer launcher died before the line above
