@@ -243,6 +243,17 @@ async def test_always_reject_refuses_without_asking(check: Any) -> None:
     assert STORE.ran == []
 
 
+async def prompt_in_mode(mode: str, responses: list[Any], client: FakeClient, check: Any) -> list[str]:
+    """One prompt, "go", of a new session in ``mode`` that the model answers with ``responses``; what the
+    tools told the model."""
+    async with connect(settings(*responses), client=client, check=check) as editor:
+        await editor.initialize()
+        sid = await editor.new_session("/ws")
+        await editor.request("session/set_mode", {"sessionId": sid, "modeId": mode})
+        await editor.prompt(sid, "go")
+        return tool_messages(editor, sid)
+
+
 @pytest.mark.parametrize(
     ("mode", "asked", "ran"),
     [
@@ -261,12 +272,7 @@ async def test_modes(mode: str, asked: list[str], ran: list[str], check: Any) ->
         [call("read_file", path="r")],
         text("ok"),
     ]
-    async with connect(settings(*responses), client=client, check=check) as editor:
-        await editor.initialize()
-        sid = await editor.new_session("/ws")
-        await editor.request("session/set_mode", {"sessionId": sid, "modeId": mode})
-        await editor.prompt(sid, "go")
-        results = tool_messages(editor, sid)
+    results = await prompt_in_mode(mode, responses, client, check)
     assert [r["toolCall"]["title"] for r in client.permission_requests] == asked
     assert STORE.ran == ran
     assert ("/ws/a" in STORE.files) == (mode != "read-only")
@@ -289,11 +295,7 @@ async def test_files_git_or_an_editor_runs_ask_even_when_edits_do_not(mode: str,
         [call("write_file", path=".github/workflows/ci.yml", content="on: push")],
         text("ok"),
     ]
-    async with connect(settings(*responses), client=client, check=check) as editor:
-        await editor.initialize()
-        sid = await editor.new_session("/ws")
-        await editor.request("session/set_mode", {"sessionId": sid, "modeId": mode})
-        await editor.prompt(sid, "go")
+    await prompt_in_mode(mode, responses, client, check)
     titles = [r["toolCall"]["title"] for r in client.permission_requests]
     assert len(titles) == asked, titles
     later = [title for title in titles if "git or an editor runs it" in title]
