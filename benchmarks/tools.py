@@ -27,11 +27,11 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from refagent.sandbox.local_fs import LocalFileSystem
-from refagent.sandbox.policy import RootPolicy
-from refagent.sandbox.process import LocalTerminals
-from refagent.sandbox.search.ripgrep import RG_BASE, find_rg
-from refagent.sandbox.tracker import FileTracker
+from refagent.confine.process import LocalTerminals
+from refagent.disk.local_fs import LocalFileSystem
+from refagent.disk.policy import RootPolicy
+from refagent.disk.tracker import FileTracker
+from refagent.search.ripgrep import RG_BASE, find_rg
 from refagent.tools.base import ToolContext
 from refagent.tools.files import ReadFile
 from refagent.tools.search import Grep

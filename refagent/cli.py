@@ -189,7 +189,7 @@ def serve_stdio(settings: Settings | None = None) -> int:
     answered = _answer_early(first, fds.write_fd, settings) if first is not None else None
     pending = rest if answered is not None or first is None else first + b"\n" + rest
     if answered is not None:  # the editor has its answer: find out how commands can be confined meanwhile
-        from refagent.sandbox.confinement import start_probe
+        from refagent.confine.confinement import start_probe
 
         start_probe()
 

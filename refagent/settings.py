@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 from refagent.llm.profiles import ModelProfile, scripted_profile
 
 if TYPE_CHECKING:
+    from refagent.confine.confinement import Support
     from refagent.llm.config import Config
     from refagent.llm.protocol import ModelClient
     from refagent.persistence.store import SessionStore
-    from refagent.sandbox.confinement import Support
     from refagent.sandbox.local import Sandbox
     from refagent.tools.base import BaseTool
     from refagent.tools.custom import CustomTools
@@ -118,13 +118,13 @@ class Settings:
 
     def sandbox_support(self) -> Support | None:
         """How the sandboxes of new sessions will confine commands, when that is known without making one:
-        for the default sandbox, this machine's (:func:`refagent.sandbox.confinement.machine_support`, which
+        for the default sandbox, this machine's (:func:`refagent.confine.confinement.machine_support`, which
         blocks for the probe the first time: call it from a worker thread); None for a ``make_sandbox`` of
         one's own, which only the sandbox it makes can answer. A session's modes describe it in the
         response that opens the session, before its sandbox is made."""
         if self.make_sandbox is not local_sandbox:
             return None
-        from refagent.sandbox.confinement import machine_support
+        from refagent.confine.confinement import machine_support
 
         return machine_support()
 

@@ -22,20 +22,27 @@ RANKS = {
     "errors": 0,
     "ids": 0,
     "prompts": 0,
-    # below the tools: the model, the saved sessions, the machine
+    "within": 0,
+    # below the tools: the model, the saved sessions
     "llm": 1,
     "persistence": 1,
-    "sandbox": 2,
-    "tools": 3,
-    "mcp": 4,
-    "settings": 5,
-    "session": 6,
-    "server": 7,
+    # the machine: the seams (protocols), then the rooms that implement them, then the sandbox that joins them
+    "seams": 2,
+    "disk": 3,
+    "search": 4,
+    "confine": 4,
+    "editor": 5,
+    "sandbox": 6,
+    "tools": 7,
+    "mcp": 8,
+    "settings": 9,
+    "session": 10,
+    "server": 11,
     # programs and fakes built on the agent
-    "testing": 8,
-    "client": 8,
-    "cli": 9,
-    "__main__": 10,
+    "testing": 12,
+    "client": 12,
+    "cli": 13,
+    "__main__": 14,
     "__init__": 0,
 }
 """The rank of each room (a package, or a top-level module). Equal ranks may not import each other."""

@@ -8,13 +8,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from refagent.sandbox.confinement import Confinement, hidden_paths, machine_support
-from refagent.sandbox.local_fs import LocalFileSystem
-from refagent.sandbox.policy import RootPolicy
-from refagent.sandbox.process import LocalTerminals
-from refagent.sandbox.seams import Disk, PathPolicy, ReadTracker, Terminals, Watcher
-from refagent.sandbox.tracker import FileTracker
-from refagent.sandbox.watcher import RootWatcher
+from refagent.confine.confinement import Confinement, hidden_paths, machine_support
+from refagent.confine.process import LocalTerminals
+from refagent.disk.local_fs import LocalFileSystem
+from refagent.disk.policy import RootPolicy
+from refagent.disk.tracker import FileTracker
+from refagent.disk.watcher import RootWatcher
+from refagent.seams import Disk, PathPolicy, ReadTracker, Terminals, Watcher
 
 
 @dataclass
@@ -37,8 +37,8 @@ class Sandbox:
 
 def local_sandbox(cwd: str, additional: list[str], private: Sequence[str] = ()) -> Sandbox:
     """The standard sandbox of a session with roots ``[cwd, *additional]``: commands confined as far as this
-    machine can (:func:`refagent.sandbox.confinement.machine_support`), the agent's ``private`` files
-    hidden from them besides its standard directories (:func:`refagent.sandbox.confinement.hidden_paths`).
+    machine can (:func:`refagent.confine.confinement.machine_support`), the agent's ``private`` files
+    hidden from them besides its standard directories (:func:`refagent.confine.confinement.hidden_paths`).
     Where a root holds those (a session in ``$HOME``), the file tools treat them as outside the roots."""
     confinement = Confinement([cwd, *additional], machine_support(), private=private)
     return Sandbox(

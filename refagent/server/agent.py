@@ -12,7 +12,7 @@ request arrives (or in the background right after ``initialize`` has been answer
 ``initialize`` is answered before any of it loads. The model client's heavy import (``openai``, most of a
 second of CPU) waits until the first session's response is out and its workspace built: run at once after
 ``initialize``, it would hold the interpreter while that ``session/new`` is being answered.
-(:mod:`refagent.sandbox.confinement` is loaded by then: the CLI starts the sandbox probe right after
+(:mod:`refagent.confine.confinement` is loaded by then: the CLI starts the sandbox probe right after
 answering ``initialize``.)
 """
 
@@ -29,9 +29,9 @@ from anyio.abc import TaskGroup
 from refagent.acp import params as p
 from refagent.acp.connection import Peer, Reply
 from refagent.acp.errors import AuthRequired, InternalError, InvalidParams, MethodNotFound
+from refagent.confine.confinement import machine_support, remove_stale_private_dirs
 from refagent.errors import ConfigError
 from refagent.llm.pool import ModelPool, require_key
-from refagent.sandbox.confinement import machine_support, remove_stale_private_dirs
 from refagent.server.handshake import AUTH_METHOD, answer_initialize
 from refagent.settings import Settings
 

@@ -31,11 +31,11 @@ from refagent.acp import params as p
 from refagent.acp import updates
 from refagent.acp.connection import Peer, Reply
 from refagent.acp.errors import InvalidParams, ResourceNotFound
+from refagent.confine.confinement import Support
 from refagent.ids import new_id
 from refagent.llm.pool import ModelPool, require_key
 from refagent.persistence.recorder import load as load_session
 from refagent.persistence.recorder import replay
-from refagent.sandbox.confinement import Support
 from refagent.session.speaker import speaker
 from refagent.session.state import Session
 from refagent.settings import Settings
@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # annotations; the modules themselves load after the first se
     from refagent.persistence.store import SessionStore
     from refagent.persistence.writer import SessionLog
     from refagent.sandbox.local import Sandbox
-    from refagent.sandbox.seams import Watcher
+    from refagent.seams import Watcher
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from refagent.sandbox.confinement import Support
+from refagent.confine.confinement import Support
 
 if TYPE_CHECKING:  # an annotation (the TypedDicts are not needed to answer session/new)
     from refagent.acp.types import SessionMode

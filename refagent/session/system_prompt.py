@@ -29,7 +29,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from refagent.sandbox.safe_open import read_regular
+from refagent.disk.safe_open import read_regular
 
 MAX_INSTRUCTIONS_CHARS = 40_000
 """All ``AGENTS.md`` files together: more would crowd out the conversation."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from refagent.acp.connection import Peer
 from refagent.acp.types import ClientCapabilities
-from refagent.sandbox.editor import choose_files, choose_questions, choose_terminals
+from refagent.editor.backends import choose_files, choose_questions, choose_terminals
 from refagent.sandbox.local import Sandbox
 from refagent.tools.base import BaseTool, Plan, ToolContext
 from refagent.tools.permissions import Permissions

@@ -13,7 +13,7 @@ Errors the model can fix (bad arguments, a missing file, an ambiguous edit) are 
 
 Backends are passed in through :class:`ToolContext`, never imported: the editor's file system or the
 local disk, the editor's terminals or local processes. Their protocols (the seams) live with their
-implementations in :mod:`refagent.sandbox.seams`; they are re-exported here, so a custom tool written
+implementations in :mod:`refagent.seams`; they are re-exported here, so a custom tool written
 against this module needs nothing else.
 """
 
@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from refagent.acp.types import ToolCallContent, ToolCallLocation, ToolKind
-from refagent.sandbox.confinement import Level
-from refagent.sandbox.seams import (
+from refagent.seams import (
     Answer,
     CommandResult,
     Disk,
+    Level,
     PathPolicy,
     Questions,
     ReadTracker,

@@ -2,13 +2,13 @@
 editors no such methods).
 
 Both act on the directory entry the model names: a symbolic link is deleted or moved itself, never its
-target (when the policy supports ``follow_symlinks=False``, as :class:`~refagent.sandbox.policy.RootPolicy`
+target (when the policy supports ``follow_symlinks=False``, as :class:`~refagent.disk.policy.RootPolicy`
 does). The policy refuses roots, anything outside the roots and ``.git``; a directory is deleted only with
 ``recursive``; a move never overwrites.
 
 A ``.git`` at any depth is never deleted or moved along with a tree (a nested or vendored repository,
 a submodule): a directory that holds one is refused here, before permission is asked, and again by the
-disk at the moment of the delete or move (:data:`~refagent.sandbox.fs_trees.PROTECTED_NAME`), which
+disk at the moment of the delete or move (:data:`~refagent.disk.trees.PROTECTED_NAME`), which
 refuses before it deletes or moves anything.
 """
 
@@ -22,8 +22,8 @@ from typing import Any, ClassVar
 import anyio
 
 from refagent.acp.types import ToolCallContent
+from refagent.disk.trees import is_protected
 from refagent.errors import ToolError
-from refagent.sandbox.fs_trees import is_protected
 from refagent.tools.args import arg_bool, arg_str, plural, shown
 from refagent.tools.base import BaseTool, PathPolicy, Plan, ResolvedPath, ToolContext, ToolResult
 from refagent.tools.text import diff, location, text_content

@@ -36,9 +36,9 @@ from typing import Any, Literal
 from refagent.acp.errors import RequestError
 from refagent.acp.text import one_line
 from refagent.acp.types import PermissionOption, ToolKind
-from refagent.sandbox.run_later import RUN_LATER
-from refagent.sandbox.within import within
+from refagent.confine.run_later import RUN_LATER
 from refagent.tools.base import Plan, scope_covers
+from refagent.within import within
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class Permissions:
 
 def runs_later(plan: Plan, roots: Sequence[str]) -> Plan:
     """``plan`` marked (:attr:`Plan.runs_later`, with a permission scope of that path alone) when it
-    changes a file that git, an editor or CI runs later: a :data:`refagent.sandbox.run_later.RUN_LATER`
+    changes a file that git, an editor or CI runs later: a :data:`refagent.confine.run_later.RUN_LATER`
     path at the top of a root. "Always allow edits" does not cover it."""
     if not plan.mutating:
         return plan

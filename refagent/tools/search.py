@@ -4,7 +4,7 @@ This module is the tools' side: their argument schemas, titles, the permission a
 roots asks for (scoped as any read there is), and the results as the model sees them: sorted by path
 (the engines give them in no order), shown relative to the session's cwd, and capped with a note saying
 so. What a search visits and finds (ripgrep or the pure-Python engine, the rules both follow, and how an
-untrusted tree and pattern are kept harmless) is the sandbox's side: :mod:`refagent.sandbox.search`.
+untrusted tree and pattern are kept harmless) is the sandbox's side: :mod:`refagent.search`.
 
 - ``glob``: files whose path matches a gitignore-style glob (``*.py`` at any depth, ``src/**/*.ts``
   anchored at ``path``); a pattern that starts with an absolute directory (``/abs/dir/**/*.py``, as
@@ -21,15 +21,15 @@ import os
 from typing import Any, ClassVar, Literal
 
 from refagent.errors import ToolError
-from refagent.sandbox.search.dispatch import list_files, search
-from refagent.sandbox.search.python_engine import PYTHON_GREP_SECONDS
-from refagent.sandbox.search.query import MAX_GREP_LINE_CHARS, Hits, OutputMode, Query
-from refagent.sandbox.search.ripgrep import find_rg
-from refagent.sandbox.search.walk import check_glob
-from refagent.sandbox.within import within
+from refagent.search.dispatch import list_files, search
+from refagent.search.python_engine import PYTHON_GREP_SECONDS
+from refagent.search.query import MAX_GREP_LINE_CHARS, Hits, OutputMode, Query
+from refagent.search.ripgrep import find_rg
+from refagent.search.walk import check_glob
 from refagent.tools.args import arg_bool, arg_int, arg_str, plural, shown
 from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult, outside_read_scope
 from refagent.tools.text import location
+from refagent.within import within
 
 MAX_GLOB_RESULTS = 500
 DEFAULT_GREP_RESULTS = 200
@@ -226,7 +226,7 @@ class Grep(_Search):
 
 def private_globs(policy: object, directory: str) -> list[str]:
     """Globs that keep a search of ``directory`` out of the policy's private paths (the agent's own files
-    and the user's credentials, when a root holds them: :attr:`refagent.sandbox.policy.RootPolicy.private`),
+    and the user's credentials, when a root holds them: :attr:`refagent.disk.policy.RootPolicy.private`),
     anchored at ``directory``; they come after the model's globs, which cannot bring them back."""
     globs = []
     for path in getattr(policy, "private", ()):

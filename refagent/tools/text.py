@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from refagent.acp.types import DiffContent, ToolCallContent, ToolCallLocation
-from refagent.sandbox import fs_read
+from refagent.disk import read as fs_read
 
 MAX_LINE_CHARS = 2000
 """Longer lines are cut (minified code, data): one line must not flood the model's context."""

@@ -11,10 +11,10 @@ import anyio
 import pytest
 
 from refagent.acp.errors import MethodNotFound, RequestError
+from refagent.confine.process import LocalTerminals
+from refagent.disk.local_fs import LocalFileSystem
+from refagent.editor.backends import EditorFiles, EditorTerminals, choose_files, choose_terminals
 from refagent.errors import ToolError
-from refagent.sandbox.editor import EditorFiles, EditorTerminals, choose_files, choose_terminals
-from refagent.sandbox.local_fs import LocalFileSystem
-from refagent.sandbox.process import LocalTerminals
 from refagent.testing.memory import FakeClient
 from refagent.testing.terminals import FakeTerminalHost
 from refagent.tools.base import Terminals, TextFiles

@@ -23,8 +23,7 @@ from typing import Any
 import anyio
 import pytest
 
-from refagent.sandbox import landlock
-from refagent.sandbox.confinement import (
+from refagent.confine.confinement import (
     GIT,
     LAUNCHER,
     LIFETIME,
@@ -41,8 +40,9 @@ from refagent.sandbox.confinement import (
     Support,
     remove_stale_private_dirs,
 )
-from refagent.sandbox.launcher import CANNOT_CONFINE, parse
-from refagent.sandbox.process import LocalTerminals
+from refagent.confine.launcher import CANNOT_CONFINE, parse
+from refagent.confine.process import LocalTerminals
+from refagent.confine import landlock
 from tests.support.procs import alive, gone, survivors
 from tests.support.sandboxed import CONFINED, SUPPORT, Sandboxed, box, outside
 

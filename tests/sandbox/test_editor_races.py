@@ -13,12 +13,12 @@ from typing import Any
 import anyio
 import pytest
 
+from refagent.disk.local_fs import LocalFileSystem
+from refagent.disk.policy import RootPolicy
+from refagent.editor.backends import EditorFiles
 from refagent.errors import ToolError
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
-from refagent.sandbox.editor import EditorFiles
-from refagent.sandbox.local_fs import LocalFileSystem
-from refagent.sandbox.policy import RootPolicy
 from refagent.settings import Settings
 from refagent.testing.memory import FakeClient, allow_once, connect
 from tests.support.acp_schema import validate_agent_message

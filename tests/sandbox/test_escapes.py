@@ -18,9 +18,9 @@ from typing import Literal
 
 import pytest
 
+from refagent.disk.local_fs import LocalFileSystem
+from refagent.disk.policy import RootPolicy
 from refagent.errors import ToolError
-from refagent.sandbox.local_fs import LocalFileSystem
-from refagent.sandbox.policy import RootPolicy
 
 pytestmark = pytest.mark.anyio
 

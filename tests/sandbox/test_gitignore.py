@@ -1,4 +1,4 @@
-"""gitignore rules (refagent.sandbox.gitignore, and its globs: refagent.sandbox.globs): GitIgnore on a
+"""gitignore rules (refagent.disk.gitignore, and its globs: refagent.disk.globs): GitIgnore on a
 fake file system, then both dialects on real trees, checked against git and ripgrep themselves when they
 are installed.
 
@@ -22,12 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyfakefs.fake_filesystem import FakeFilesystem
 
-from refagent.sandbox.gitignore import MAX_IGNORE_BYTES, GitIgnore, Rules, parse_rule
-from refagent.sandbox.globs import DIRS, Dialect, GlobMatcher, _automaton, _regex, _run, _simplify, byte_view, translate
-from refagent.sandbox.safe_open import read_regular
-from refagent.sandbox.search.dispatch import list_files
-from refagent.sandbox.search.python_engine import python_files
-from refagent.sandbox.search.ripgrep import find_rg, rg_files
+from refagent.disk.gitignore import MAX_IGNORE_BYTES, GitIgnore, Rules, parse_rule
+from refagent.disk.globs import DIRS, Dialect, GlobMatcher, _automaton, _regex, _run, _simplify, byte_view, translate
+from refagent.disk.safe_open import read_regular
+from refagent.search.dispatch import list_files
+from refagent.search.python_engine import python_files
+from refagent.search.ripgrep import find_rg, rg_files
 from tests.support.git import GIT, git_init, git_listing
 
 ROOT = "/repo"

@@ -1,4 +1,4 @@
-"""The local file system (refagent.sandbox.local_fs): pyfakefs, and the real disk where the kernel matters
+"""The local file system (refagent.disk.local_fs): pyfakefs, and the real disk where the kernel matters
 (umask, FIFOs, sparse files)."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyfakefs.fake_filesystem import FakeFilesystem
 
+from refagent.disk.local_fs import LocalFileSystem
+from refagent.disk.read import LinePage
+from refagent.disk.write import TEMP_PREFIX
 from refagent.errors import ToolError
-from refagent.sandbox.fs_read import LinePage
-from refagent.sandbox.fs_write import TEMP_PREFIX
-from refagent.sandbox.local_fs import LocalFileSystem
 
 pytestmark = pytest.mark.anyio
 

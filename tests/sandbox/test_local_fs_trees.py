@@ -1,4 +1,4 @@
-"""Tree operations of the local file system (refagent.sandbox.local_fs) are all or nothing, or say exactly
+"""Tree operations of the local file system (refagent.disk.local_fs) are all or nothing, or say exactly
 what happened: recursive deletes, moves (across file systems too), and the directories a failed write or
 move made. pyfakefs (with a second mount point, and an unprivileged user where permissions matter), and
 the real disk where the kernel matters."""
@@ -14,10 +14,11 @@ import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
 from pyfakefs.helpers import reset_ids, set_uid
 
+from refagent.disk.local_fs import LocalFileSystem
+from refagent.disk.write import TEMP_PREFIX
 from refagent.errors import ToolError
-from refagent.sandbox import fs_delete_move, fs_trees
-from refagent.sandbox.fs_write import TEMP_PREFIX
-from refagent.sandbox.local_fs import LocalFileSystem
+from refagent.disk import delete_move as fs_delete_move
+from refagent.disk import trees as fs_trees
 
 pytestmark = pytest.mark.anyio
 

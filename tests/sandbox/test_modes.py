@@ -11,10 +11,7 @@ from typing import Any
 
 import pytest
 
-from refagent.errors import ToolError
-from refagent.llm.protocol import ToolCallRequest
-from refagent.llm.scripted import ScriptedModel, text
-from refagent.sandbox.confinement import (
+from refagent.confine.confinement import (
     GIT,
     LIFETIME,
     METADATA,
@@ -29,10 +26,13 @@ from refagent.sandbox.confinement import (
     Support,
     machine_support,
 )
+from refagent.disk.local_fs import LocalFileSystem
+from refagent.disk.policy import RootPolicy
+from refagent.disk.tracker import FileTracker
+from refagent.errors import ToolError
+from refagent.llm.protocol import ToolCallRequest
+from refagent.llm.scripted import ScriptedModel, text
 from refagent.sandbox.local import Sandbox
-from refagent.sandbox.local_fs import LocalFileSystem
-from refagent.sandbox.policy import RootPolicy
-from refagent.sandbox.tracker import FileTracker
 from refagent.session.modes import modes_for
 from refagent.settings import Settings
 from refagent.testing.memory import Editor, FakeClient, allow_once, connect

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from refagent.disk.local_fs import LocalFileSystem
 from refagent.errors import ToolError
-from refagent.sandbox.local_fs import LocalFileSystem
 from refagent.tools.files import EditFile, WriteFile
 from refagent.tools.patch import ApplyPatch
 from refagent.tools.paths import DeletePath, MovePath

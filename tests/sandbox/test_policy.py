@@ -1,4 +1,4 @@
-"""The path policy (refagent.sandbox.policy) on a fake file system (pyfakefs)."""
+"""The path policy (refagent.disk.policy) on a fake file system (pyfakefs)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyfakefs.fake_filesystem import FakeFilesystem
 
+from refagent.disk.policy import RootPolicy
 from refagent.errors import ToolError
-from refagent.sandbox.policy import RootPolicy
 
 CWD = "/work/proj"
 EXTRA = "/data/extra"

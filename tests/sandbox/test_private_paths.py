@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from refagent.disk.policy import RootPolicy
 from refagent.errors import ToolError
 from refagent.sandbox.local import local_sandbox
-from refagent.sandbox.policy import RootPolicy
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Local commands (refagent.sandbox.process) with real processes."""
+"""Local commands (refagent.confine.process) with real processes."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import anyio
 import pytest
 
+from refagent.confine.process import LocalTerminals, ResourceLimits, is_secret_name, scrub_env
 from refagent.errors import ToolError
-from refagent.sandbox.process import LocalTerminals, ResourceLimits, is_secret_name, scrub_env
 from tests.support.procs import alive
 
 pytestmark = pytest.mark.anyio

@@ -1,11 +1,11 @@
-"""The read tracker (refagent.sandbox.tracker)."""
+"""The read tracker (refagent.disk.tracker)."""
 
 from __future__ import annotations
 
 import pytest
 
+from refagent.disk.tracker import FileTracker
 from refagent.errors import ToolError
-from refagent.sandbox.tracker import FileTracker
 
 
 def test_an_unchanged_file_is_fresh() -> None:

@@ -1,4 +1,4 @@
-"""The root watcher (refagent.sandbox.watcher) on the real disk (watchfiles needs real inotify events).
+"""The root watcher (refagent.disk.watcher) on the real disk (watchfiles needs real inotify events).
 
 A watcher is inherently asynchronous: these tests wait, bounded, for a sentinel file to be reported.
 Events arrive in order, so once the sentinel is in, everything written before it has been judged.
@@ -14,8 +14,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from refagent.sandbox.local_fs import LocalFileSystem
-from refagent.sandbox.watcher import RootWatcher
+from refagent.disk.local_fs import LocalFileSystem
+from refagent.disk.watcher import RootWatcher
 
 pytestmark = pytest.mark.anyio
 

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from refagent.sandbox.confinement import Confinement, Level, machine_support
-from refagent.sandbox.editor import EditorTerminals
-from refagent.sandbox.process import LocalTerminals
+from refagent.confine.confinement import Confinement, machine_support
+from refagent.confine.process import LocalTerminals
+from refagent.editor.backends import EditorTerminals
+from refagent.seams import Level
 from refagent.testing.memory import FakeClient
 from refagent.testing.terminals import FakeTerminalHost
 from refagent.tools.base import CommandResult, Terminals

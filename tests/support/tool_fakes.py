@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from refagent.acp import updates
-from refagent.sandbox.confinement import Confinement, Level, machine_support
-from refagent.sandbox.local_fs import LocalFileSystem
-from refagent.sandbox.policy import RootPolicy
-from refagent.sandbox.process import LocalTerminals
-from refagent.sandbox.tracker import FileTracker
+from refagent.confine.confinement import Confinement, machine_support
+from refagent.confine.process import LocalTerminals
+from refagent.disk.local_fs import LocalFileSystem
+from refagent.disk.policy import RootPolicy
+from refagent.disk.tracker import FileTracker
+from refagent.seams import Level
 from refagent.tools.base import BaseTool, CommandResult, Disk, Plan, Terminals, TextFiles, ToolContext, ToolResult
 from tests.support.acp_schema import validate_agent_message
 

@@ -12,9 +12,9 @@ import anyio
 import pytest
 
 from refagent.acp.errors import RequestError
+from refagent.editor.backends import EditorQuestions, choose_questions
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
-from refagent.sandbox.editor import EditorQuestions, choose_questions
 from refagent.sandbox.local import Sandbox
 from refagent.settings import Settings
 from refagent.testing.memory import Editor, ElicitationPolicy, FakeClient, PermissionPolicy, connect

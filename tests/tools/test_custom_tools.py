@@ -321,9 +321,9 @@ async def test_a_real_agent_imports_custom_tools_at_the_first_session(tools: Too
 
 
 def test_a_tool_written_against_tools_base_finds_the_seams_there() -> None:
-    """The backend protocols moved to refagent.sandbox.seams; a custom tool that imports them from
+    """The backend protocols moved to refagent.seams; a custom tool that imports them from
     refagent.tools.base (as tools written before the move do) gets the same objects."""
-    import refagent.sandbox.seams as seams
+    import refagent.seams as seams
     import refagent.tools.base as base
 
     for name in ("TextFiles", "Disk", "Terminals", "CommandResult", "PathPolicy", "ReadTracker", "ResolvedPath"):

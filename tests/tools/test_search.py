@@ -16,14 +16,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from refagent.disk.gitignore import GitIgnore
+from refagent.disk.globs import glob_regex
+from refagent.disk.policy import RootPolicy
 from refagent.errors import ToolError
-from refagent.sandbox.gitignore import GitIgnore
-from refagent.sandbox.globs import glob_regex
-from refagent.sandbox.policy import RootPolicy
-from refagent.sandbox.search.dispatch import search
-from refagent.sandbox.search.python_engine import python_files, python_grep
-from refagent.sandbox.search.query import Query
-from refagent.sandbox.search.ripgrep import find_rg, rg_files, rg_grep
+from refagent.search.dispatch import search
+from refagent.search.python_engine import python_files, python_grep
+from refagent.search.query import Query
+from refagent.search.ripgrep import find_rg, rg_files, rg_grep
 from refagent.tools.search import Glob, Grep, render
 from tests.support.git import GIT, git_init, git_listing
 from tests.support.tool_fakes import call, make_ctx

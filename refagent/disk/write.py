@@ -2,7 +2,7 @@
 (:data:`TEMP_PREFIX`), which the root watcher and the search tools leave out.
 
 Contract: the path comes from the path policy; its directory is reached through the descriptor walk of
-:mod:`refagent.sandbox.fs_walk`, making missing parents (``mkdir -p``). The function blocks (the file
+:mod:`refagent.disk.walk`, making missing parents (``mkdir -p``). The function blocks (the file
 system calls it in a worker thread). Errors are :class:`~refagent.errors.ToolError` for the model.
 
 Writes are atomic: a temporary file (``.~refagent-<random>.tmp``) in the same directory, written,
@@ -21,8 +21,7 @@ import os
 import secrets
 import stat
 
-from refagent.errors import ToolError
-from refagent.sandbox.fs_walk import (
+from refagent.disk.walk import (
     O_CLOEXEC,
     LinkInPath,
     fsync_dir,
@@ -32,6 +31,7 @@ from refagent.sandbox.fs_walk import (
     remove_made,
     split_path,
 )
+from refagent.errors import ToolError
 
 TEMP_PREFIX = ".~refagent-"
 """Names of our temporary files start with this (the root watcher ignores them)."""

@@ -4,7 +4,7 @@ of its own), a PID namespace (its processes
 see no others, and all die with its first one), and, for the ``workspace`` level, a network namespace
 (no interface but a loopback that is down: no way out at all).
 
-Standard library and ``ctypes`` only: :mod:`refagent.sandbox.launcher` runs this in a fresh
+Standard library and ``ctypes`` only: :mod:`refagent.confine.launcher` runs this in a fresh
 ``python -I -S``. ``os.unshare`` exists only from Python 3.12 on, so the calls go through libc.
 """
 
@@ -15,8 +15,8 @@ import os
 import stat
 import struct
 
-from refagent.sandbox.libc import libc, syscall
-from refagent.sandbox.within import within
+from refagent.confine.libc import libc, syscall
+from refagent.within import within
 
 TYPE_CHECKING = False  # typing itself costs 14 ms to import, and this module runs in the launcher
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
-"""Local commands (:class:`refagent.sandbox.seams.Terminals`): one shell command in a process group of its own.
+"""Local commands (:class:`refagent.seams.Terminals`): one shell command in a process group of its own.
 
 Contract: :meth:`LocalTerminals.run` runs ``command`` through the shell in ``cwd`` and returns a
-:class:`~refagent.sandbox.seams.CommandResult` — the merged stdout and stderr (UTF-8, invalid bytes
+:class:`~refagent.seams.CommandResult` — the merged stdout and stderr (UTF-8, invalid bytes
 replaced), the exit code or the name of the signal that ended the shell, and whether the output was cut
 or the time limit hit. Local processes have no terminal id, so ``on_start`` is never called.
 
@@ -20,8 +20,8 @@ What a command gets, and why (docs/sandbox.md):
   daemons) is killed with the command's PID namespace where there is one; where there is none (level
   ``none``, or a machine without namespaces) it escapes, and its hold on the output pipe is bounded by
   ``drain_seconds``.
-* **Confinement** at the level the call asked for (:mod:`refagent.sandbox.confinement`): with one, the
-  command starts through :mod:`refagent.sandbox.launcher`, which confines it, ties it to this process
+* **Confinement** at the level the call asked for (:mod:`refagent.confine.confinement`): with one, the
+  command starts through :mod:`refagent.confine.launcher`, which confines it, ties it to this process
   (it dies when the agent does) and, with namespaces, kills everything it started when it ends. Without
   one (``confinement=None``) every level runs unconfined, and :meth:`LocalTerminals.not_confined` says so.
 * **Resource limits** (``setrlimit`` in the launcher: ``anyio.open_process`` has no ``preexec_fn``, which
@@ -58,9 +58,9 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.abc
 
+from refagent.confine.confinement import UNCONFINED, Confinement
 from refagent.errors import ToolError
-from refagent.sandbox.confinement import UNCONFINED, Confinement, Level
-from refagent.sandbox.seams import CommandResult
+from refagent.seams import CommandResult, Level
 
 DEFAULT_OUTPUT_LIMIT = 40_000
 """Bytes of output kept: the first and the last 20 000."""

@@ -1,5 +1,5 @@
 """Command confinement, the agent's side: the levels a command can ask for, what this machine can hold,
-and the launcher command line that applies it (:mod:`refagent.sandbox.launcher`).
+and the launcher command line that applies it (:mod:`refagent.confine.launcher`).
 
 Levels (the ``sandbox`` argument of ``run_command``):
 
@@ -43,14 +43,12 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from refagent.sandbox.within import within
+from refagent.seams import Level
+from refagent.within import within
 
 log = logging.getLogger(__name__)
 
-Level = Literal["workspace", "network", "none"]
-LEVELS: tuple[Level, ...] = ("workspace", "network", "none")
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 DISABLE_ENV = "REFAGENT_SANDBOX_DISABLE"
 _PROBE_SECONDS = 10

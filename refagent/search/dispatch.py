@@ -1,10 +1,10 @@
 """Which engine runs a search: :func:`search` (grep) and :func:`list_files` (glob), what the tools call.
 
 Contract: ripgrep when there is one, it accepts the pattern, and the tree's ``.gitignore`` files are safe
-for it to read (:func:`~refagent.sandbox.search.walk.rg_can_walk`); what it reports is then checked to
-be where it says (:func:`~refagent.sandbox.search.ripgrep.where_it_says`) and dropped if not. Otherwise
+for it to read (:func:`~refagent.search.walk.rg_can_walk`); what it reports is then checked to
+be where it says (:func:`~refagent.search.ripgrep.where_it_says`) and dropped if not. Otherwise
 the Python engine: for grep in a child process with a deadline
-(:func:`~refagent.sandbox.search.python_engine.python_grep_in_process`). A pattern neither engine accepts
+(:func:`~refagent.search.python_engine.python_grep_in_process`). A pattern neither engine accepts
 raises :class:`~refagent.errors.ToolError`. ``directory`` is absolute and resolved; a ``.gitignore``
 that is a link is read only when it leads inside the roots or the searched directory.
 """
@@ -16,15 +16,15 @@ from collections.abc import Sequence
 import anyio
 
 from refagent.errors import ToolError
-from refagent.sandbox.search.python_engine import (
+from refagent.search.python_engine import (
     PYTHON_GREP_SECONDS,
     python_files,
     python_grep_in_process,
     python_regex,
 )
-from refagent.sandbox.search.query import Hits, Query
-from refagent.sandbox.search.ripgrep import RgPatternError, rg_files, rg_grep, where_it_says
-from refagent.sandbox.search.walk import in_thread, rg_can_walk
+from refagent.search.query import Hits, Query
+from refagent.search.ripgrep import RgPatternError, rg_files, rg_grep, where_it_says
+from refagent.search.walk import in_thread, rg_can_walk
 
 
 def _confine(directory: str, roots: Sequence[str]) -> list[str]:

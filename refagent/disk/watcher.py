@@ -9,9 +9,9 @@ both ends), so the agent's own changes are not reported back to it as someone el
 How: watchfiles' Rust notifier (``inotify``, FSEvents, ...) on each root, recursively. Its blocking
 ``watch`` runs in a worker thread of its own, which also filters the events, so the event loop only
 ever takes a lock to drain. Not reported: directories (their files are), paths git ignores
-(:class:`refagent.sandbox.gitignore.GitIgnore`, ``.git`` always), what watchfiles' default filter drops
+(:class:`refagent.disk.gitignore.GitIgnore`, ``.git`` always), what watchfiles' default filter drops
 (``__pycache__``, ``node_modules``, editor swap and backup files, ...), and our own temporary files
-(:data:`~refagent.sandbox.fs_write.TEMP_PREFIX`).
+(:data:`~refagent.disk.write.TEMP_PREFIX`).
 
 The agent's own writes: ``note_own_write(path)`` records the file's identity after the change (inode,
 size, modification time, or "missing"). An event for that path whose file still has that identity is
@@ -44,8 +44,8 @@ from watchfiles import Change, DefaultFilter
 from watchfiles._rust_notify import RustNotify
 from watchfiles.main import _default_force_polling
 
-from refagent.sandbox.fs_write import TEMP_PREFIX
-from refagent.sandbox.gitignore import GitIgnore
+from refagent.disk.gitignore import GitIgnore
+from refagent.disk.write import TEMP_PREFIX
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ Contract: :func:`glob_regex` is a glob's meaning, as a regex; :func:`translate` 
 tokens, which :class:`GlobMatcher` matches against paths with the same answers as that regex, in time
 linear in the path. :func:`translate` raises ValueError for a glob the dialect rejects (an unclosed
 ``[``, a trailing ``\``). The ``.gitignore`` lines built on these globs are read in
-:mod:`refagent.sandbox.gitignore`.
+:mod:`refagent.disk.gitignore`.
 
 They agree on every common glob. Where they differ (rare patterns; each is a branch below)::
 

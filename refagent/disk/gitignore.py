@@ -1,12 +1,12 @@
 r"""``.gitignore`` rules: one reader and matcher, in the two dialects refagent must agree with.
 
 - ``git``: what git ignores (``git status``). :class:`GitIgnore` answers this way, for the root watcher
-  (:mod:`refagent.sandbox.watcher`).
+  (:mod:`refagent.disk.watcher`).
 - ``rg``: what ripgrep ignores (its ``ignore`` crate; ``-g`` globs too). The search engines' Python
-  walker (:mod:`refagent.sandbox.search.walk`) reads ``.gitignore`` files this way, so that it lists
+  walker (:mod:`refagent.search.walk`) reads ``.gitignore`` files this way, so that it lists
   what ``rg`` lists.
 
-Each line is a glob (:mod:`refagent.sandbox.globs`, where the two dialects' globs are told apart) with
+Each line is a glob (:mod:`refagent.disk.globs`, where the two dialects' globs are told apart) with
 the ``.gitignore`` syntax around it: ``#`` comments, ``!`` to re-include, a trailing ``/`` for
 directories only, a slash anchoring the pattern at the file's directory. They agree on every common
 line. Where they read lines and files differently (each is a branch below)::
@@ -22,8 +22,8 @@ line. Where they read lines and files differently (each is a branch below)::
 
 A line the dialect rejects (an unclosed ``[``, a trailing ``\``) is skipped, as both skip it. Ignore
 files are untrusted (they come with the repository): they are read by
-:func:`~refagent.sandbox.safe_open.read_regular` (only regular files, without blocking, within
-:data:`MAX_IGNORE_BYTES`) and matched in linear time (:class:`~refagent.sandbox.globs.GlobMatcher`).
+:func:`~refagent.disk.safe_open.read_regular` (only regular files, without blocking, within
+:data:`MAX_IGNORE_BYTES`) and matched in linear time (:class:`~refagent.disk.globs.GlobMatcher`).
 
 One reader for both dialects keeps each difference a branch, side by side, checked against git and
 ``rg`` themselves on random trees (``tests/tools/test_search.py``).
@@ -38,8 +38,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from refagent.sandbox.globs import DIRS, Dialect, GlobMatcher, byte_view, translate
-from refagent.sandbox.safe_open import open_directory, read_regular
+from refagent.disk.globs import DIRS, Dialect, GlobMatcher, byte_view, translate
+from refagent.disk.safe_open import open_directory, read_regular
 
 _RUST_WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
 _RUST_WHITESPACE += "\u2028\u2029\u202f\u205f\u3000"

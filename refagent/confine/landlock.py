@@ -1,7 +1,7 @@
 """Landlock (Linux 5.13+): an unprivileged process restricts itself and everything it starts afterwards.
 
 A small ``ctypes`` binding of the three system calls, owned here rather than taken from PyPI: the
-launcher (:mod:`refagent.sandbox.launcher`) runs it with ``python -I -S``, so it must be standard
+launcher (:mod:`refagent.confine.launcher`) runs it with ``python -I -S``, so it must be standard
 library only and cheap to import, and it needs the newer ABIs (TCP rules in 4, scopes in 6) that the
 small PyPI bindings do not all cover.
 
@@ -18,7 +18,7 @@ What refagent asks of it (see :func:`restrict`):
 
 What it does not do: hide other processes. ``/proc/PID/environ`` of a process outside the domain (the
 agent's, with its API key) stayed readable under ABI 7 on Linux 6.18 here; the PID namespace with its
-own ``/proc`` (:mod:`refagent.sandbox.namespaces`) is what hides them.
+own ``/proc`` (:mod:`refagent.confine.namespaces`) is what hides them.
 
 Reference: the kernel's ``Documentation/userspace-api/landlock.rst`` and ``include/uapi/linux/landlock.h``.
 """
@@ -30,7 +30,7 @@ import os
 import stat
 import struct
 
-from refagent.sandbox.libc import libc, syscall
+from refagent.confine.libc import libc, syscall
 
 TYPE_CHECKING = False  # typing itself costs 14 ms to import, and this module runs in the launcher
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The command launcher: confine, then exec. Every command the agent runs starts through it, as a local
 process and in the editor's terminal alike::
 
-    python -I -S .../refagent/sandbox/launcher.py [options] -- /bin/sh -c 'pytest -q'
+    python -I -S .../refagent/confine/launcher.py [options] -- /bin/sh -c 'pytest -q'
 
 It is run as a script, by path, with ``-I -S`` (a few milliseconds, and immune to ``PYTHON*`` variables,
 site-packages and the working directory), so it imports only the standard library and its two siblings.
@@ -15,7 +15,7 @@ What it does, in order:
    ``/tmp`` (with the ``--show`` directories of the host's ``/tmp`` back, read-only), a fresh tmpfs over
    ``/run``, and layers the ``--cache`` directories (the user's package caches) over private copies; it
    hides the ``--hide`` paths (the agent's files, the user's credentials) under empty stand-ins, holds
-   read-only what git and editors run later (:mod:`refagent.sandbox.run_later`), gives the command a
+   read-only what git and editors run later (:mod:`refagent.confine.run_later`), gives the command a
    ``/dev`` of its own (its own pseudo-terminals, no terminal of the user's) and a ``/proc`` of the
    namespace; then it starts the command, which drops every capability before exec, and reaps orphans
    until the command ends. Then it kills every process left in the namespace (``setsid`` and
@@ -23,12 +23,12 @@ What it does, in order:
    outer launcher waits and ends as the command did (the same exit code or signal); a signal it gets is
    passed on; with ``--parent`` it dies when the agent does, and init then ends the namespace as above.
 3. With ``--landlock ABI``: writes only beneath the ``--write`` directories and the temporary one, and with
-   ``--deny-tcp`` no TCP (:mod:`refagent.sandbox.landlock`).
+   ``--deny-tcp`` no TCP (:mod:`refagent.confine.landlock`).
 4. Removes the ``--unset`` variables, sets ``TMPDIR`` and ``LC_CTYPE``, and execs the command.
 
 A step that fails ends the launcher with exit code 125 and a line on stderr: a command never runs less
 confined than it was promised. ``--probe`` tries each piece and prints what works (``key=value`` lines),
-for :mod:`refagent.sandbox.confinement` to read once at startup.
+for :mod:`refagent.confine.confinement` to read once at startup.
 
 Another operating system slots in here: the options say *what* to confine, this module says how on Linux.
 """
@@ -48,14 +48,14 @@ else:
 if __package__ in (None, ""):  # run as a script: import the siblings as parts of the package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from refagent.sandbox import landlock, namespaces, run_later  # noqa: E402
+from refagent.confine import landlock, namespaces, run_later  # noqa: E402
 
 CANNOT_CONFINE = 125
 """The exit code when the confinement could not be set up (the command did not run)."""
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 _ABANDONED = signal.SIGUSR2
 """What init gets when the outer launcher dies (killed with its process group, say): init ends the
-command and everything it started, then sweeps (:func:`refagent.sandbox.run_later.sweep`) and exits."""
+command and everything it started, then sweeps (:func:`refagent.confine.run_later.sweep`) and exits."""
 
 
 class Options:
@@ -188,7 +188,7 @@ def _run_in_namespaces(options: Options) -> None:
 def _init(options: Options, alive: int, report: int) -> None:
     """The namespace's first process (PID 1): mounts, then the command, then reaping; when the command
     ends, the rest of the namespace is killed and what it made for git or editors to run later is moved
-    aside (:mod:`refagent.sandbox.run_later`). Never returns.
+    aside (:mod:`refagent.confine.run_later`). Never returns.
 
     It leaves the launcher's process group, so that a kill of the group (the agent's time limit, an
     editor's ``terminal/kill``) reaches the outer launcher, whose death it hears (:data:`_ABANDONED`),
@@ -257,7 +257,7 @@ def _end_namespace(held: run_later.Held, report: int, status: int) -> None:
 
 def _mount(options: Options) -> tuple[str, run_later.Held]:
     """Private mounts for the command; returns its temporary directory as the command sees it, and what
-    of the roots is held for :func:`refagent.sandbox.run_later.sweep`. The caches that could be layered
+    of the roots is held for :func:`refagent.confine.run_later.sweep`. The caches that could be layered
     join ``options.write`` (Landlock must let the command write there)."""
     cwd = os.getcwd()
     roots = [*options.write]

@@ -1,12 +1,12 @@
-"""Which files a search visits, by the package's rules (:mod:`refagent.sandbox.search`), and opening them.
+"""Which files a search visits, by the package's rules (:mod:`refagent.search`), and opening them.
 
 - :func:`walk` and :func:`walk_entries`: the files under a directory as ripgrep lists them (its ``-g``
   globs as :class:`Overrides`, ``.gitignore`` lines in the ``rg`` dialect of
-  :mod:`refagent.sandbox.gitignore`), in no order. Only regular files are listed: never ``.git``, a
+  :mod:`refagent.disk.gitignore`), in no order. Only regular files are listed: never ``.git``, a
   link, a FIFO, socket or device, nor one of the agent's own temporary files. Every directory is opened
   from its parent's descriptor with ``O_NOFOLLOW``, so one swapped for a link mid-walk is not entered.
 - :func:`rg_can_walk`: whether ripgrep may walk a tree itself, i.e. every ``.gitignore`` it would read
-  on its way is a plain regular file within :data:`~refagent.sandbox.gitignore.MAX_IGNORE_BYTES`.
+  on its way is a plain regular file within :data:`~refagent.disk.gitignore.MAX_IGNORE_BYTES`.
 - :func:`one_file`, :func:`read_file` and :func:`open_text_file`: a listed or named file opened without
   following a link and without blocking, and checked again on the descriptor (it may have been swapped).
 - :func:`in_thread`: blocking work (a walk) in a thread, told to stop when the caller is cancelled.
@@ -27,11 +27,11 @@ from typing import Any
 
 import anyio
 
+from refagent.disk.gitignore import MAX_IGNORE_BYTES, Rules, Stack, ignored_by
+from refagent.disk.globs import glob_regex
+from refagent.disk.safe_open import open_directory
+from refagent.disk.write import TEMP_PREFIX, TEMP_SUFFIX
 from refagent.errors import ToolError
-from refagent.sandbox.fs_write import TEMP_PREFIX, TEMP_SUFFIX
-from refagent.sandbox.gitignore import MAX_IGNORE_BYTES, Rules, Stack, ignored_by
-from refagent.sandbox.globs import glob_regex
-from refagent.sandbox.safe_open import open_directory
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC
 """For a file the walker listed as regular: not through a link, and never waiting (a FIFO swapped in)."""
 
-# -- the walker (ripgrep's rules; the globs and .gitignore lines are read by refagent.sandbox.gitignore) ---
+# -- the walker (ripgrep's rules; the globs and .gitignore lines are read by refagent.disk.gitignore) ---
 
 
 def check_glob(glob: str) -> None:

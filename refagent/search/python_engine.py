@@ -1,8 +1,8 @@
 """The pure-Python engine: :func:`python_grep` and :func:`python_files`, the same inputs and results as
-:mod:`~refagent.sandbox.search.ripgrep`'s, for when ``rg`` is missing, rejects the pattern, or must not
+:mod:`~refagent.search.ripgrep`'s, for when ``rg`` is missing, rejects the pattern, or must not
 walk the tree.
 
-It walks with :mod:`~refagent.sandbox.search.walk` and matches with Python's ``re``, translating the
+It walks with :mod:`~refagent.search.walk` and matches with Python's ``re``, translating the
 Rust-only syntax models use most (:func:`python_regex`). ``re`` backtracks, holding the GIL: a pattern
 such as ``(a+)+$`` takes exponential time. An untrusted pattern therefore runs through
 :func:`python_grep_in_process`: the engine in an isolated child process (:func:`serve_python_grep`),
@@ -31,8 +31,8 @@ from typing import Any
 import anyio
 
 from refagent.errors import ToolError
-from refagent.sandbox.search.query import HARD_LIMIT, MAX_GREP_LINE_CHARS, Hits, Query
-from refagent.sandbox.search.walk import one_file, read_file, walk, walk_entries
+from refagent.search.query import HARD_LIMIT, MAX_GREP_LINE_CHARS, Hits, Query
+from refagent.search.walk import one_file, read_file, walk, walk_entries
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def _rust_to_python(found: re.Match[str]) -> str:
 def python_grep(
     query: Query, directory: str, target: str, stop: threading.Event | None = None, *, confine: Sequence[str] = ()
 ) -> Hits:
-    """The fallback engine: same inputs and results as :func:`~refagent.sandbox.search.ripgrep.rg_grep`.
+    """The fallback engine: same inputs and results as :func:`~refagent.search.ripgrep.rg_grep`.
     It backtracks: run it through :func:`python_grep_in_process` on anything but trusted patterns."""
     regex = python_regex(query.pattern, query.literal, query.case_insensitive)
     hits = Hits()
@@ -134,7 +134,7 @@ def _search_text(regex: re.Pattern[str], text: str, query: Query) -> tuple[int, 
 def python_files(
     globs: list[str], directory: str, stop: threading.Event | None = None, *, confine: Sequence[str] = ()
 ) -> tuple[list[str], bool]:
-    """The fallback of :func:`~refagent.sandbox.search.ripgrep.rg_files`: the files under ``directory`` by
+    """The fallback of :func:`~refagent.search.ripgrep.rg_files`: the files under ``directory`` by
     the package's rules and ``globs``, in no order, and whether that is all of them."""
     paths: list[str] = []
     for path in walk(directory, globs, stop, confine=confine):
@@ -150,7 +150,7 @@ _WORKER = (
     "import json, sys\n"
     "request = json.load(sys.stdin)\n"
     "sys.path[:] = request['path']\n"
-    "from refagent.sandbox.search.python_engine import serve_python_grep\n"
+    "from refagent.search.python_engine import serve_python_grep\n"
     "serve_python_grep(request)\n"
 )
 
@@ -229,7 +229,7 @@ async def python_grep_in_process(
 def _child_path() -> list[str]:
     """The child's ``sys.path``: ours, without relative entries (``""`` is the working directory, which
     may be the tree being searched), and with the directory refagent itself was imported from."""
-    # This file is refagent/sandbox/search/python_engine.py: four levels below that directory.
+    # This file is refagent/search/python_engine.py: four levels below that directory.
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     return list(dict.fromkeys([here, *(entry for entry in sys.path if os.path.isabs(entry))]))
 

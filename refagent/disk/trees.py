@@ -2,10 +2,10 @@
 before a delete or a move (:func:`survey_tree`), removing it (:class:`Removal`) and copying it
 (:func:`copy_entry`); and the one name no tree operation takes along, ``.git`` (:data:`PROTECTED_NAME`).
 
-Contract: every walk starts at a directory descriptor from :mod:`refagent.sandbox.fs_walk` and opens each
+Contract: every walk starts at a directory descriptor from :mod:`refagent.disk.walk` and opens each
 entry relative to its directory with ``O_NOFOLLOW``: a link is unlinked or copied as a link, never
 descended into, so a subdirectory swapped for a link mid-way cannot lead a walk out of the tree. The
-functions block and raise ``OSError`` as it comes (the callers in :mod:`refagent.sandbox.fs_delete_move`
+functions block and raise ``OSError`` as it comes (the callers in :mod:`refagent.disk.delete_move`
 turn it into words for the model), :class:`Appeared` when a ``.git`` turns up in a tree that had none
 when it was surveyed, ``RecursionError`` for a tree deeper than Python's stack, and a
 :class:`~refagent.errors.ToolError` for an entry that cannot be copied.
@@ -22,8 +22,8 @@ import os
 import stat
 from dataclasses import dataclass
 
+from refagent.disk.walk import FILE_READ_FLAGS, O_CLOEXEC, kind_name, lstat_at
 from refagent.errors import ToolError
-from refagent.sandbox.fs_walk import FILE_READ_FLAGS, O_CLOEXEC, kind_name, lstat_at
 
 PROTECTED_NAME = ".git"
 """A recursive delete or a move never takes an entry of this name (in any case) along: a git repository's

@@ -3,8 +3,8 @@
 needs.
 
 Contract: the path comes from the path policy and is opened through the descriptor walk of
-:mod:`refagent.sandbox.fs_walk` (a link in it is refused). A missing file is ``FileNotFoundError``, as
-:class:`~refagent.sandbox.seams.TextFiles` says; everything else the model should hear about (a
+:mod:`refagent.disk.walk` (a link in it is refused). A missing file is ``FileNotFoundError``, as
+:class:`~refagent.seams.TextFiles` says; everything else the model should hear about (a
 directory, a FIFO or device, binary content, invalid UTF-8 in a whole read, a file too big to load) is a
 :class:`~refagent.errors.ToolError` for it. These functions block (the file system calls them in worker
 threads).
@@ -22,8 +22,8 @@ import os
 import stat
 from dataclasses import dataclass
 
+from refagent.disk.walk import FILE_READ_FLAGS, LinkInPath, kind_name, open_dir, os_error, split_path
 from refagent.errors import ToolError
-from refagent.sandbox.fs_walk import FILE_READ_FLAGS, LinkInPath, kind_name, open_dir, os_error, split_path
 
 BINARY_SNIFF_BYTES = 8192
 """A NUL byte in this many leading bytes marks a file as binary (git's heuristic)."""
@@ -37,7 +37,7 @@ class LinePage:
     """Lines ``first``..``first + len(lines) - 1`` of a file, line endings stripped, long lines already cut.
 
     The one page type, whoever cuts it: the local disk's paged reads
-    (:meth:`refagent.sandbox.local_fs.LocalFileSystem.read_lines`) return it, and a page of text already in
+    (:meth:`refagent.disk.local_fs.LocalFileSystem.read_lines`) return it, and a page of text already in
     memory (an editor's buffer) is one too.
     """
 

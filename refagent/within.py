@@ -1,6 +1,6 @@
 """The path test the sandbox's modules share (:func:`within`): a string comparison, standard library only.
 
-Apart from :mod:`refagent.sandbox.libc` so that the path policy and the confinement, which need only this,
+Apart from :mod:`refagent.confine.libc` so that the path policy and the confinement, which need only this,
 do not load ``ctypes`` and the C library on the way to a session's first response."""
 
 from __future__ import annotations

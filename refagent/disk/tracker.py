@@ -1,4 +1,4 @@
-"""What the model last saw of each file (:class:`refagent.sandbox.seams.ReadTracker`).
+"""What the model last saw of each file (:class:`refagent.seams.ReadTracker`).
 
 Contract: :meth:`FileTracker.saw` records the text the model last read of a file (or last wrote: the
 tools call it after their own writes, so consecutive edits work). :meth:`FileTracker.check_fresh`, called

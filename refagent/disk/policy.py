@@ -1,7 +1,7 @@
 """The path policy: where a model-given path really points, and whether the file tools may touch it.
 
-Contract (:class:`refagent.sandbox.seams.PathPolicy`): :meth:`RootPolicy.resolve` turns a model-given path
-into a :class:`~refagent.sandbox.seams.ResolvedPath` — absolute, normalised, every symbolic link resolved —
+Contract (:class:`refagent.seams.PathPolicy`): :meth:`RootPolicy.resolve` turns a model-given path
+into a :class:`~refagent.seams.ResolvedPath` — absolute, normalised, every symbolic link resolved —
 and says whether it lies inside the session roots ``[cwd, *additional_roots]``. Reads outside are not
 refused here: the tool asks the user (``inside=False``). :meth:`RootPolicy.check_write` refuses outright
 what the file tools must never change: anything outside the roots, anything in or named ``.git``, and a
@@ -17,7 +17,7 @@ Security reasoning (the file tools' half of docs/sandbox.md):
 * The returned ``path`` contains no symbolic link at all. Callers must act on ``ResolvedPath.path``,
   never on the model's string: what was checked is then what is used. The remaining time-of-check /
   time-of-use gap (a component swapped for a link after the check) is closed by
-  :class:`refagent.sandbox.local_fs.LocalFileSystem`, which opens every component with ``O_NOFOLLOW``.
+  :class:`refagent.disk.local_fs.LocalFileSystem`, which opens every component with ``O_NOFOLLOW``.
 * The roots are resolved the same way, once, so a root reached through a link (``/tmp`` on macOS) works.
 * "Inside" is a prefix test on resolved paths component by component, so ``/work/proj2`` is not inside
   ``/work/proj``. The test is case-sensitive: on a case-insensitive file system a differently-cased
@@ -46,8 +46,8 @@ import unicodedata
 from collections.abc import Sequence
 
 from refagent.errors import ToolError
-from refagent.sandbox.seams import ResolvedPath
-from refagent.sandbox.within import within
+from refagent.seams import ResolvedPath
+from refagent.within import within
 
 MAX_PATH_BYTES = 4096
 """Linux ``PATH_MAX``: longer paths cannot be used in one system call."""

@@ -2,7 +2,7 @@
 
 :class:`Query` is one grep (pattern, flags, context lines, output mode, globs); :class:`Hits` is its
 answer, by path relative to the searched directory, in no order. Both engines
-(:mod:`~refagent.sandbox.search.ripgrep`, :mod:`~refagent.sandbox.search.python_engine`) fill a
+(:mod:`~refagent.search.ripgrep`, :mod:`~refagent.search.python_engine`) fill a
 :class:`Hits` alike for the same tree, and stop past :data:`HARD_LIMIT` matches or files, marking it
 incomplete.
 """

@@ -12,14 +12,14 @@ not a degraded mode. The rules, all ripgrep's (``rg --hidden --no-ignore-dot --n
 - ``.gitignore`` files are respected inside a git repository (a directory with ``.git``), from the
   repository's top down, as git does; a nested repository starts afresh. Outside any repository they are
   not (ripgrep's default). ``.ignore``, ``.git/info/exclude`` and global excludes are not used. Their
-  lines, and ``glob``, are read as ripgrep reads them: :mod:`refagent.sandbox.gitignore`'s ``rg`` dialect.
+  lines, and ``glob``, are read as ripgrep reads them: :mod:`refagent.disk.gitignore`'s ``rg`` dialect.
 - A ``glob`` is gitignore-style: without a slash it matches a file name at any depth (``*.py``), with one
   it is anchored at the searched directory (``src/**/*.ts``); ``{a,b}`` alternatives work. As in ripgrep,
   a file a glob names is included even if ``.gitignore`` lists it, but ignored directories stay pruned.
 - grep treats a file with a NUL byte as binary and skips it (ripgrep may print matches found before the
   NUL; those are dropped so both engines agree).
 - Results are by path relative to the searched directory, in no order (ripgrep searches in parallel);
-  a search stops past :data:`~refagent.sandbox.search.query.HARD_LIMIT` and says it is incomplete.
+  a search stops past :data:`~refagent.search.query.HARD_LIMIT` and says it is incomplete.
   Sorting, showing and capping them for the model is the tools' part.
 
 The regex dialect is Rust's (``regex`` crate) with ripgrep and Python's ``re`` in the fallback. They agree
@@ -36,7 +36,7 @@ The tree being searched is untrusted (a cloned repository), and so is the patter
   after a non-blocking open; ripgrep skips them when it walks, and a file named as the target is opened
   first and given to ripgrep on its standard input. ripgrep reads every ``.gitignore`` on its way
   (ancestors too) by following links and without a size limit, so a tree where one is not a plain
-  regular file within :data:`~refagent.sandbox.gitignore.MAX_IGNORE_BYTES` (a FIFO, a link to ``/dev/zero``)
+  regular file within :data:`~refagent.disk.gitignore.MAX_IGNORE_BYTES` (a FIFO, a link to ``/dev/zero``)
   is searched by the Python engine instead, which reads only those (and a linked one only when it
   leads inside the roots).
 - Nothing outside the searched directory is read through a link swapped in after the path was
@@ -46,16 +46,16 @@ The tree being searched is untrusted (a cloned repository), and so is the patter
 - ripgrep's regex engine runs in linear time. Python's backtracks, and a pattern such as ``(a+)+$``
   takes exponential time (with the GIL held): the Python engine runs in a child process that is
   killed at a time limit, and the model is told to simplify the pattern. Glob matching is linear
-  (:class:`refagent.sandbox.globs.GlobMatcher`).
+  (:class:`refagent.disk.globs.GlobMatcher`).
 
 The modules, each importing only those before it (and the rest of the sandbox):
 
-- :mod:`~refagent.sandbox.search.query`: what a search asks (``Query``) and finds (``Hits``).
-- :mod:`~refagent.sandbox.search.walk`: the walker, by the rules above, and the careful opening of
+- :mod:`~refagent.search.query`: what a search asks (``Query``) and finds (``Hits``).
+- :mod:`~refagent.search.walk`: the walker, by the rules above, and the careful opening of
   what it lists.
-- :mod:`~refagent.sandbox.search.ripgrep`: running ``rg`` and reading what it prints.
-- :mod:`~refagent.sandbox.search.python_engine`: the pure-Python engine, and the child process it runs
+- :mod:`~refagent.search.ripgrep`: running ``rg`` and reading what it prints.
+- :mod:`~refagent.search.python_engine`: the pure-Python engine, and the child process it runs
   in with a deadline.
-- :mod:`~refagent.sandbox.search.dispatch`: ``search`` and ``list_files``, which choose the engine: what
+- :mod:`~refagent.search.dispatch`: ``search`` and ``list_files``, which choose the engine: what
   the tools call.
 """

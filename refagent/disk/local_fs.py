@@ -1,4 +1,4 @@
-"""The local file system (:class:`refagent.sandbox.seams.Disk`): text reads and atomic writes, kinds,
+"""The local file system (:class:`refagent.seams.Disk`): text reads and atomic writes, kinds,
 deletes, moves, and paged reads of big files.
 
 Contract: paths are absolute and come from the path policy (``ResolvedPath.path``): normalised, with no
@@ -10,14 +10,14 @@ walks its path from ``/`` through directory descriptors and refuses a symbolic l
 
 :class:`LocalFileSystem` is the front; the work is done, in blocking functions, by:
 
-- :mod:`refagent.sandbox.fs_walk`: the descriptor walk every operation goes through (why: time of check
+- :mod:`refagent.disk.walk`: the descriptor walk every operation goes through (why: time of check
   to time of use), and its error messages;
-- :mod:`refagent.sandbox.fs_read`: whole reads and paged reads (:class:`~refagent.sandbox.fs_read.LinePage`);
-- :mod:`refagent.sandbox.fs_write`: atomic writes, and the names of our temporary files
-  (:data:`~refagent.sandbox.fs_write.TEMP_PREFIX`);
-- :mod:`refagent.sandbox.fs_trees`: surveying, removing and copying directory trees, never taking a
-  ``.git`` along (:data:`~refagent.sandbox.fs_trees.PROTECTED_NAME`);
-- :mod:`refagent.sandbox.fs_delete_move`: deletes and moves, all or nothing.
+- :mod:`refagent.disk.read`: whole reads and paged reads (:class:`~refagent.disk.read.LinePage`);
+- :mod:`refagent.disk.write`: atomic writes, and the names of our temporary files
+  (:data:`~refagent.disk.write.TEMP_PREFIX`);
+- :mod:`refagent.disk.trees`: surveying, removing and copying directory trees, never taking a
+  ``.git`` along (:data:`~refagent.disk.trees.PROTECTED_NAME`);
+- :mod:`refagent.disk.delete_move`: deletes and moves, all or nothing.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from typing import Literal, TypeVar
 
 import anyio.to_thread
 
+from refagent.disk.delete_move import delete_entry, move_entry
+from refagent.disk.read import LinePage, read_page, read_whole
+from refagent.disk.walk import os_error, remove_dir
+from refagent.disk.write import write_atomic
 from refagent.errors import ToolError
-from refagent.sandbox.fs_delete_move import delete_entry, move_entry
-from refagent.sandbox.fs_read import LinePage, read_page, read_whole
-from refagent.sandbox.fs_walk import os_error, remove_dir
-from refagent.sandbox.fs_write import write_atomic
 
 T = TypeVar("T")
 
@@ -79,7 +79,7 @@ class LocalFileSystem:
     async def move(self, source: str, destination: str) -> None:
         """Rename ``source`` to ``destination`` (parents created); refuses an existing destination, and a
         tree that holds a ``.git``. Across file systems: copied, then deleted
-        (:func:`refagent.sandbox.fs_delete_move._move_across`)."""
+        (:func:`refagent.disk.delete_move._move_across`)."""
         await _in_thread(lambda: move_entry(source, destination))
 
     async def remove_dir(self, path: str) -> None:

@@ -1,6 +1,6 @@
 """The seams between the tools and what they act on: the protocols every file system, terminal, path
 policy, read tracker, watcher and way of asking the user implements, local (this package) or the
-editor's (:mod:`refagent.sandbox.editor`).
+editor's (:mod:`refagent.editor.backends`).
 
 The tools see only these protocols (through :class:`refagent.tools.base.ToolContext`), never an
 implementation; a session chooses the implementations from the client's capabilities
@@ -14,7 +14,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from refagent.sandbox.confinement import Level
+Level = Literal["workspace", "network", "none"]
+"""How far a command is confined (:mod:`refagent.confine.confinement` says what each level promises):
+``workspace`` writes only under the roots and has no network, ``network`` the same with the network, ``none``
+is not confined."""
+LEVELS: tuple[Level, ...] = ("workspace", "network", "none")
 
 
 class TextFiles(Protocol):
@@ -31,7 +35,7 @@ class TextFiles(Protocol):
 
 
 class Disk(TextFiles, Protocol):
-    """The local file system (:class:`refagent.sandbox.local_fs.LocalFileSystem`).
+    """The local file system (:class:`refagent.disk.local_fs.LocalFileSystem`).
 
     Listing, searching, deleting and moving always happen here: ACP gives editors no such methods.
     ``write_text`` is atomic (temporary file in the same directory, fsync, rename, mode bits kept).
@@ -61,7 +65,7 @@ class CommandResult:
 
 class Terminals(Protocol):
     """Running a shell command: an editor terminal (``terminal/*``) or a local process group, confined
-    at a level (:mod:`refagent.sandbox.confinement`)."""
+    at a level (:mod:`refagent.confine.confinement`)."""
 
     async def run(
         self,
@@ -98,7 +102,7 @@ class ResolvedPath:
 
 
 class PathPolicy(Protocol):
-    """The sandbox boundary (implemented in :mod:`refagent.sandbox.policy`)."""
+    """The sandbox boundary (implemented in :mod:`refagent.disk.policy`)."""
 
     roots: tuple[str, ...]
     """The session roots, resolved (the cwd first)."""
@@ -134,7 +138,7 @@ class ReadTracker(Protocol):
 
 
 class Watcher(Protocol):
-    """Notices files changed under the roots by anyone but the agent (:class:`refagent.sandbox.watcher.RootWatcher`)."""
+    """Notices files changed under the roots by anyone but the agent (:class:`refagent.disk.watcher.RootWatcher`)."""
 
     async def run(self) -> None:
         """Watch until cancelled."""
@@ -170,7 +174,7 @@ class Answer:
 
 class Questions(Protocol):
     """Asking the user a question and waiting for the answer: the editor's form (``elicitation/create``)
-    or, for a few choices, its permission dialog (:class:`refagent.sandbox.editor.EditorQuestions`)."""
+    or, for a few choices, its permission dialog (:class:`refagent.editor.backends.EditorQuestions`)."""
 
     async def ask(
         self,

@@ -2,7 +2,7 @@
 of it, or an error that says exactly what was done.
 
 Contract: paths come from the path policy and are reached through the descriptor walk of
-:mod:`refagent.sandbox.fs_walk`; trees are walked with :mod:`refagent.sandbox.fs_trees`. Both functions
+:mod:`refagent.disk.walk`; trees are walked with :mod:`refagent.disk.trees`. Both functions
 block (the file system calls them in worker threads) and raise :class:`~refagent.errors.ToolError` with
 a message for the model.
 
@@ -14,7 +14,7 @@ instant could still be replaced; Python has no ``RENAME_NOREPLACE``). Across fil
 that into place and then deletes the source (see :func:`_move_across` for what that can and cannot undo).
 
 Nothing half done. A recursive delete first walks the whole tree (through descriptors, as above) and
-refuses before deleting anything when the tree holds a ``.git`` (:data:`~refagent.sandbox.fs_trees.PROTECTED_NAME`)
+refuses before deleting anything when the tree holds a ``.git`` (:data:`~refagent.disk.trees.PROTECTED_NAME`)
 or a directory whose entries we may not remove; the deleting walk then checks every directory again before
 it removes anything in it, so a ``.git`` that appears in between is never deleted either, and the error says
 exactly what was deleted before it stopped. A move of a tree that holds a ``.git`` is refused, checked
@@ -30,10 +30,10 @@ import os
 import secrets
 import stat
 
+from refagent.disk.trees import Appeared, Removal, Survey, copy_entry, survey_tree, under
+from refagent.disk.walk import fsync_dir, kind_name, lstat_at, open_parent, os_error, remove_made
+from refagent.disk.write import TEMP_PREFIX, TEMP_SUFFIX
 from refagent.errors import ToolError
-from refagent.sandbox.fs_trees import Appeared, Removal, Survey, copy_entry, survey_tree, under
-from refagent.sandbox.fs_walk import fsync_dir, kind_name, lstat_at, open_parent, os_error, remove_made
-from refagent.sandbox.fs_write import TEMP_PREFIX, TEMP_SUFFIX
 
 
 def delete_entry(path: str, recursive: bool) -> None:

@@ -1,6 +1,6 @@
-"""What the launcher's modules share (:mod:`refagent.sandbox.landlock`, :mod:`refagent.sandbox.namespaces`):
+"""What the launcher's modules share (:mod:`refagent.confine.landlock`, :mod:`refagent.confine.namespaces`):
 the C library and its ``syscall``. Standard library only, as they are. (Their path test is
-:func:`refagent.sandbox.within.within`, which needs no ``ctypes``.)"""
+:func:`refagent.within.within`, which needs no ``ctypes``.)"""
 
 from __future__ import annotations
 

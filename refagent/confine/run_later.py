@@ -23,7 +23,7 @@ what git configuration the command could otherwise reach: a ``core.hooksPath`` a
 (or ``includeIf``) file inside a root, named by the repository's or the user's configuration.
 
 The launcher's init calls :func:`hold` before the command: each of those that exists is mounted
-read-only (:func:`refagent.sandbox.namespaces.hold_read_only`), so it can be neither changed nor
+read-only (:func:`refagent.confine.namespaces.hold_read_only`), so it can be neither changed nor
 replaced. One that does not exist cannot be held by a mount, so :func:`sweep` runs after every process
 of the command has died: what the command made there (``git init`` at a root, a new ``.vscode/``, a
 ``.git`` file pointing elsewhere) is moved aside, to ``NAME.refagent-blocked``, and said on the
@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 import stat
 
-from refagent.sandbox.within import within
+from refagent.within import within
 
 TYPE_CHECKING = False  # typing itself costs 14 ms to import, and this module runs in the launcher
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class Held:
 def hold(roots: Sequence[str]) -> Held:
     """Hold read-only everything of the roots that git and editors run later (see the module docstring),
     and note what is missing. Call in the namespace's init, once the roots are mounted writable."""
-    from refagent.sandbox.namespaces import hold_read_only  # here: the agent imports RUN_LATER, not ctypes
+    from refagent.confine.namespaces import hold_read_only  # here: the agent imports RUN_LATER, not ctypes
 
     held = Held(roots)
     candidates: list[str] = []

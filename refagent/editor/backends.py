@@ -7,7 +7,7 @@
 - :class:`EditorTerminals`: ``terminal/create`` -> embed in the tool call -> ``terminal/wait_for_exit``
   raced against the time limit -> ``terminal/kill`` on timeout -> ``terminal/output`` ->
   ``terminal/release``, which always happens: on success, error, timeout and cancellation. The editor
-  runs our launcher (:mod:`refagent.sandbox.launcher`), which confines the command as a local one is
+  runs our launcher (:mod:`refagent.confine.launcher`), which confines the command as a local one is
   confined and then execs ``/bin/sh -c``: the editor's terminal holds no more power than ours.
 - :class:`EditorQuestions`: a question for the user as a form (``elicitation/create``, when the client
   advertises ``elicitation.form``), else, for a few choices, as ``session/request_permission`` with one
@@ -29,12 +29,12 @@ from refagent.acp.connection import Peer
 from refagent.acp.errors import RESOURCE_NOT_FOUND, RequestError
 from refagent.acp.text import cut, has_surrogates
 from refagent.acp.types import ClientCapabilities
+from refagent.confine.confinement import UNCONFINED, Confinement
+from refagent.confine.process import ResourceLimits, is_secret_name
 from refagent.errors import ToolError
 from refagent.ids import new_id
-from refagent.sandbox.confinement import UNCONFINED, Confinement, Level
-from refagent.sandbox.process import ResourceLimits, is_secret_name
-from refagent.sandbox.seams import Answer, CommandResult, Disk, PathPolicy, Questions, Terminals, TextFiles
-from refagent.sandbox.within import within
+from refagent.seams import Answer, CommandResult, Disk, Level, PathPolicy, Questions, Terminals, TextFiles
+from refagent.within import within
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Reaching a checked path on the local disk without following a symbolic link: the descriptor walk every
-operation of :class:`refagent.sandbox.local_fs.LocalFileSystem` goes through, and its error translation.
+operation of :class:`refagent.disk.local_fs.LocalFileSystem` goes through, and its error translation.
 
 Contract: paths are absolute and come from the path policy (``ResolvedPath.path``): normalised, with no
 symbolic link in any component. These functions block (the file system calls them in worker threads).
