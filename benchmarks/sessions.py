@@ -74,14 +74,10 @@ def pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-async def _nothing(method: str, params: dict[str, Any]) -> None:
-    return None
-
-
 def write_session(store: SessionStore, session_id: str, cwd: str, visible: int) -> int:
     """Write a session with ``visible`` replayable updates; return how many updates were sent live."""
     log = store.create(session_id, cwd, [])
-    recorder = Recorder(_nothing, session_id, log)
+    recorder = Recorder(session_id, log)
     history = Conversation([], log)
     sent = 0
     shown = 0

@@ -1,6 +1,6 @@
 """The seams between the tools and what they act on: the protocols every file system, terminal, path
 policy, read tracker, watcher and way of asking the user implements, local (this package) or the
-editor's (:mod:`refagent.editor.backends`).
+editor's (:mod:`refagent.editor`).
 
 The tools see only these protocols (through :class:`refagent.tools.base.ToolContext`), never an
 implementation; a session chooses the implementations from the client's capabilities
@@ -174,7 +174,7 @@ class Answer:
 
 class Questions(Protocol):
     """Asking the user a question and waiting for the answer: the editor's form (``elicitation/create``)
-    or, for a few choices, its permission dialog (:class:`refagent.editor.backends.EditorQuestions`)."""
+    or, for a few choices, its permission dialog (:class:`refagent.editor.questions.EditorQuestions`)."""
 
     async def ask(
         self,

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from refagent.llm.profiles import ModelProfile, scripted_profile
 
@@ -48,11 +48,52 @@ def default_store() -> SessionStore | None:
     return SessionStore(root) if root is not None else None
 
 
-def local_sandbox(cwd: str, additional: list[str], private: Sequence[str] = ()) -> Sandbox:
-    """:func:`refagent.sandbox.local.local_sandbox`, imported when the first session needs it."""
-    from refagent.sandbox.local import local_sandbox as sandbox
+class SandboxMaker(Protocol):
+    """What makes each session's sandbox (``Settings.make_sandbox``): the standard one is
+    :class:`LocalSandboxes`; a fork's own is any object with these two methods (or :class:`OwnSandboxes`
+    around a function)."""
 
-    return sandbox(cwd, additional, private)
+    def __call__(self, cwd: str, additional: list[str], private: Sequence[str]) -> Sandbox:
+        """The sandbox of a session with roots ``[cwd, *additional]``, keeping ``private`` (the agent's own
+        files: its config and log files) from the session's commands and tools."""
+        ...
+
+    def support(self) -> Support | None:
+        """How these sandboxes confine commands, when that is known before one is made (the modes of a
+        session's first response describe it); None: only a sandbox made can say
+        (:attr:`refagent.sandbox.local.Sandbox.confinement`). May block: call it from a worker thread."""
+        ...
+
+
+class LocalSandboxes:
+    """The standard sandboxes (:func:`refagent.sandbox.local.local_sandbox`), imported when the first
+    session needs one."""
+
+    def __call__(self, cwd: str, additional: list[str], private: Sequence[str] = ()) -> Sandbox:
+        from refagent.sandbox.local import local_sandbox
+
+        return local_sandbox(cwd, additional, private)
+
+    def support(self) -> Support | None:
+        """This machine's (:func:`refagent.confine.confinement.machine_support`, which waits for the
+        probe the first time)."""
+        from refagent.confine.confinement import machine_support
+
+        return machine_support()
+
+
+@dataclass(frozen=True)
+class OwnSandboxes:
+    """Sandboxes of one's own made by ``make(cwd, additional)`` (tests, forks), which say how they
+    confine only once made."""
+
+    make: Callable[[str, list[str]], Sandbox]
+
+    def __call__(self, cwd: str, additional: list[str], private: Sequence[str] = ()) -> Sandbox:
+        return self.make(cwd, additional)
+
+    def support(self) -> Support | None:
+        return None
 
 
 def default_tools() -> Sequence[BaseTool]:
@@ -77,7 +118,7 @@ class Settings:
     default_profile: str | None = None
     make_model: Callable[[ModelProfile], ModelClient] = _offline_model
     max_requests: int = DEFAULT_MAX_REQUESTS
-    make_sandbox: Callable[[str, list[str]], Sandbox] = local_sandbox
+    make_sandbox: SandboxMaker = field(default_factory=LocalSandboxes)
     tools: Callable[[], Sequence[BaseTool]] = default_tools
     store: Callable[[], SessionStore | None] | None = default_store
     """Where sessions are saved (None: nowhere; then load, resume, list and delete are not offered)."""
@@ -103,10 +144,8 @@ class Settings:
         return next((pr for pr in self.profiles if pr.id == self.default_profile), self.profiles[0])
 
     def sandbox_for(self, cwd: str, additional: list[str]) -> Sandbox:
-        """A new session's sandbox: ``make_sandbox``'s; the default one hides :attr:`private_files` too."""
-        if self.make_sandbox is local_sandbox:
-            return local_sandbox(cwd, additional, self.private_files)
-        return self.make_sandbox(cwd, additional)
+        """A new session's sandbox, from ``make_sandbox``, keeping :attr:`private_files` from it."""
+        return self.make_sandbox(cwd, additional, self.private_files)
 
     def saves_sessions(self) -> bool:
         """Whether sessions are saved; for the default store, answered without loading the store."""
@@ -117,16 +156,11 @@ class Settings:
         return self.store() is not None
 
     def sandbox_support(self) -> Support | None:
-        """How the sandboxes of new sessions will confine commands, when that is known without making one:
-        for the default sandbox, this machine's (:func:`refagent.confine.confinement.machine_support`, which
-        blocks for the probe the first time: call it from a worker thread); None for a ``make_sandbox`` of
-        one's own, which only the sandbox it makes can answer. A session's modes describe it in the
-        response that opens the session, before its sandbox is made."""
-        if self.make_sandbox is not local_sandbox:
-            return None
-        from refagent.confine.confinement import machine_support
-
-        return machine_support()
+        """How the sandboxes of new sessions will confine commands, when that is known without making one
+        (:meth:`SandboxMaker.support`; for the standard sandbox it blocks for the probe the first time: call
+        it from a worker thread). A session's modes describe it in the response that opens the session,
+        before its sandbox is made."""
+        return self.make_sandbox.support()
 
     @classmethod
     def from_config(cls, config: Config, reload: Callable[[], Settings] | None = None) -> Settings:

@@ -1,9 +1,10 @@
 """Recording what a session shows, and replaying it for ``session/load``.
 
-:class:`Recorder` sits between a session and its client: every update goes to the client at once and, if it
-belongs to the visible history, to the session's files (:mod:`refagent.persistence.records`) in the form a replay sends:
-each message as one chunk with its ``messageId`` (its chunks merged as it streams), each tool call once,
-where it began, in its final state, and the plans in order. What is complete goes to the replay file;
+:class:`Recorder` keeps a session's visible history: every update the session sends its client
+(``Session.send_update``) that belongs to it goes to the session's files
+(:mod:`refagent.persistence.records`) in the form a replay sends: each message as one chunk with its
+``messageId`` (its chunks merged as it streams), each tool call once, where it began, in its final state,
+and the plans in order. What is complete goes to the replay file;
 what is not yet (a tool call running, and anything shown after it meanwhile) is held, its updates
 recorded in the record file, until it is.
 
@@ -19,7 +20,7 @@ conversation is :mod:`refagent.persistence.conversation`.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from refagent.persistence.reader import StoredSession
@@ -52,21 +53,14 @@ FLUSH_SECONDS = 0.5
 
 
 class Recorder:
-    """Sends a session's updates to the client (``notify``) and records the visible ones in ``log`` (if any).
+    """Records the visible ones of a session's updates in ``log`` (if any), as the session sends them.
 
     ``clock`` (seconds, monotonic) bounds how long streamed text waits in memory: a message still
     streaming after :data:`FLUSH_SECONDS` is written so far, so a crash loses at most that much of it.
     Call :meth:`settle` when a turn ends: what is held then goes to the replay file as it is.
     """
 
-    def __init__(
-        self,
-        notify: Callable[[str, dict[str, Any]], Awaitable[None]],
-        session_id: str,
-        log: SessionLog | None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._notify = notify
+    def __init__(self, session_id: str, log: SessionLog | None, clock: Callable[[], float] = time.monotonic) -> None:
         self.session_id = session_id
         self.log = log
         self._clock = clock
@@ -83,18 +77,9 @@ class Recorder:
         self._ended: dict[str, None] = {}
         """The ids of tool calls that have ended (the latest :data:`_SHOWN_CALLS`)."""
 
-    async def send(self, update: dict[str, Any]) -> None:
-        """Send ``update`` to the client as a ``session/update`` (``notify``: the connection's), without
-        recording it (a notice: news about this run, not the thread)."""
-        await self._notify("session/update", {"sessionId": self.session_id, "update": update})
-
-    async def __call__(self, update: dict[str, Any]) -> None:
-        """Send ``update`` to the client, then record it."""
-        await self.send(update)
-        self.record(update)
-
     def record(self, update: dict[str, Any]) -> None:
-        """Record without sending (the user's own prompt: the client already shows it)."""
+        """Record ``update`` if it belongs to the visible history (the session has sent it, or, for the
+        user's own prompt, the client already shows it)."""
         if self.log is None or update.get("sessionUpdate") not in VISIBLE or not _showable(update):
             return
         if update["sessionUpdate"] == "compaction_update" and update["status"] not in _COMPACTION_ENDED:

@@ -1,12 +1,14 @@
-"""The local side of a session (:class:`Sandbox`): its path policy, the disk, local processes, read tracking
-and a watcher of the roots, all confined to the session's roots. :func:`local_sandbox` makes the standard
-one; tests and forks pass their own through ``Settings.make_sandbox``."""
+"""A session's sandbox (:class:`Sandbox`): its path policy, the disk, its terminals, read tracking and a
+watcher of the roots, all confined to the session's roots, and how the editor's files and terminals join
+them (wrapped in the sandbox's policy and confinement, never in its place). :func:`local_sandbox` makes the
+standard one; tests and forks pass their own through ``Settings.make_sandbox``."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from refagent.confine.confinement import Confinement, hidden_paths, machine_support
 from refagent.confine.process import LocalTerminals
@@ -14,12 +16,20 @@ from refagent.disk.local_fs import LocalFileSystem
 from refagent.disk.policy import RootPolicy
 from refagent.disk.tracker import FileTracker
 from refagent.disk.watcher import RootWatcher
-from refagent.seams import Disk, PathPolicy, ReadTracker, Terminals, Watcher
+from refagent.editor.files import EditorFiles
+from refagent.editor.terminals import EditorTerminals
+from refagent.seams import Disk, PathPolicy, ReadTracker, Terminals, TextFiles, Watcher
+
+if TYPE_CHECKING:
+    from refagent.acp.client import SessionClient
 
 
 @dataclass
 class Sandbox:
-    """The local side of a session: policy, disk, processes, read tracking, and a watcher (optional)."""
+    """What a session's tools act on: the path policy, the disk, the terminals, read tracking, and a
+    watcher (optional). The editor's files and terminals are used only as :meth:`files_with` and
+    :meth:`terminals_with` say, so a sandbox of one's own holds whatever the client offers.
+    """
 
     policy: PathPolicy
     disk: Disk
@@ -27,7 +37,28 @@ class Sandbox:
     reads: ReadTracker
     watcher: Watcher | None = None
     confinement: Confinement | None = None
-    """How commands are confined, in local processes and the editor's terminals alike (None: not)."""
+    """How commands are confined, in local processes and the editor's terminals alike. None: this sandbox
+    confines its commands its own way (or not at all), and the editor's terminals are not used."""
+    editor_files: bool = True
+    """Whether the editor's files are this sandbox's (the host's disk, as the editor sees it): then text
+    reads and writes go through the editor where it offers them. False for a sandbox whose disk is
+    elsewhere (a container, a remote machine): the editor's buffers are not its files."""
+
+    def files_with(self, client: SessionClient) -> TextFiles:
+        """The text files the tools read and write: the editor's ``fs/*`` where the client offers them and
+        :attr:`editor_files` holds, each path checked by :attr:`policy` before and after its request
+        (:class:`~refagent.editor.files.EditorFiles`); otherwise :attr:`disk`."""
+        if self.editor_files and (client.reads_files or client.writes_files):
+            return EditorFiles(client, self.disk, self.policy)
+        return self.disk
+
+    def terminals_with(self, client: SessionClient) -> Terminals:
+        """Where commands run: the editor's terminals where the client offers them and this sandbox has a
+        :attr:`confinement` to run them under (the launcher's command line, the same as a local
+        command's); otherwise :attr:`terminals`."""
+        if client.has_terminals and self.confinement is not None:
+            return EditorTerminals(client, confinement=self.confinement)
+        return self.terminals
 
     def close(self) -> None:
         """The session is over: remove what its commands left in their private temporary directory."""

@@ -29,6 +29,7 @@ import anyio.abc
 
 from refagent.acp import params as p
 from refagent.acp import updates
+from refagent.acp.client import Client
 from refagent.acp.connection import Peer, Reply
 from refagent.acp.errors import InvalidParams, ResourceNotFound
 from refagent.confine.confinement import Support
@@ -113,7 +114,7 @@ class SessionManager:
                 shown = await anyio.to_thread.run_sync(compactions_as_messages, shown)
         await self.peer.send_lines(shown)  # the replay file, as it is (refagent.persistence.records)
         for update in replay(stored.held):  # if it could not be repaired after a crash (sent, not recorded)
-            await session.recorder.send(update)
+            await session.client.send_update(update)
         return Reply(self._state(session), after=after)
 
     async def resume_session(self, params: dict[str, Any]) -> Reply:
@@ -195,10 +196,9 @@ class SessionManager:
             session_id=session_id,
             cwd=cwd,
             additional_directories=extra,
-            client_capabilities=self.capabilities,
+            client=Client(self.peer, self.capabilities).session(session_id),
             profiles=self.settings.profiles,
             profile_id=self.settings.active_profile().id,
-            notify=self.peer.notify,
             log=store_log,
             support=support,
         )
@@ -259,15 +259,13 @@ class SessionManager:
         if sandbox is None:
             sandbox = settings.sandbox_for(session.cwd, session.additional_directories)
         workspace = build_workspace(
-            session_id=session.id,
+            client=session.client,
             cwd=session.cwd,
             additional=session.additional_directories,
-            capabilities=self.capabilities,
-            peer=self.peer,
             sandbox=sandbox,
             tools=builtin if hub is None else lambda: [*builtin, *hub.tools()],
             mode=lambda: session.mode_id,
-            send_update=session.update,
+            send_update=session.send_update,
             cancel_turn=session.cancel,
             before_change=session.before_change,
         )
@@ -285,9 +283,9 @@ class SessionManager:
 
         if session.mcp is not None and self.background is not None:
             self.background.start_soon(_run_mcp, session.mcp, session.mcp_scope)
-        await session.update(updates.available_commands(available_commands(session)))
+        await session.send_update(updates.available_commands(available_commands(session)))
         if session.title:
-            await session.update(updates.session_info(title=session.title))
+            await session.send_update(updates.session_info(title=session.title))
         # About this run of the agent, not the thread: never recorded. As notices when the client shows them;
         # else as one message (a broken configuration is then told by the built-in model at the first prompt).
         news: list[tuple[str, str, str, str | None]] = []  # severity, title, detail; the line said otherwise
@@ -305,12 +303,12 @@ class SessionManager:
             news.append(("error", "This session could not be set up", f"{problem}. Open a new session.", said))
         if session.notices:
             for severity, title, detail, _ in news:
-                await session.recorder.send(updates.notice(severity, title, detail))
+                await session.client.send_update(updates.notice(severity, title, detail))
             return
         lines = [said for *_, said in news if said is not None]
         if lines:
             text = "".join(f"{line}\n" for line in lines)
-            await session.recorder.send(updates.agent_message_chunk(updates.text(text), new_id("msg")))
+            await session.client.send_update(updates.agent_message_chunk(updates.text(text), new_id("msg")))
 
     # -- the other session methods --------------------------------------------------------------
 
@@ -401,9 +399,9 @@ async def _mcp_problem(session: Session, server: str, problem: str) -> None:
     info: a warning would say it a second time where the agent's stderr is the user's, as in refagent run)."""
     log.info("MCP server %s: %s", server, problem)
     if session.notices:  # news about this run of the agent, not part of the conversation: not recorded
-        await session.recorder.send(updates.notice("error", f"MCP server {server} failed", problem))
+        await session.client.send_update(updates.notice("error", f"MCP server {server} failed", problem))
     else:
-        await speaker(session.update)(f"MCP server {server}: {problem}\n")
+        await speaker(session.send_update)(f"MCP server {server}: {problem}\n")
 
 
 async def _run_mcp(hub: McpHub, scope: anyio.CancelScope) -> None:

@@ -102,7 +102,7 @@ class Prompting:
         return Turn(
             model=self.models.get(session.profile),
             history=session.history,
-            send=session.update,
+            send=session.send_update,
             system_prompt=await make_system_prompt(session.cwd, session.roots),
             tools=session.tools,
             max_requests=self.max_requests,
@@ -115,7 +115,7 @@ class Prompting:
 
     async def _run_command(self, session: Session, command: Command, blocks: list[Any]) -> StopReason:
         """Run a slash command other than /init; its answer is an agent message."""
-        say = speaker(session.update)
+        say = speaker(session.send_update)
         scope = session.open_turn()
         try:
             with scope:
@@ -139,7 +139,7 @@ class Prompting:
         return Compactor(
             self.models.get(session.profile),
             session.history,
-            session.update,
+            session.send_update,
             lambda: session.profile.context_window,
             updates=session.compaction_updates,
         )
@@ -150,7 +150,7 @@ class Prompting:
         title = _title(blocks) if name_it else None
         if session.touch(stamp, title):
             with anyio.CancelScope(shield=True):
-                await session.update(updates.session_info(title=session.title, updated_at=stamp))
+                await session.send_update(updates.session_info(title=session.title, updated_at=stamp))
         if self.store is not None:
             self.store.touch(session.id, title=session.title, updated_at=stamp)
 
@@ -171,7 +171,7 @@ async def _switch(session: Session, command: Command, say: Say) -> None:
     except RequestError as exc:
         await say(f"{exc.message.removeprefix('Invalid params: ')}")
         return
-    await session.update(updates.config_options(options))
+    await session.send_update(updates.config_options(options))
     await say(f"The {config_id} is now {command.argument}.")
 
 

@@ -9,9 +9,10 @@ commonly send ``session/cancel`` and then a new prompt at once; queueing lets th
 as the cancelled turn has answered, instead of failing. ``session/cancel`` cancels the running turn *and*
 the prompts queued behind it: the user asked to stop.
 
-Everything the session shows goes out through its :attr:`Session.update`, a
-:class:`~refagent.persistence.recorder.Recorder` that sends each update straight to the connection and keeps
-the visible ones in the session's files.
+Everything the session shows goes out through :meth:`Session.send_update`: to the client at once (its
+:class:`~refagent.acp.client.SessionClient`, the one way to the editor), and, when it is part of the visible
+history, to the session's files (its :class:`~refagent.persistence.recorder.Recorder`). What is news about
+this run and not the thread (a notice, a replay) goes to ``session.client.send_update`` alone.
 
 A session answers its ``session/new`` (``load``, ``resume``) before it has a workspace: the response needs
 only its state, its record file, its modes and its config options. Its workspace (its tools, the sandbox,
@@ -25,7 +26,7 @@ that look at :attr:`Session.workspace`, :attr:`Session.tools` or :attr:`Session.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -43,6 +44,7 @@ from refagent.session.modes import DEFAULT_MODE, MODE_IDS, modes_for
 from refagent.session.usage import UsageMeter
 
 if TYPE_CHECKING:  # annotations: a session is answered for before its workspace and its tools are loaded
+    from refagent.acp.client import SessionClient
     from refagent.acp.types import ClientCapabilities, ConfigOption, SessionModeState
     from refagent.mcp import McpHub
     from refagent.session.workspace import Workspace
@@ -50,9 +52,6 @@ if TYPE_CHECKING:  # annotations: a session is answered for before its workspace
     from refagent.tools.runner import Tools
 
 log = logging.getLogger(__name__)
-
-Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
-"""How a session reaches the client: the connection's ``notify``."""
 
 LARGE_AFTER_CHARS = 1 << 20
 """A change record keeps a text written over this size as its digest: ``/undo`` only needs to recognise
@@ -67,7 +66,7 @@ def text_digest(text: str) -> str:
 
 
 class Session:
-    """One ACP session. ``notify`` is the connection's: each update is one ``session/update`` notification.
+    """One ACP session, talking to the editor through ``client``.
     ``support``: how the sandbox its workspace will have confines commands (what its modes describe)."""
 
     def __init__(
@@ -76,24 +75,23 @@ class Session:
         session_id: str,
         cwd: str,
         additional_directories: list[str],
-        client_capabilities: ClientCapabilities,
+        client: SessionClient,
         profiles: list[ModelProfile],
         profile_id: str,
-        notify: Notify,
         log: SessionLog | None = None,
         support: Support | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
         self.additional_directories = additional_directories
-        self.client_capabilities = client_capabilities
+        self.client = client
+        """The editor, as this session calls it: updates, permissions, files, terminals, questions."""
+        self.client_capabilities: ClientCapabilities = client.capabilities
         self.profiles = profiles
         self.profile_id = profile_id
         self.log = log
         """Where the session is saved (None: not saved)."""
-        self.recorder = Recorder(notify, session_id, log)
-        self.update: Callable[[dict[str, Any]], Awaitable[None]] = self.recorder
-        """Send one ``session/update`` for this session (and record it if it is part of the visible history)."""
+        self.recorder = Recorder(session_id, log)
         self.history = Conversation([], log)
         """The conversation in the model's (Chat Completions) format, without the system prompt."""
         self.mode_id = DEFAULT_MODE
@@ -129,6 +127,11 @@ class Session:
         """A loaded session's records, until its conversation is read from them (when a prompt needs it)."""
         self._turn_lock = anyio.Lock()
         self._turn_scopes: set[anyio.CancelScope] = set()
+
+    async def send_update(self, update: dict[str, Any]) -> None:
+        """Send one ``session/update`` to the client, and record it if it is part of the visible history."""
+        await self.client.send_update(update)
+        self.recorder.record(update)
 
     @property
     def notices(self) -> bool:
@@ -281,8 +284,8 @@ class Session:
             return
         self.mode_id = mode_id
         self.save_state()
-        await self.update(updates.current_mode(mode_id))
-        await self.update(updates.config_options(self.config_options()))
+        await self.send_update(updates.current_mode(mode_id))
+        await self.send_update(updates.config_options(self.config_options()))
 
     async def set_config_option(self, config_id: str, value: object) -> list[ConfigOption]:
         """Apply ``session/set_config_option``; returns the complete option list. Switching to a model whose
@@ -295,7 +298,7 @@ class Session:
             if value != self.mode_id:
                 self.mode_id = value
                 self.save_state()
-                await self.update(updates.current_mode(value))
+                await self.send_update(updates.current_mode(value))
         elif config_id == "model":
             chosen = next((p for p in self.profiles if p.id == value), None)
             if chosen is None:

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from refagent.acp.client import BadAnswer, PermissionAnswer
 from refagent.acp.errors import RequestError
 from refagent.acp.text import one_line
 from refagent.acp.types import PermissionOption, ToolKind
@@ -41,6 +42,10 @@ from refagent.tools.base import Plan, scope_covers
 from refagent.within import within
 
 log = logging.getLogger(__name__)
+
+AskPermission = Callable[[dict[str, Any], list[PermissionOption]], Awaitable[PermissionAnswer]]
+"""How the user is asked: ``session/request_permission`` for a tool call with options
+(:meth:`refagent.acp.client.SessionClient.request_permission`)."""
 
 Decision = Literal["allow", "ask", "refuse"]
 AUTO_ACCEPTED_IN_ACCEPT_EDITS: frozenset[ToolKind] = frozenset({"edit", "move"})
@@ -101,26 +106,23 @@ class Permissions:
             options.append({"optionId": REJECT_ALWAYS, "name": f"Always reject {label}", "kind": "reject_always"})
         return options
 
-    async def ask(
-        self,
-        request: Callable[[dict[str, Any]], Awaitable[Any]],
-        params: dict[str, Any],
-        plan: Plan,
-    ) -> Verdict:
-        """Ask the user; remember an "always" answer. A client error counts as a refusal (the turn goes on)."""
+    async def ask(self, request: AskPermission, tool_call: dict[str, Any], plan: Plan) -> Verdict:
+        """Ask the user whether ``tool_call`` may run (``request``: the client's
+        :meth:`~refagent.acp.client.SessionClient.request_permission`), offering :meth:`options`; remember an
+        "always" answer. A client error, or an answer outside the schema, counts as a refusal (the turn
+        goes on)."""
         try:
-            result = await request(params)
+            answer = await request(tool_call, self.options(plan))
+        except BadAnswer as exc:
+            # A buggy editor's answer is not the user's: the call does not run, and the turn goes on.
+            log.warning("malformed permission answer: %s", exc.message)
+            return Verdict(False, "The editor's answer to the permission request was not valid; the call did not run.")
         except RequestError as exc:
             log.warning("permission request failed: %s", exc.message)
             return Verdict(False, f"Could not ask the user for permission ({exc.message}); the call did not run.")
-        outcome = result.get("outcome") if isinstance(result, dict) else None
-        if isinstance(outcome, dict) and outcome.get("outcome") == "cancelled":
+        if answer.outcome == "cancelled":
             return Verdict(False, "The user cancelled the turn.", cancelled=True)
-        if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
-            # A buggy editor's answer is not the user's: the call does not run, and the turn goes on.
-            log.warning("malformed permission answer: %.200r", result)
-            return Verdict(False, "The editor's answer to the permission request was not valid; the call did not run.")
-        choice = outcome.get("optionId")
+        choice = answer.option_id
         if choice in (ALLOW_ALWAYS, REJECT_ALWAYS) and plan.permission_key:
             (self.allowed if choice == ALLOW_ALWAYS else self.rejected).add(plan.permission_key)
         if choice in (ALLOW_ONCE, ALLOW_ALWAYS):

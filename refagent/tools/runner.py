@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -37,11 +37,10 @@ from refagent.errors import ToolError
 from refagent.ids import new_id
 from refagent.llm.protocol import ToolCallRequest, ToolSpec
 from refagent.tools.base import CANCEL_NOTE, BaseTool, Plan, ToolContext, ToolResult, cancel_note
-from refagent.tools.permissions import Permissions, runs_later
+from refagent.tools.permissions import AskPermission, Permissions, runs_later
 
 log = logging.getLogger(__name__)
 
-Request = Callable[[dict[str, Any]], Awaitable[Any]]
 
 CANCELLED_WHILE_RUNNING = (
     "The user cancelled this call while it was running: it may have been partly done. Check before retrying."
@@ -89,7 +88,7 @@ class ToolRunner:
         context: ToolContext,
         permissions: Permissions,
         mode: Callable[[], str],
-        request_permission: Request,
+        request_permission: AskPermission,
         cancel_turn: Callable[[], None],
         on_changed: Callable[[str], None] | None = None,
         before_change: Callable[[str, Plan], None] | None = None,
@@ -212,12 +211,7 @@ class ToolRunner:
             tool_call["content"] = preview
         if plan.locations:
             tool_call["locations"] = plan.locations
-        params = {
-            "sessionId": self.context.session_id,
-            "toolCall": tool_call,
-            "options": self.permissions.options(plan),
-        }
-        verdict = await self.permissions.ask(self.request_permission, params, plan)
+        verdict = await self.permissions.ask(self.request_permission, tool_call, plan)
         if verdict.cancelled:
             self.cancel_turn()
             await anyio.lowlevel.checkpoint()  # the turn's scope is cancelled now: this raises

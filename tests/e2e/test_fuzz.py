@@ -36,7 +36,8 @@ from hypothesis import strategies as st
 
 from refagent.acp.connection import Connection
 from refagent.sandbox.local import Sandbox, local_sandbox
-from refagent.server.agent import Agent, Settings
+from refagent.server.agent import Agent
+from refagent.settings import OwnSandboxes, Settings
 from tests.support.acp_schema import validate_agent_message
 
 pytestmark = pytest.mark.anyio
@@ -343,7 +344,7 @@ async def test_the_agent_survives_garbage_and_answers_correctly(garbage: list[An
         finally:
             stopped.set()
 
-    settings = Settings(make_sandbox=sandbox_without_watcher)
+    settings = Settings(make_sandbox=OwnSandboxes(sandbox_without_watcher))
     async with Agent(connection, settings) as agent, anyio.create_task_group() as tg:
         tg.start_soon(serve, agent)
 

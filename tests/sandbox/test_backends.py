@@ -11,13 +11,19 @@ import anyio
 import pytest
 
 from refagent.acp.errors import MethodNotFound, RequestError
+from refagent.confine.confinement import UNCONFINED
 from refagent.confine.process import LocalTerminals
 from refagent.disk.local_fs import LocalFileSystem
-from refagent.editor.backends import EditorFiles, EditorTerminals, choose_files, choose_terminals
+from refagent.disk.policy import RootPolicy
+from refagent.disk.tracker import FileTracker
+from refagent.editor.files import EditorFiles
+from refagent.editor.terminals import EditorTerminals
 from refagent.errors import ToolError
+from refagent.sandbox.local import Sandbox
 from refagent.testing.memory import FakeClient
 from refagent.testing.terminals import FakeTerminalHost
 from refagent.tools.base import Terminals, TextFiles
+from tests.support.clients import session_client
 from tests.support.procs import alive
 from tests.support.tool_fakes import DirectPeer
 
@@ -31,7 +37,7 @@ async def terminals(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Termi
         return
     async with FakeTerminalHost() as host:
         client = FakeClient(extra=host.handlers())
-        yield EditorTerminals(DirectPeer(client.handle_request), "sess_1"), host
+        yield EditorTerminals(session_client(DirectPeer(client.handle_request), "sess_1")), host
         assert host.live == [], "every terminal must be released"
 
 
@@ -87,7 +93,7 @@ async def test_editor_terminal_is_embedded_before_it_runs(tmp_path: Path) -> Non
         async def on_start(terminal_id: str) -> None:
             started.append(terminal_id)
 
-        result = await EditorTerminals(DirectPeer(client.handle_request), "s").run(
+        result = await EditorTerminals(session_client(DirectPeer(client.handle_request))).run(
             "echo hi", str(tmp_path), 10, on_start
         )
         assert started == ["term_1"]
@@ -101,7 +107,7 @@ async def test_editor_terminal_is_embedded_before_it_runs(tmp_path: Path) -> Non
 async def test_editor_terminal_errors_become_tool_errors(tmp_path: Path) -> None:
     client = FakeClient()  # supports no terminal methods
     with pytest.raises(ToolError, match="could not start a terminal"):
-        await EditorTerminals(DirectPeer(client.handle_request), "s").run("echo hi", str(tmp_path), 10)
+        await EditorTerminals(session_client(DirectPeer(client.handle_request))).run("echo hi", str(tmp_path), 10)
 
 
 # -- text files -----------------------------------------------------------------------------------
@@ -113,7 +119,9 @@ def files(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[TextFiles, Ca
     if request.param == "local":
         return LocalFileSystem(), lambda p: Path(p).read_text() if Path(p).exists() else None
     client = FakeClient()
-    backend = EditorFiles(DirectPeer(client.handle_request), "s", LocalFileSystem(), read=True, write=True)
+    backend = EditorFiles(
+        session_client(DirectPeer(client.handle_request)), LocalFileSystem(), RootPolicy(str(tmp_path), [])
+    )
     return backend, client.files.get
 
 
@@ -133,7 +141,9 @@ async def test_missing_file(files: Any, tmp_path: Path) -> None:
 
 async def test_editor_error_fails_the_call_with_its_message(tmp_path: Path) -> None:
     client = FakeClient(fs_error=RequestError("writes are disabled by the user"))
-    backend = EditorFiles(DirectPeer(client.handle_request), "s", LocalFileSystem(), read=True, write=True)
+    backend = EditorFiles(
+        session_client(DirectPeer(client.handle_request)), LocalFileSystem(), RootPolicy(str(tmp_path), [])
+    )
     with pytest.raises(ToolError, match="writes are disabled by the user"):
         await backend.write_text(str(tmp_path / "a"), "x")
     (tmp_path / "b").write_text("disk")
@@ -141,17 +151,41 @@ async def test_editor_error_fails_the_call_with_its_message(tmp_path: Path) -> N
         await backend.read_text(str(tmp_path / "b"))
 
 
-async def test_capabilities_choose_the_backends() -> None:
-    disk = LocalFileSystem()
-    local = LocalTerminals()
+def _sandbox(tmp_path: Path, *, confined: bool = True, editor_files: bool = True) -> Sandbox:
+    confinement = UNCONFINED if confined else None
+    return Sandbox(
+        policy=RootPolicy(str(tmp_path), []),
+        disk=LocalFileSystem(),
+        terminals=LocalTerminals(),
+        reads=FileTracker(),
+        confinement=confinement,
+        editor_files=editor_files,
+    )
+
+
+async def test_the_sandbox_joins_what_the_client_offers(tmp_path: Path) -> None:
+    sandbox = _sandbox(tmp_path)
     peer = DirectPeer(lambda m, p: _unsupported(m))
-    assert choose_files({}, peer, "s", disk) is disk
-    assert choose_files({"fs": {"readTextFile": False, "writeTextFile": False}}, peer, "s", disk) is disk
-    mixed = choose_files({"fs": {"readTextFile": True}}, peer, "s", disk)
+    nothing = session_client(peer, capabilities={})
+    assert sandbox.files_with(nothing) is sandbox.disk
+    assert sandbox.files_with(session_client(peer, capabilities={"fs": {"readTextFile": False}})) is sandbox.disk
+    mixed = sandbox.files_with(session_client(peer, capabilities={"fs": {"readTextFile": True}}))
     assert isinstance(mixed, EditorFiles)
     assert (mixed.read, mixed.write) == (True, False)
-    assert choose_terminals({}, peer, "s", local) is local
-    assert isinstance(choose_terminals({"terminal": True}, peer, "s", local), EditorTerminals)
+    assert mixed.policy is sandbox.policy  # the editor's files are checked by the sandbox's own policy
+    assert sandbox.terminals_with(nothing) is sandbox.terminals
+    editor = sandbox.terminals_with(session_client(peer, capabilities={"terminal": True}))
+    assert isinstance(editor, EditorTerminals)
+    assert editor.confinement is sandbox.confinement  # and its commands run under the sandbox's confinement
+
+
+async def test_a_sandbox_of_ones_own_holds_whatever_the_client_offers(tmp_path: Path) -> None:
+    """A sandbox with its own terminals (no launcher to run in the editor's) and a disk the editor does not
+    see keeps both, even with a client that offers its files and terminals."""
+    sandbox = _sandbox(tmp_path, confined=False, editor_files=False)
+    everything = session_client(DirectPeer(lambda m, p: _unsupported(m)))
+    assert sandbox.files_with(everything) is sandbox.disk
+    assert sandbox.terminals_with(everything) is sandbox.terminals
 
 
 async def _unsupported(method: str) -> Any:

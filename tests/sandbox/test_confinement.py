@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import pytest
 
+from refagent.confine import landlock
 from refagent.confine.confinement import (
     GIT,
     LAUNCHER,
@@ -42,7 +43,6 @@ from refagent.confine.confinement import (
 )
 from refagent.confine.launcher import CANNOT_CONFINE, parse
 from refagent.confine.process import LocalTerminals
-from refagent.confine import landlock
 from tests.support.procs import alive, gone, survivors
 from tests.support.sandboxed import CONFINED, SUPPORT, Sandboxed, box, outside
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from refagent.confine import run_later
 from refagent.confine.confinement import Confinement, hidden_paths
 from refagent.confine.process import LocalTerminals
-from refagent.confine import run_later
 from tests.support.sandboxed import CONFINED, SUPPORT, Sandboxed, box, outside
 
 __all__ = ["box", "outside"]  # fixtures, found by name

@@ -15,13 +15,14 @@ import pytest
 
 from refagent.disk.local_fs import LocalFileSystem
 from refagent.disk.policy import RootPolicy
-from refagent.editor.backends import EditorFiles
+from refagent.editor.files import EditorFiles
 from refagent.errors import ToolError
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.settings import Settings
 from refagent.testing.memory import FakeClient, allow_once, connect
 from tests.support.acp_schema import validate_agent_message
+from tests.support.clients import session_client
 from tests.support.tool_fakes import DirectPeer
 
 pytestmark = pytest.mark.anyio
@@ -79,7 +80,7 @@ async def test_a_read_after_the_swap_is_refused(layout: tuple[Path, Path]) -> No
     client.files[str(outside / "notes.txt")] = "outside secret\n"
     client.files[path] = "what the editor would follow the link to"
     peer = DirectPeer(client.handle_request)
-    files = EditorFiles(peer, "s", LocalFileSystem(), read=True, write=True, policy=policy)
+    files = EditorFiles(session_client(peer), LocalFileSystem(), policy)
     with pytest.raises(ToolError, match="changed while the call waited"):
         await files.read_text(path)
     with pytest.raises(ToolError):
@@ -93,7 +94,7 @@ async def test_unchanged_paths_go_through(layout: tuple[Path, Path]) -> None:
     client = FakeClient()
     client.files[path] = "buffer\n"
     peer = DirectPeer(client.handle_request)
-    files = EditorFiles(peer, "s", LocalFileSystem(), read=True, write=True, policy=RootPolicy(str(workspace), []))
+    files = EditorFiles(session_client(peer), LocalFileSystem(), RootPolicy(str(workspace), []))
     assert await files.read_text(path) == "buffer\n"
     await files.write_text(str(workspace / "sub" / "new.txt"), "new\n")  # a file that does not exist yet
     assert [method for method, _ in peer.sent] == ["fs/read_text_file", "fs/write_text_file"]
@@ -184,7 +185,7 @@ def editor_files(workspace: Path, editor: SwappingEditor) -> tuple[EditorFiles, 
     client = FakeClient(extra=editor.handlers())
     peer = CheckedPeer(client.handle_request)
     policy = RootPolicy(str(workspace), [])
-    return EditorFiles(peer, "s", LocalFileSystem(), read=True, write=True, policy=policy), peer
+    return EditorFiles(session_client(peer), LocalFileSystem(), policy), peer
 
 
 TRIES = 25

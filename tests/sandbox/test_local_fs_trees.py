@@ -14,11 +14,11 @@ import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
 from pyfakefs.helpers import reset_ids, set_uid
 
+from refagent.disk import delete_move as fs_delete_move
+from refagent.disk import trees as fs_trees
 from refagent.disk.local_fs import LocalFileSystem
 from refagent.disk.write import TEMP_PREFIX
 from refagent.errors import ToolError
-from refagent.disk import delete_move as fs_delete_move
-from refagent.disk import trees as fs_trees
 
 pytestmark = pytest.mark.anyio
 

@@ -34,7 +34,7 @@ from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.sandbox.local import Sandbox
 from refagent.session.modes import modes_for
-from refagent.settings import Settings
+from refagent.settings import OwnSandboxes, Settings
 from refagent.testing.memory import Editor, FakeClient, allow_once, connect
 from refagent.tools.base import CommandResult, Plan, ToolResult
 from refagent.tools.command_scope import permission_scope
@@ -267,7 +267,7 @@ def agent_settings(
 
     return Settings(
         make_model=lambda profile: model,
-        make_sandbox=make_sandbox,
+        make_sandbox=OwnSandboxes(make_sandbox),
         store=None,
         problems=(lambda: list(problems)) if problems is not None else None,
     )

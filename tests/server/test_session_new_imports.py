@@ -49,7 +49,7 @@ NOT_YET = (
     "refagent.mcp",
     "refagent.sandbox.local",
     "refagent.disk.watcher",
-    "refagent.editor.backends",
+    "refagent.editor",
     "refagent.confine.process",
     "refagent.session.workspace",
     "refagent.session.prompting",

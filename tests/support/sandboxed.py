@@ -20,11 +20,12 @@ import pytest
 
 from refagent.confine.confinement import Confinement, machine_support
 from refagent.confine.process import LocalTerminals
-from refagent.editor.backends import EditorTerminals
+from refagent.editor.terminals import EditorTerminals
 from refagent.seams import Level
 from refagent.testing.memory import FakeClient
 from refagent.testing.terminals import FakeTerminalHost
 from refagent.tools.base import CommandResult, Terminals
+from tests.support.clients import session_client
 from tests.support.tool_fakes import DirectPeer
 
 SUPPORT = machine_support()
@@ -70,7 +71,9 @@ async def box(request: pytest.FixtureRequest, tmp_path: Path, outside: Path) -> 
             return
         async with FakeTerminalHost() as host:
             peer = DirectPeer(FakeClient(extra=host.handlers()).handle_request)
-            yield Sandboxed(EditorTerminals(peer, "s", confinement=confinement), confinement, workspace, outside)
+            yield Sandboxed(
+                EditorTerminals(session_client(peer), confinement=confinement), confinement, workspace, outside
+            )
             assert host.live == []
     finally:
         confinement.close()

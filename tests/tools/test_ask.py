@@ -12,15 +12,16 @@ import anyio
 import pytest
 
 from refagent.acp.errors import RequestError
-from refagent.editor.backends import EditorQuestions, choose_questions
+from refagent.editor.questions import EditorQuestions
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.sandbox.local import Sandbox
-from refagent.settings import Settings
+from refagent.settings import OwnSandboxes, Settings
 from refagent.testing.memory import Editor, ElicitationPolicy, FakeClient, PermissionPolicy, connect
 from refagent.tools.ask import AskUser, result_of
 from refagent.tools.base import Answer
 from refagent.tools.runner import parse_arguments
+from tests.support.clients import session_client
 from tests.support.tool_fakes import make_ctx
 
 pytestmark = pytest.mark.anyio
@@ -45,7 +46,9 @@ def ask(**args: Any) -> ToolCallRequest:
 
 def settings(*responses: Any) -> Settings:
     model = ScriptedModel(list(responses))
-    return Settings(make_model=lambda profile: model, make_sandbox=fake_sandbox, tools=lambda: [AskUser()])
+    return Settings(
+        make_model=lambda profile: model, make_sandbox=OwnSandboxes(fake_sandbox), tools=lambda: [AskUser()]
+    )
 
 
 def answering(result: dict[str, Any]) -> ElicitationPolicy:
@@ -363,7 +366,7 @@ def test_a_choice_and_typed_text_both_reach_the_model() -> None:
     assert result_of(Answer("answered", choice="a", text="b")).output == "The user chose: a\nand wrote: b"
 
 
-def test_choose_questions_reads_the_form_capability() -> None:
+def test_questions_read_the_form_capability() -> None:
     peer: Any = Nothing()
     for caps, form in [
         ({}, False),
@@ -373,6 +376,6 @@ def test_choose_questions_reads_the_form_capability() -> None:
         ({"elicitation": {"form": {}}}, True),
         ({"elicitation": {"form": {"_meta": {}}}}, True),
     ]:
-        questions = choose_questions(caps, peer, "s1")  # type: ignore[arg-type]
+        questions = EditorQuestions(session_client(peer, "s1", caps))  # type: ignore[arg-type]
         assert isinstance(questions, EditorQuestions)
         assert questions.form is form

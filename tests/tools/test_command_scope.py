@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from refagent.acp.client import PermissionAnswer
+from refagent.acp.types import PermissionOption
 from refagent.tools.base import Plan
 from refagent.tools.command_scope import (
     DESTRUCTIVE,
@@ -238,8 +240,8 @@ async def remembered(tmp_path: Path, allowed: str) -> Permissions:
     options = {o["optionId"]: o["name"] for o in permissions.options(plan)}
     assert options[ALLOW_ALWAYS] == f"Always allow {plan.permission_label}"
 
-    async def user(params: dict[str, Any]) -> dict[str, Any]:
-        return {"outcome": {"outcome": "selected", "optionId": ALLOW_ALWAYS}}
+    async def user(tool_call: dict[str, Any], options: list[PermissionOption]) -> PermissionAnswer:
+        return PermissionAnswer("selected", ALLOW_ALWAYS)
 
     assert (await permissions.ask(user, {}, plan)).allowed
     assert permissions.allowed == {plan.permission_key}

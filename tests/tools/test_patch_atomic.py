@@ -304,7 +304,7 @@ async def test_the_runner_lets_the_cancel_through_with_the_account(proj) -> None
     files = GatedFiles(make_ctx(ROOT).disk, f"{ROOT}/src/f{FAILING}.txt")
     ctx = make_ctx(ROOT, files=files)
 
-    async def never_asked(params: dict[str, Any]) -> Any:
+    async def never_asked(tool_call: dict[str, Any], options: Any) -> Any:
         raise AssertionError("full-access does not ask")
 
     runner = ToolRunner([ApplyPatch()], ctx, Permissions(), lambda: "full-access", never_asked, lambda: None)

@@ -1,5 +1,9 @@
 """What the editor answers to ``session/request_permission`` is untrusted too: only an explicit
-``cancelled`` cancels the turn, only a known option allows, and anything else refuses the one call."""
+``cancelled`` cancels the turn, only a known option allows, and anything else refuses the one call.
+
+The answer is read by the agent-side client (:meth:`refagent.acp.client.SessionClient.request_permission`)
+and judged by :meth:`refagent.tools.permissions.Permissions.ask`: both run here, over a peer that answers
+as the editor would."""
 
 from __future__ import annotations
 
@@ -9,7 +13,9 @@ import pytest
 
 from refagent.acp.errors import RequestError
 from refagent.tools.base import Plan, ToolResult
-from refagent.tools.permissions import Permissions
+from refagent.tools.permissions import AskPermission, Permissions
+from tests.support.clients import session_client
+from tests.support.tool_fakes import DirectPeer
 
 pytestmark = pytest.mark.anyio
 
@@ -21,11 +27,14 @@ async def _nothing() -> ToolResult:
 PLAN = Plan(title="Write a", execute=_nothing, mutating=True, permission_key="edit", permission_label="edits")
 
 
-def answering(result: Any) -> Any:
-    async def request(params: dict[str, Any]) -> Any:
+def answering(result: Any) -> AskPermission:
+    """The client's ``request_permission`` over an editor that answers ``result``."""
+
+    async def editor(method: str, params: dict[str, Any]) -> Any:
+        assert method == "session/request_permission"
         return result
 
-    return request
+    return session_client(DirectPeer(editor)).request_permission
 
 
 @pytest.mark.parametrize(
@@ -57,10 +66,10 @@ async def test_only_an_explicit_cancel_cancels() -> None:
 
 
 async def test_an_error_answer_refuses_the_call() -> None:
-    async def failing(params: dict[str, Any]) -> Any:
+    async def failing(method: str, params: dict[str, Any]) -> Any:
         raise RequestError("the editor broke", code=-32603)
 
-    verdict = await Permissions().ask(failing, {}, PLAN)
+    verdict = await Permissions().ask(session_client(DirectPeer(failing)).request_permission, {}, PLAN)
     assert not verdict.allowed
     assert not verdict.cancelled
     assert "the editor broke" in verdict.reason

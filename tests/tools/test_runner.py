@@ -14,7 +14,7 @@ from refagent.errors import ToolError
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import Hang, ScriptedModel, text
 from refagent.sandbox.local import Sandbox
-from refagent.settings import Settings
+from refagent.settings import OwnSandboxes, Settings
 from refagent.testing.memory import FakeClient, allow_once, connect, select
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
 
@@ -146,7 +146,7 @@ def settings(*responses: Any) -> Settings:
     model = ScriptedModel(list(responses))
     return Settings(
         make_model=lambda profile: model,
-        make_sandbox=fake_sandbox,
+        make_sandbox=OwnSandboxes(fake_sandbox),
         tools=lambda: [FakeWrite(), FakeRun(), FakeRead()],
     )
 

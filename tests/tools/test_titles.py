@@ -16,7 +16,7 @@ import pytest
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.sandbox.local import Sandbox
-from refagent.settings import Settings
+from refagent.settings import OwnSandboxes, Settings
 from refagent.testing.memory import FakeClient, allow_once, connect
 from refagent.tools.args import shown
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
@@ -77,7 +77,9 @@ def call(name: str, **args: Any) -> ToolCallRequest:
 def settings(*responses: Any) -> Settings:
     model = ScriptedModel(list(responses))
     return Settings(
-        make_model=lambda profile: model, make_sandbox=fake_sandbox, tools=lambda: [RawTitles(), UpdatePlan()]
+        make_model=lambda profile: model,
+        make_sandbox=OwnSandboxes(fake_sandbox),
+        tools=lambda: [RawTitles(), UpdatePlan()],
     )
 
 
