@@ -34,9 +34,10 @@ from typing import Any, cast
 import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from refagent.llm.openai_client import OpenAIModel, RetryPolicy
+from refagent.llm.openai_client import OpenAIModel
 from refagent.llm.profiles import ModelProfile
 from refagent.llm.protocol import ModelRequest, TextDelta
+from refagent.llm.retry import RetryPolicy
 
 Measurement = Callable[[str], Awaitable[tuple[int, float]]]
 MESSAGES: Any = [{"role": "user", "content": "Say 'tok' many times."}]

@@ -84,8 +84,8 @@ from refagent.llm.profiles import (
 )
 
 if TYPE_CHECKING:
-    from refagent.llm.openai_client import RetryPolicy
     from refagent.llm.protocol import ModelClient
+    from refagent.llm.retry import RetryPolicy
 
 __all__ = [
     "DEFAULT_OPENAI_MODEL",
@@ -281,7 +281,7 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
 def make_model(profile: ModelProfile, *, retry: RetryPolicy | None = None) -> ModelClient:
     """The model client for ``profile``: the offline scripted model for the scripted profile, else an
     :class:`~refagent.llm.openai_client.OpenAIModel` (which imports ``openai`` only when first used).
-    ``retry`` is a :class:`~refagent.llm.openai_client.RetryPolicy` (``None``: its defaults)."""
+    ``retry`` is a :class:`~refagent.llm.retry.RetryPolicy` (``None``: its defaults)."""
     if profile.scripted:
         from refagent.llm.scripted import offline_model
 
@@ -391,7 +391,7 @@ def _retry(table: Any, source: str, warnings: list[str]) -> RetryPolicy | None:
     values = {k: _typed(table, k, kind, where) for k, kind in _RETRY_KEYS.items() if k in table}
     if values.get("attempts", 1) < 1:
         raise ConfigError(f"{where}: attempts must be at least 1")
-    from refagent.llm.openai_client import RetryPolicy  # light: it does not import openai
+    from refagent.llm.retry import RetryPolicy  # light: the standard library only
 
     return RetryPolicy(**values)
 

@@ -1,24 +1,20 @@
 """The OpenAI-compatible adapter: :class:`OpenAIModel`, a :class:`~refagent.llm.protocol.ModelClient` that
-streams Chat Completions through the official ``openai`` package.
+streams Chat Completions through the official ``openai`` package: the model client of a profile's
+default client kind, ``openai``.
 
 Importing this module does not import ``openai`` (~0.8 s): the first :meth:`OpenAIModel.stream` does, in a
 worker thread so the event loop keeps serving the editor; :func:`warm_up` does it ahead of time.
 
-Provider quirks stop here (the turn only sees :mod:`refagent.llm.protocol` events):
+Three modules, one seam each: this one sends the request and runs the retry loop, and says every failure
+as itself; :mod:`refagent.llm.openai_stream` reads the stream's chunks into events (what a provider sends:
+reasoning fields, split surrogate pairs, tool calls in pieces, usage, finish reasons); and
+:mod:`refagent.llm.retry` holds what is not about one provider (the backoff, ``Retry-After``, why a
+connection failed), for any adapter.
 
-- text is yielded as it arrives; reasoning comes from ``reasoning_content`` or ``reasoning``, whichever the
-  provider sends (extra fields on the delta);
-- text, reasoning and tool calls come out as valid Unicode: a surrogate pair split across two chunks (each
-  half a ``\\ud83d``-style escape of its own) is joined, a lone surrogate becomes U+FFFD
-  (:mod:`refagent.acp.text`); kept as they came, they would make every later request of the session fail
-  to encode;
-- tool-call deltas are assembled by index; a name (or id) repeated in every chunk is not concatenated; the
-  id may come only on the first chunk; arguments that are not JSON are passed through raw; complete calls
-  are yielded after the stream ends, then the :class:`~refagent.llm.protocol.Usage`, then ``Finished``;
-- usage may come in the last chunk (with empty ``choices``) or on every chunk: the last one seen wins;
-- ``length`` -> ``Finished("length")``; ``content_filter`` or a ``refusal`` delta -> ``Finished("refusal")``
-  (the refusal text is yielded as text); ``stop`` with tool calls (some local servers) -> ``tool_calls``;
-  a stream with no choices at all -> ``Finished("stop")``;
+Requests and provider quirks on the way out (the turn only sees :mod:`refagent.llm.protocol` events):
+
+- a request's messages are sent as they are (the session keeps its history in the Chat Completions format,
+  :mod:`refagent.llm.protocol`), its tools as ``function`` tools;
 - a server that rejects ``stream_options`` is asked again without it (and never again with it);
 - a request's reasoning effort goes out as ``reasoning_effort`` (none: the field is left out); a 400/422
   that names it is not retried without it (the user chose it): :class:`~refagent.errors.ModelError` says
@@ -26,10 +22,11 @@ Provider quirks stop here (the turn only sees :mod:`refagent.llm.protocol` event
 - a request that cannot be encoded (a lone surrogate got into the conversation or a tool's description
   past the boundaries that clean text) is sent again cleaned, with a warning, rather than failing.
 
-Retries (the ``openai`` client's own are disabled, ``max_retries=0``, so the policy is this one): 408, 409,
-429, 5xx, connection errors and timeouts, and a stream cut before it produced anything, are retried with
-bounded exponential backoff and jitter, honouring ``Retry-After`` (capped); a
-:class:`~refagent.llm.protocol.Retrying` event precedes each wait so the user sees it.
+Retries (the ``openai`` client's own are disabled, ``max_retries=0``, so the policy is this one,
+:class:`~refagent.llm.retry.RetryPolicy`): 408, 409, 429, 5xx, connection errors and timeouts, and a
+stream cut before it produced anything, are retried with bounded exponential backoff and jitter, honouring
+``Retry-After`` (capped); a :class:`~refagent.llm.protocol.Retrying` event precedes each wait so the user
+sees it.
 
 A failure *after* text or reasoning was yielded is not retried: the turn has already shown that text to
 the user and keeps it in the history, and a new request would answer from the start, so the user would
@@ -40,9 +37,10 @@ the end, so a stream cut while a tool call was arriving is retried.)
 Errors, each said as itself (the turn shows the message to the user and marks the turn's failure with the
 error's ``kind``, :mod:`refagent.session.turn`):
 
-- a connection that fails says how, found in the exception's chain of causes (:func:`connection_problem`):
-  refused (retried: a server may be starting), a host name that does not resolve or a TLS certificate that
-  cannot be verified (neither retried: waiting does not fix them), another TLS failure (retried);
+- a connection that fails says how, found in the exception's chain of causes
+  (:func:`~refagent.llm.retry.connection_problem`): refused (retried: a server may be starting), a host
+  name that does not resolve or a TLS certificate that cannot be verified (neither retried: waiting does
+  not fix them), another TLS failure (retried);
 - 401/403 raise :class:`~refagent.errors.ModelAuthError` naming where the key came from
   (:func:`~refagent.llm.profiles.key_origin`: ``OPENAI_API_KEY``, ``api_key_env``'s variable, or ``api_key``
   in the config file); the key itself is never shown, and is cut out of what the server said;
@@ -51,49 +49,38 @@ error's ``kind``, :mod:`refagent.session.turn`):
 - a profile that names no model, on an endpoint whose ``GET /models`` lists none or answers an error status,
   raises :class:`~refagent.errors.ModelConfigError` saying so (a connection failure there is a connection
   failure, as above);
+- a stream that is not Chat Completions (an event that is not JSON, a chunk of the wrong shape) raises
+  :class:`~refagent.errors.ModelError` asking whether the endpoint is OpenAI-compatible;
 - every other persistent failure raises :class:`~refagent.errors.ModelError` with the status, what the
   server said, and the endpoint.
 
 Cancellation (the caller's cancel scope) closes the HTTP response at once.
-
-One module of some 600 lines, not split: every quirk above is a branch of the same stream loop or of the
-same retry loop, and a reader checking how one provider is handled needs both in view; the failure
-classification reads best next to the loop that needs it.
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import random
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
 
-from refagent.acp.text import StreamJoiner, clean, clean_text
+from refagent.acp.text import clean, clean_text
 from refagent.errors import ModelAuthError, ModelConfigError, ModelError
+from refagent.llm.openai_stream import Assembler, Malformed
 from refagent.llm.profiles import ModelProfile, key_hint, key_origin, missing_key, model_setting
-from refagent.llm.protocol import (
-    Finished,
-    FinishReason,
-    ModelEvent,
-    ModelRequest,
-    ReasoningDelta,
-    Retrying,
-    TextDelta,
-    ToolCallRequest,
-    ToolSpec,
-    Usage,
-)
+from refagent.llm.protocol import ModelEvent, ModelRequest, Retrying, ToolSpec
+from refagent.llm.retry import RETRYABLE_STATUS, RetryPolicy, connection_problem, retry_after
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from openai import AsyncAPIResponse, AsyncOpenAI
+
+__all__ = ["NO_KEY", "OpenAIModel", "warm_up"]
 
 log = logging.getLogger(__name__)
 
@@ -101,28 +88,6 @@ NO_KEY = "no-key-needed"
 """Sent as the key to endpoints that need none: the ``openai`` client insists on one, local servers ignore it."""
 CLOSE_TIMEOUT = 2.0
 """How long closing a cancelled HTTP response may take (it is shielded from the cancellation)."""
-RETRYABLE_STATUS = frozenset({408, 409, 429})
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """How transient failures are retried.
-
-    Attempt ``n`` (``n`` >= 2) waits ``min(max_delay, base_delay * 2 ** (n - 2))``, scaled by a random
-    factor in ``[0.5, 1)`` (jitter, so that many clients do not retry in step), or what the server's
-    ``Retry-After`` asks, capped at ``max_retry_after``.
-    """
-
-    attempts: int = 4
-    """Total attempts, the first included."""
-    base_delay: float = 1.0
-    max_delay: float = 20.0
-    max_retry_after: float = 60.0
-
-    def delay(self, attempt: int, retry_after: float | None, rand: float) -> float:
-        if retry_after is not None:
-            return max(0.0, min(retry_after, self.max_retry_after))
-        return min(self.max_delay, self.base_delay * float(1 << max(0, attempt - 2))) * (0.5 + rand / 2)
 
 
 async def warm_up() -> None:
@@ -144,113 +109,6 @@ class _Failure:
     """For the user: what happened, in one sentence."""
     retry_after: float | None = None
     """What the server asked for, in seconds."""
-
-
-@dataclass(slots=True)
-class _PartialCall:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-
-class _Assembler:
-    """Turns chunks (decoded JSON) into events; what is only known at the end comes from :meth:`finish`.
-
-    Chunks are plain dicts, not the ``openai`` package's pydantic models: building those costs ~200 us a
-    chunk, 4x the rest of the path (``benchmarks/stream.py``), and provider extras such as
-    ``reasoning_content`` are plain keys here. Anything may be missing or ``null``: providers vary.
-    """
-
-    def __init__(self) -> None:
-        self.calls: dict[int, _PartialCall] = {}
-        self.finish_reason: str | None = None
-        self.refused = False
-        self.usage: Usage | None = None
-        self._text = StreamJoiner()
-        self._reasoning = StreamJoiner()
-
-    def feed(self, chunk: Any) -> Iterator[ModelEvent]:
-        try:
-            yield from self._feed(chunk)
-        except (AttributeError, TypeError, ValueError) as exc:  # a field of an unexpected type
-            raise _Malformed(f"a chunk refagent cannot read ({exc}): {json.dumps(chunk)[:300]}") from exc
-
-    def _feed(self, chunk: Any) -> Iterator[ModelEvent]:
-        if not isinstance(chunk, dict):
-            return
-        usage = chunk.get("usage")
-        if usage:
-            self.usage = Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
-        for choice in chunk.get("choices") or ():
-            if choice.get("index"):  # n > 1 is never requested; ignore stray choices
-                continue
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
-            delta = choice.get("delta")
-            if not delta:
-                continue
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if reasoning and isinstance(reasoning, str) and (reasoning := self._reasoning.feed(reasoning)):
-                yield ReasoningDelta(reasoning)
-            content = delta.get("content")
-            if content and isinstance(content, str) and (content := self._text.feed(content)):
-                yield TextDelta(content)
-            refusal = delta.get("refusal")
-            if refusal and isinstance(refusal, str):
-                self.refused = True
-                if refusal := self._text.feed(refusal):
-                    yield TextDelta(refusal)
-            for call in delta.get("tool_calls") or ():
-                self._add_call(call)
-
-    def _add_call(self, delta: dict[str, Any]) -> None:
-        index = delta.get("index")
-        call_id = delta.get("id")
-        if not isinstance(index, int):  # some providers omit it: match by id, else continue the last call
-            known = [i for i, c in self.calls.items() if call_id and c.id == call_id]
-            index = known[0] if known else (max(self.calls) if self.calls and not call_id else len(self.calls))
-        call = self.calls.setdefault(index, _PartialCall())
-        if call_id and not call.id:
-            call.id = str(call_id)
-        function = delta.get("function")
-        if not function:
-            return
-        name = function.get("name")
-        if name and name != call.name:
-            if name.startswith(call.name):
-                call.name = name  # the first time, or a provider that sends the name so far
-            elif not call.name.startswith(name):
-                call.name += name  # a name streamed in pieces
-        arguments = function.get("arguments")
-        if arguments is not None:  # a provider may send an object instead of a string
-            call.arguments.append(arguments if isinstance(arguments, str) else json.dumps(arguments))
-
-    def finish(self) -> Iterator[ModelEvent]:
-        # A high surrogate that ended the stream never got its other half.
-        if reasoning := self._reasoning.flush():
-            yield ReasoningDelta(reasoning)
-        if text := self._text.flush():
-            yield TextDelta(text)
-        calls = [  # joined first, then cleaned: a pair split across two chunks of arguments is one character
-            ToolCallRequest(
-                clean_text(c.id) or f"call_{i}_{time.monotonic_ns():x}",
-                clean_text(c.name),
-                clean_text("".join(c.arguments)),
-            )
-            for i, c in sorted(self.calls.items())
-        ]
-        yield from calls
-        if self.usage is not None:
-            yield self.usage
-        yield Finished(self._reason(bool(calls)))
-
-    def _reason(self, called: bool) -> FinishReason:
-        if self.refused or self.finish_reason == "content_filter":
-            return "refusal"
-        if self.finish_reason == "length":
-            return "length"
-        # "stop" with tool calls (some local servers), "function_call", or none at all: the calls decide.
-        return "tool_calls" if called else "stop"
 
 
 class OpenAIModel:
@@ -304,7 +162,7 @@ class OpenAIModel:
                     # The openai package's own SSE decoding and error wrapping, without its pydantic models.
                     chunks = AsyncStream(cast_to=object, response=response.http_response, client=client)
                     try:
-                        assembler = _Assembler()
+                        assembler = Assembler()
                         async for chunk in chunks:
                             for event in assembler.feed(chunk):
                                 yielded = True
@@ -430,7 +288,7 @@ class OpenAIModel:
                 raise self._auth_error(exc, self.url) from exc
             message = f"{self.url} answered {status}: {said}"
             if status in RETRYABLE_STATUS or status >= 500:
-                return _Failure(message, _retry_after(exc.response.headers))
+                return _Failure(message, retry_after(exc.response.headers))
             if status == 404:
                 raise ModelConfigError(
                     f"{self.url} answered 404 for the model {self._model!r} ({said}): it serves no such model, "
@@ -452,8 +310,8 @@ class OpenAIModel:
             if code is not None and (code in RETRYABLE_STATUS or code >= 500):
                 return _Failure(message)
             raise ModelError(message) from exc
-        if isinstance(exc, (json.JSONDecodeError, _Malformed)):
-            what = exc if isinstance(exc, _Malformed) else f"an event that is not JSON ({exc})"
+        if isinstance(exc, (json.JSONDecodeError, Malformed)):
+            what = exc if isinstance(exc, Malformed) else f"an event that is not JSON ({exc})"
             raise ModelError(f"{self.url} sent {what}; is it an OpenAI-compatible endpoint?") from exc
         if isinstance(exc, openai.OpenAIError):
             raise ModelError(f"{self.url}: {exc}") from exc
@@ -488,71 +346,6 @@ class OpenAIModel:
         said = _server_said(exc)
         key = self.profile.api_key
         return said.replace(key, "[the key]") if key and len(key) >= 4 else said
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionProblem:
-    what: str
-    """What failed, for the user: "connection refused (is the server running?)"."""
-    transient: bool
-    """Whether retrying may help (a server still starting may; a name that does not resolve will not)."""
-
-
-def connection_problem(exc: BaseException) -> ConnectionProblem:
-    """Why a connection failed, read from ``exc``'s chain of causes (``openai.APIConnectionError`` <-
-    the HTTP library's ``ConnectError`` <- ... <- the ``OSError``, ``socket.gaierror`` or ``ssl.SSLError``
-    that says it), the message's text when the types say nothing."""
-    import socket
-    import ssl
-
-    causes = list(_causes(exc))
-    for cause in causes:
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            detail = getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or str(cause)
-            return ConnectionProblem(f"its TLS certificate could not be verified ({detail})", False)
-        if isinstance(cause, ssl.SSLError):  # retried: an EOF in the middle of TLS may be a dropped connection
-            return ConnectionProblem(f"TLS failed ({getattr(cause, 'reason', None) or cause})", True)
-        if isinstance(cause, socket.gaierror):
-            if cause.errno == getattr(socket, "EAI_AGAIN", None):  # "temporary failure in name resolution"
-                return ConnectionProblem(f"its host name could not be looked up for now (DNS: {cause.strerror})", True)
-            return ConnectionProblem(f"its host name was not found (DNS: {cause.strerror}); check the URL", False)
-        if isinstance(cause, ConnectionRefusedError):
-            return ConnectionProblem("connection refused (is the server running?)", True)
-    said = " | ".join(str(cause) for cause in causes)
-    if "CERTIFICATE_VERIFY_FAILED" in said:
-        return ConnectionProblem("its TLS certificate could not be verified", False)
-    if any(text in said for text in _UNKNOWN_HOST):
-        return ConnectionProblem("its host name was not found (DNS); check the URL", False)
-    if "Connection refused" in said or "Connect call failed" in said:
-        return ConnectionProblem("connection refused (is the server running?)", True)
-    detail = next((str(c) for c in reversed(causes) if str(c) and str(c) != "Connection error."), type(exc).__name__)
-    return ConnectionProblem(f"the connection failed ({detail})", True)
-
-
-_UNKNOWN_HOST = ("Name or service not known", "nodename nor servname", "getaddrinfo failed", "No address associated")
-"""How resolvers say a name does not exist, when only the text of the error is left (Linux, macOS, Windows)."""
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and what led to it, outermost first: ``__cause__``, ``__context__``, exception groups' members."""
-    seen: set[int] = set()
-    stack = [exc]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        if current.__context__ is not None:
-            stack.append(current.__context__)
-        if current.__cause__ is not None:
-            stack.append(current.__cause__)
-        if isinstance(current, BaseExceptionGroup):
-            stack.extend(reversed(current.exceptions))
-
-
-class _Malformed(ValueError):
-    pass
 
 
 def _cleaned_request(request: ModelRequest) -> ModelRequest:
@@ -596,28 +389,6 @@ def _server_said(exc: Any) -> str:
         return body.strip()[:500]
     reason = getattr(exc.response, "reason_phrase", "")
     return str(reason or exc.message)
-
-
-def _retry_after(headers: Any) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date), if given."""
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds:
-        try:
-            return float(milliseconds) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _int(value: object) -> int | None:

@@ -22,9 +22,10 @@ from typing import Any, ClassVar
 import pytest
 
 from refagent.acp.text import StreamJoiner, clean, has_surrogates, shorten
-from refagent.llm.openai_client import OpenAIModel, RetryPolicy
+from refagent.llm.openai_client import OpenAIModel
 from refagent.llm.profiles import ModelProfile
 from refagent.llm.protocol import ModelClient, ModelRequest, TextDelta, ToolCallRequest, ToolSpec
+from refagent.llm.retry import RetryPolicy
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.persistence.conversation import Conversation
 from refagent.persistence.reader import read_records

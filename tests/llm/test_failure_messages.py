@@ -3,7 +3,7 @@ failure, a rejected key named by where it came from (never shown), a 404 for a m
 serve, and a profile without a model. Each is also of the right kind (``model``, ``auth``, ``config``).
 
 No network: connection failures are exception chains built here (classified by
-:func:`~refagent.llm.openai_client.connection_problem`) or raised by a fake transport inside the real
+:func:`~refagent.llm.retry.connection_problem`) or raised by a fake transport inside the real
 ``openai`` client; statuses come from the scripted server on 127.0.0.1, or a closed port there.
 """
 
@@ -20,9 +20,10 @@ import pytest
 
 from refagent.errors import ModelAuthError, ModelConfigError, ModelError
 from refagent.llm import config
-from refagent.llm.openai_client import OpenAIModel, RetryPolicy, connection_problem
+from refagent.llm.openai_client import OpenAIModel
 from refagent.llm.profiles import ModelProfile
 from refagent.llm.protocol import ModelRequest, Retrying
+from refagent.llm.retry import RetryPolicy, connection_problem
 from refagent.testing.openai_server import Fault, ScriptedOpenAIServer, Turn
 
 pytestmark = pytest.mark.anyio

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from refagent.errors import ModelAuthError, ModelError
-from refagent.llm.openai_client import NO_KEY, OpenAIModel, RetryPolicy
+from refagent.llm.openai_client import NO_KEY, OpenAIModel
 from refagent.llm.profiles import ModelProfile
 from refagent.llm.protocol import (
     Finished,
@@ -28,6 +28,7 @@ from refagent.llm.protocol import (
     ToolSpec,
     Usage,
 )
+from refagent.llm.retry import RetryPolicy
 from refagent.testing.openai_server import Fault, ScriptedOpenAIServer, ToolCall, Turn
 
 pytestmark = pytest.mark.anyio

@@ -111,6 +111,8 @@ NOT_YET = (
     "refagent.editor",
     "refagent.mcp",
     "refagent.llm.openai_client",
+    "refagent.llm.openai_stream",
+    "refagent.llm.retry",
     "refagent.llm.scripted",
     "refagent.llm.protocol",
     "refagent.prompts",
