@@ -17,9 +17,8 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
-from refagent import __version__
+from refagent import __version__, config
 from refagent.errors import ConfigError
-from refagent.llm import config
 from refagent.settings import Settings
 
 if TYPE_CHECKING:
@@ -160,10 +159,11 @@ def private_files(args: argparse.Namespace, config_file: Path | None) -> tuple[s
 
 
 def demo_settings(private: tuple[str, ...] = ()) -> Settings:
-    """``--demo``: the built-in demo model (:mod:`refagent.llm.demo`) instead of the configuration."""
-    from refagent.llm.demo import demo_model, demo_profile
+    """``--demo``: the built-in demo model (:mod:`refagent.llm.demo`, the client kind ``demo``) instead of the
+    configuration."""
+    from refagent.llm.demo import demo_profile
 
-    return Settings(profiles=[demo_profile()], make_model=lambda profile: demo_model(), private_files=private)
+    return Settings(profiles=[demo_profile()], private_files=private)
 
 
 def serve_stdio(settings: Settings | None = None) -> int:

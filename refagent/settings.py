@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Protocol
 from refagent.llm.profiles import ModelProfile, scripted_profile
 
 if TYPE_CHECKING:
+    from refagent.config.loading import Config
     from refagent.confine.confinement import Support
-    from refagent.llm.config import Config
     from refagent.llm.protocol import ModelClient
     from refagent.persistence.store import SessionStore
     from refagent.sandbox.local import Sandbox
@@ -103,10 +103,12 @@ def default_tools() -> Sequence[BaseTool]:
     return tools()
 
 
-def _offline_model(profile: ModelProfile) -> ModelClient:
-    from refagent.llm.scripted import offline_model
+def configured_model(profile: ModelProfile) -> ModelClient:
+    """The client of the kind ``profile`` names (:func:`refagent.config.clients.make_model`), with the client's
+    own retry policy: the scripted profile's is the offline model, the demo profile's the demo model."""
+    from refagent.config.clients import make_model
 
-    return offline_model()
+    return make_model(profile)
 
 
 @dataclass
@@ -116,7 +118,7 @@ class Settings:
 
     profiles: list[ModelProfile] = field(default_factory=lambda: [scripted_profile()])
     default_profile: str | None = None
-    make_model: Callable[[ModelProfile], ModelClient] = _offline_model
+    make_model: Callable[[ModelProfile], ModelClient] = configured_model
     max_requests: int = DEFAULT_MAX_REQUESTS
     make_sandbox: SandboxMaker = field(default_factory=LocalSandboxes)
     tools: Callable[[], Sequence[BaseTool]] = default_tools
@@ -164,7 +166,8 @@ class Settings:
 
     @classmethod
     def from_config(cls, config: Config, reload: Callable[[], Settings] | None = None) -> Settings:
-        needs_client = any(not p.scripted for p in config.profiles)
+        """The settings of a loaded configuration: its profiles, their clients as their kinds make them
+        (with its retry policy) and warm up, its limits and its custom tools; ``reload`` reads it again."""
         custom = ConfiguredTools(config.tools, config.tool_path) if config.tools else None
         return cls(
             profiles=config.profiles,
@@ -173,7 +176,7 @@ class Settings:
             max_requests=config.max_requests or DEFAULT_MAX_REQUESTS,
             tools=custom if custom is not None else default_tools,
             reload=reload,
-            warm_up=_warm_up_openai if needs_client else None,
+            warm_up=config.warm_up(),
             problems=custom.problems if custom is not None else None,
         )
 
@@ -198,9 +201,3 @@ class ConfiguredTools:
     def problems(self) -> list[str]:
         """The tools left out so far, one line each (none before the first call)."""
         return list(self._custom.problems) if self._custom is not None else []
-
-
-async def _warm_up_openai() -> None:
-    from refagent.llm.openai_client import warm_up
-
-    await warm_up()

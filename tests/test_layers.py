@@ -26,6 +26,9 @@ RANKS = {
     # below the tools: the model, the saved sessions
     "llm": 1,
     "persistence": 1,
+    # the configuration (the file, flags and environment, profiles, limits, the model client kinds): it
+    # names the model's clients and the tools, and needs only the model's room
+    "config": 2,
     # the machine: the seams (protocols), then the rooms that implement them, then the sandbox that joins them
     "seams": 2,
     "disk": 3,

@@ -56,8 +56,8 @@ class ModelChoice:
 
 def choose_model(env: dict[str, str]) -> ModelChoice:
     """The scripted demo model when no usable model is configured, else the configured one."""
+    from refagent import config
     from refagent.errors import ConfigError
-    from refagent.llm import config
 
     try:
         loaded = config.load(None, env)

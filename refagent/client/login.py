@@ -17,7 +17,7 @@ An ACP client can run ``refagent login`` in a terminal for its user (an ``authMe
 5. the profile's name (its id in the editor's model picker), and whether it becomes ``default_profile``
    when another one is.
 
-The profile is written by :func:`refagent.llm.config_file.set_profile`, which keeps the rest of the file;
+The profile is written by :func:`refagent.config.writer.set_profile`, which keeps the rest of the file;
 logging in again to a profile of the same name keeps its other settings, except those that describe a
 model (context window, images, prices, reasoning effort) when the model or the endpoint changed.
 
@@ -54,9 +54,9 @@ from refagent.client.endpoints import (
     printable,
     suggest_profile_id,
 )
+from refagent.config import writer
+from refagent.config.profiles import DEFAULT_OPENAI_MODEL
 from refagent.errors import ConfigError
-from refagent.llm import config_file
-from refagent.llm.config import DEFAULT_OPENAI_MODEL
 from refagent.llm.profiles import SCRIPTED
 
 EXIT_OK = 0
@@ -80,7 +80,7 @@ PROFILE_ID = re.compile(r"[A-Za-z0-9_-]+")
 KEY_CHARS = re.compile(r"[\x21-\x7e]+")
 """What a key may hold: printable ASCII without spaces (it goes into an HTTP header)."""
 OVERRIDES = ("REFAGENT_PROFILE", "OPENAI_BASE_URL", "REFAGENT_MODEL")
-"""Variables that override the config file when refagent starts (see :mod:`refagent.llm.config`)."""
+"""Variables that override the config file when refagent starts (see :mod:`refagent.config.loading`)."""
 
 
 class Login:
@@ -110,7 +110,7 @@ class Login:
         self.check_timeout = check_timeout
 
     def run(self) -> str:
-        data = config_file.read(self.path)  # a broken file stops here, before any question
+        data = writer.read(self.path)  # a broken file stops here, before any question
         found = data.get("profiles")
         profiles: dict[str, Any] = found if isinstance(found, dict) else {}
         self.say(f"Set up a model for refagent. The settings go to {self.path}.")
@@ -132,7 +132,7 @@ class Login:
         if isinstance(old, dict) and (old.get("model"), old.get("base_url")) != (model, endpoint.base_url):
             values.update(dict.fromkeys(MODEL_KEYS))
         default = self._default(profile_id, data, profiles)
-        config_file.set_profile(self.path, profile_id, values, default=default)
+        writer.set_profile(self.path, profile_id, values, default=default)
         what = f"the default profile {profile_id!r}" if default else f"the profile {profile_id!r}"
         self.say(f"Saved {what} ({printable(model)} at {endpoint.base_url}) in {self.path}.")
         for name in OVERRIDES:
@@ -349,7 +349,7 @@ def _parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def _path(prog: str, flag: str | None) -> Path | None:
-    path = config_file.config_path(flag, os.environ)
+    path = writer.config_path(flag, os.environ)
     if path is None:
         print(f"{prog}: there is no user config directory (is HOME set?): pass --config PATH", file=sys.stderr)
     return path
@@ -382,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def logout_main(argv: Sequence[str] | None = None) -> int:
-    """``refagent logout [--config PATH]``: :func:`refagent.llm.config_file.forget_keys`, and what it did, on
+    """``refagent logout [--config PATH]``: :func:`refagent.config.writer.forget_keys`, and what it did, on
     stderr (as every refagent command that is not the protocol says what it did: stdout is the protocol's)."""
     args = _parser(
         "refagent logout",
@@ -392,8 +392,8 @@ def logout_main(argv: Sequence[str] | None = None) -> int:
     if path is None:
         return EXIT_FAILED
     try:
-        removed = config_file.forget_keys(path)
-        data = config_file.read(path)
+        removed = writer.forget_keys(path)
+        data = writer.read(path)
     except ConfigError as exc:
         print(f"refagent logout: {exc}", file=sys.stderr)
         return EXIT_FAILED

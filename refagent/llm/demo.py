@@ -33,7 +33,7 @@ from typing import Any
 
 import anyio
 
-from refagent.llm.profiles import SCRIPTED, ModelProfile
+from refagent.llm.profiles import DEMO_CLIENT, SCRIPTED, ModelProfile
 from refagent.llm.protocol import Finished, ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallRequest
 
 PACE_ENV = "REFAGENT_DEMO_PACE"
@@ -66,6 +66,7 @@ def demo_profile() -> ModelProfile:
         name="Built-in demo model (scripted)",
         model="demo",
         description="A scripted model that plays a demo session on refagent's demo project: no key, no network.",
+        client=DEMO_CLIENT,
     )
 
 

@@ -1,7 +1,9 @@
 """Model profiles: which endpoint, which model, and what it can do.
 
 A profile is one entry of the editor's model picker (the ``model`` config option). The built-in
-``scripted`` profile needs no endpoint: it is what refagent runs on when nothing is configured.
+``scripted`` profile needs no endpoint: it is what refagent runs on when nothing is configured. Which kind
+of model client a profile is for (:attr:`ModelProfile.client`) is a name, looked up when the client is made
+(:mod:`refagent.config.clients`): nothing here knows the clients.
 """
 
 from __future__ import annotations
@@ -10,6 +12,11 @@ import ipaddress
 from dataclasses import dataclass
 
 SCRIPTED = "scripted"
+"""The built-in profile's id, and the client kind of the offline scripted model."""
+DEFAULT_CLIENT = "openai"
+"""The client kind of a profile that names none: the OpenAI-compatible adapter."""
+DEMO_CLIENT = "demo"
+"""The client kind of the demo model (``refagent --demo``)."""
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 """Where a profile without ``base_url`` goes (the ``openai`` client's own default)."""
 
@@ -43,6 +50,9 @@ class ModelProfile:
     api_key_from: str = ""
     """Where :attr:`api_key` came from, for messages (the key itself is never shown): the environment
     variable's name, or ``"`api_key` in <config file> [profiles.<id>]"``; empty: :attr:`api_key_env`, if any."""
+    client: str = DEFAULT_CLIENT
+    """The kind of model client that talks to the model (``client`` in the profile's table): a name in
+    :mod:`refagent.config.clients`' registry (``openai``, ``scripted``, ``demo``, or a fork's own)."""
 
     @property
     def scripted(self) -> bool:
@@ -60,6 +70,7 @@ def scripted_profile() -> ModelProfile:
         name="Built-in scripted model (offline)",
         model=SCRIPTED,
         description="No model endpoint configured: a scripted model answers.",
+        client=SCRIPTED,
     )
 
 

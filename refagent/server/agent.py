@@ -186,7 +186,7 @@ class Agent:
         path = self.settings.config_file
         if path is None:  # not advertised
             raise MethodNotFound("Method not found: logout")
-        from refagent.llm.config_file import forget_keys
+        from refagent.config.writer import forget_keys
 
         try:
             removed = await anyio.to_thread.run_sync(forget_keys, path)

@@ -1,4 +1,4 @@
-"""Custom tools named in the config file: ``tools = ["module:Class", ...]`` (see :mod:`refagent.llm.config`).
+"""Custom tools named in the config file: ``tools = ["module:Class", ...]`` (see :mod:`refagent.config.custom_tools`).
 
 :class:`CustomTools` is a session's tool list: the built-in tools, then one fresh instance of each custom
 class, in the config's order. The modules are imported the first time the list is built (when the first

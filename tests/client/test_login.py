@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from refagent import config
 from refagent.client import login as login_module
 from refagent.client.endpoints import (
     Answer,
@@ -35,7 +36,6 @@ from refagent.client.endpoints import (
 )
 from refagent.client.login import Login
 from refagent.errors import ConfigError
-from refagent.llm import config
 from refagent.testing.openai_server import ScriptedOpenAIServer
 from tests.support.helpers_process import agent_env
 from tests.support.terminal import Terminal

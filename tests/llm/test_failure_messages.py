@@ -18,8 +18,8 @@ from typing import Any
 import openai
 import pytest
 
+from refagent import config
 from refagent.errors import ModelAuthError, ModelConfigError, ModelError
-from refagent.llm import config
 from refagent.llm.openai_client import OpenAIModel
 from refagent.llm.profiles import ModelProfile
 from refagent.llm.protocol import ModelRequest, Retrying

@@ -99,7 +99,8 @@ def retries(events: Sequence[ModelEvent]) -> list[Retrying]:
 
 def test_importing_the_adapter_config_and_server_does_not_import_openai() -> None:
     code = (
-        "import sys, refagent.llm.openai_client, refagent.llm.config, refagent.testing.openai_server; "
+        "import sys, refagent.llm.openai_client, refagent.config, refagent.config.clients, "
+        "refagent.testing.openai_server; "
         "print('openai' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -19,10 +19,9 @@ from typing import Any
 
 import pytest
 
-from refagent import cli
+from refagent import cli, config
 from refagent.acp.errors import RequestError
 from refagent.client import login as login_module
-from refagent.llm import config
 from refagent.llm.profiles import ModelProfile
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.persistence.store import SessionStore

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from refagent import config
 from refagent.acp.errors import RequestError
-from refagent.llm import config
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.persistence.store import SessionStore
 from refagent.settings import Settings

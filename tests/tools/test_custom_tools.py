@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from refagent.llm import config
+from refagent import config
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.server.handshake import answer_initialize

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from refagent import config
+from refagent.config.writer import config_path, dumps, forget_keys, read, set_profile, write
 from refagent.errors import ConfigError
-from refagent.llm import config
-from refagent.llm.config_file import config_path, dumps, forget_keys, read, set_profile, write
 
 # -- the serializer ---------------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""Writing the config file that :mod:`refagent.llm.config` reads: what ``refagent login`` saves
+"""Writing the config file that :func:`refagent.config.load` reads: what ``refagent login`` saves
 (:func:`set_profile`) and what ``refagent logout``, or the agent's ACP ``logout``, removes (:func:`forget_keys`).
+Only they import this module (the agent itself, only when asked to ``logout``).
 
 The standard library reads TOML (:mod:`tomllib`) but does not write it: :func:`dumps` writes everything
 :mod:`tomllib` returns (tables, arrays of tables, strings, integers, floats, booleans, dates and times,
@@ -31,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from refagent.config.file import config_path
 from refagent.errors import ConfigError
-from refagent.llm.config import CONFIG_ENV, default_config_path
 
 __all__ = ["DIR_MODE", "FILE_MODE", "config_path", "dumps", "forget_keys", "read", "set_profile", "write"]
 
@@ -45,18 +46,6 @@ _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _MUST_ESCAPE = re.compile(r'["\\\x00-\x1f\x7f]')
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
-
-
-def config_path(flag: str | None, env: Mapping[str, str]) -> Path | None:
-    """The config file :func:`refagent.llm.config.load` reads: ``flag`` (``--config``), else
-    ``$REFAGENT_CONFIG``, else the default one; ``None`` when there is no user config directory."""
-    explicit = (flag or "").strip() or env.get(CONFIG_ENV, "").strip()
-    if not explicit:
-        return default_config_path()
-    try:
-        return Path(explicit).expanduser()
-    except RuntimeError:  # "~" and no home directory
-        return Path(explicit)
 
 
 # -- the serializer -----------------------------------------------------------------------------------

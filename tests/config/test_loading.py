@@ -1,4 +1,4 @@
-"""Configuration: file < environment < flags, profiles, keys, and what goes wrong."""
+"""Configuration (refagent.config): file < environment < flags, profiles, keys, and what goes wrong."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 
+from refagent import config
+from refagent.config import DEFAULT_OPENAI_MODEL, Config, add_arguments, load, missing_key
+from refagent.config.clients import make_model
 from refagent.errors import ConfigError
-from refagent.llm import config
-from refagent.llm.config import DEFAULT_OPENAI_MODEL, Config, add_arguments, load, make_model, missing_key
-from refagent.llm.openai_client import OpenAIModel, RetryPolicy
+from refagent.llm.openai_client import OpenAIModel
 from refagent.llm.profiles import SCRIPTED, ModelProfile, is_local, needs_key, scripted_profile
+from refagent.llm.retry import RetryPolicy
 from refagent.llm.scripted import ScriptedModel
 
 TWO_PROFILES = """
@@ -303,7 +305,7 @@ def test_unknown_keys_are_warned_about_not_fatal(tmp_path: Path, caplog: pytest.
     path = write(
         tmp_path, 'colour = "blue"\n[retry]\ntries = 3\n[profiles.x]\nbase_url = "http://localhost:1"\nmodle = "m"\n'
     )
-    with caplog.at_level(logging.WARNING, logger="refagent.llm.config"):
+    with caplog.at_level(logging.WARNING, logger="refagent.config"):
         loaded = load(None, with_file(path))
     assert loaded.profile.id == "x"
     assert len(loaded.warnings) == 3
@@ -346,7 +348,7 @@ def test_no_home_at_all(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 LOAD = (
-    "import json, os; from refagent.llm.config import load; c = load(None, os.environ); "
+    "import json, os; from refagent.config import load; c = load(None, os.environ); "
     "print(json.dumps([c.default_profile, c.profile.model, str(c.path)]))"
 )
 

@@ -1,0 +1,65 @@
+"""How hard a turn may try: ``max_requests`` (model requests per prompt turn) and the ``[retry]`` table (how
+the model client retries transient failures: 429, 5xx, lost connections)::
+
+    max_requests = 50             # model requests per prompt turn (default: 50, refagent.settings)
+
+    [retry]
+    attempts = 4                  # total, the first included
+    base_delay = 1.0              # seconds; doubled each time, with jitter
+    max_delay = 20.0              # seconds, the most one wait can be
+    max_retry_after = 60.0        # seconds, the most a server's Retry-After is honoured for
+
+``REFAGENT_MAX_REQUESTS`` and ``--max-requests`` override ``max_requests`` (flag over environment over file).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from refagent.config.file import typed
+from refagent.config.flags import MAX_REQUESTS_ENV, env_value
+from refagent.errors import ConfigError
+
+if TYPE_CHECKING:
+    from refagent.llm.retry import RetryPolicy
+
+__all__ = ["RETRY_KEYS", "max_requests", "retry_policy"]
+
+RETRY_KEYS: dict[str, type] = {"attempts": int, "base_delay": float, "max_delay": float, "max_retry_after": float}
+
+
+def retry_policy(table: Any, source: str, warnings: list[str]) -> RetryPolicy | None:
+    """The retry policy of the file's ``[retry]`` table (``None``: no table, the client's defaults). Unknown
+    keys go to ``warnings``. Raises :class:`ConfigError` for a value of the wrong type, or fewer than 1
+    attempt."""
+    if table is None:
+        return None
+    where = f"{source} [retry]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: retry must be a table ([retry])")
+    warnings += [f"{where}: unknown key {k!r} (ignored)" for k in table if k not in RETRY_KEYS]
+    values = {k: typed(table, k, kind, where) for k, kind in RETRY_KEYS.items() if k in table}
+    if values.get("attempts", 1) < 1:
+        raise ConfigError(f"{where}: attempts must be at least 1")
+    from refagent.llm.retry import RetryPolicy  # only with a [retry] table: one less import at start-up
+
+    return RetryPolicy(**values)
+
+
+def max_requests(in_file: int | None, flag: int | None, env: Mapping[str, str]) -> int | None:
+    """Model requests per prompt turn: ``flag`` (``--max-requests``), else ``$REFAGENT_MAX_REQUESTS``, else
+    ``in_file``; ``None``: none of them, the turn's default. Raises :class:`ConfigError` for a variable that
+    is not a whole number, or a number below 1."""
+    value = in_file
+    from_env = env_value(env, MAX_REQUESTS_ENV)
+    if flag is not None:
+        value = flag
+    elif from_env is not None:
+        try:
+            value = int(from_env)
+        except ValueError:
+            raise ConfigError(f"{MAX_REQUESTS_ENV} must be a whole number, not {from_env!r}") from None
+    if value is not None and value < 1:
+        raise ConfigError(f"max_requests must be at least 1, not {value}")
+    return value

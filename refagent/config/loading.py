@@ -1,0 +1,149 @@
+"""The layers combined: :func:`load` reads the config file, the environment and the flags into one
+:class:`Config`.
+
+Sources, in rising priority: the file (:mod:`refagent.config.file`), the environment, the command-line
+flags (:mod:`refagent.config.flags`). How they combine:
+
+- With profiles in the file, the active profile is ``--profile``, else ``$REFAGENT_PROFILE``, else
+  ``default_profile``, else the first; ``OPENAI_BASE_URL``/``--base-url`` and ``REFAGENT_MODEL``/``--model``
+  override its ``base_url`` and ``model`` (flags over environment over file). An endpoint from
+  ``OPENAI_BASE_URL``/``--base-url`` pairs with ``OPENAI_API_KEY`` when the profile names no key, as in every
+  OpenAI tool.
+- With no profiles in the file, any of ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``REFAGENT_MODEL``,
+  ``--model``, ``--base-url`` forms one profile (:func:`refagent.config.profiles.env_profile`).
+  ``OPENAI_API_KEY`` alone is enough; ``OPENAI_BASE_URL`` alone, pointing at this machine, too (local
+  endpoints need no key).
+- With nothing at all, the only profile is the built-in scripted one; asked for by name (``--profile
+  scripted``), it is added to the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from refagent.config import clients
+from refagent.config.custom_tools import tool_directories, tool_entries
+from refagent.config.file import choose_path, read_table, typed
+from refagent.config.flags import BASE_URL_ENV, KEY_ENV, MODEL_ENV, PROFILE_ENV, Flags, env_value
+from refagent.config.limits import max_requests, retry_policy
+from refagent.config.profiles import env_profile, file_profiles, find, named
+from refagent.llm.profiles import SCRIPTED, ModelProfile, scripted_profile
+
+if TYPE_CHECKING:
+    from refagent.llm.protocol import ModelClient
+    from refagent.llm.retry import RetryPolicy
+
+__all__ = ["TOP_KEYS", "Config", "config_file", "load"]
+
+log = logging.getLogger(__name__)
+
+TOP_KEYS = frozenset({"default_profile", "max_requests", "retry", "profiles", "tools", "tool_path"})
+"""The keys of the file itself; any other is warned about and ignored."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The loaded configuration. ``profiles`` is never empty and contains ``default_profile``."""
+
+    profiles: list[ModelProfile]
+    default_profile: str
+    max_requests: int | None = None
+    """Model requests per prompt turn; ``None``: the turn's default."""
+    retry: RetryPolicy | None = None
+    """How the model client retries transient failures; ``None``: its defaults."""
+    path: Path | None = None
+    """The config file that was read, if any."""
+    warnings: list[str] = field(default_factory=list)
+    """Things worth telling the user (unknown keys...); they are also logged."""
+    tools: list[str] = field(default_factory=list)
+    """Custom tools, ``module:Class`` each, as written (checked when imported, not here)."""
+    tool_path: list[Path] = field(default_factory=list)
+    """Absolute directories to import custom tools from (after the interpreter's own path)."""
+
+    @property
+    def profile(self) -> ModelProfile:
+        """The default profile."""
+        return next(p for p in self.profiles if p.id == self.default_profile)
+
+    def make_model(self, profile: ModelProfile) -> ModelClient:
+        """The client for ``profile``, of the kind it names (:func:`refagent.config.clients.make_model`), with
+        this configuration's retry policy."""
+        return clients.make_model(profile, self.retry)
+
+    def warm_up(self) -> Callable[[], Awaitable[None]] | None:
+        """What imports the clients of this configuration's profiles ahead of time (None: none needs it)."""
+        return clients.warm_up_for(self.profiles)
+
+
+def config_file(args: argparse.Namespace | None, env: Mapping[str, str]) -> Path | None:
+    """The config file :func:`load` reads for ``args`` and ``env`` (it may not exist yet: ``refagent login``
+    writes it); None when there is no user config directory and none was named."""
+    return choose_path(Flags.of(args).config, env)[0]
+
+
+def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
+    """Load the configuration from the file, ``env`` and ``args`` (see the module docstring).
+
+    ``args`` may be ``None`` or lack some of the :func:`~refagent.config.flags.add_arguments` flags. Warnings
+    (unknown keys) are logged and kept in :attr:`Config.warnings`. Raises
+    :class:`~refagent.errors.ConfigError` for a malformed file, an explicit file that does not exist, a value
+    of the wrong type, an unknown model client kind, or an unknown profile. Custom tools are only listed
+    here, never imported; no model client is made.
+    """
+    flags = Flags.of(args)
+    path, explicit = choose_path(flags.config, env)
+    data = read_table(path, explicit) if path is not None else None
+    warnings: list[str] = []
+    source = str(path) if data is not None else "the config file"
+    profiles: list[ModelProfile] = []
+    retry = None
+    in_file: int | None = None
+    default_id: str | None = None
+    tools: list[str] = []
+    tool_path: list[Path] = []
+    if data is not None:
+        assert path is not None  # data came from it
+        warnings += [f"{source}: unknown key {k!r} (ignored)" for k in data if k not in TOP_KEYS]
+        default_id = typed(data, "default_profile", str, source)
+        in_file = typed(data, "max_requests", int, source)
+        retry = retry_policy(data.get("retry"), source, warnings)
+        profiles = file_profiles(data.get("profiles"), source, env, warnings)
+        tools = tool_entries(data, source)
+        tool_path = tool_directories(data, path, source, warnings)
+    for warning in warnings:
+        log.warning("%s", warning)
+
+    base_url = flags.base_url or env_value(env, BASE_URL_ENV)
+    model = flags.model or env_value(env, MODEL_ENV)
+    wanted = flags.profile or env_value(env, PROFILE_ENV) or default_id
+    if not profiles:
+        if base_url or model or env_value(env, KEY_ENV):
+            profiles = [env_profile(base_url, model, env)]
+            base_url = model = None  # used up
+        else:
+            profiles = [scripted_profile()]
+    if wanted == SCRIPTED and not profiles[0].scripted:
+        profiles.append(scripted_profile())  # asked for by name: the offline model stays reachable
+    active = find(profiles, wanted or profiles[0].id, source)
+    if not active.scripted and (base_url or model):
+        overridden = replace(active, base_url=base_url or active.base_url, model=model or active.model)
+        if base_url and overridden.api_key is None and not overridden.api_key_env:
+            # An endpoint from OPENAI_BASE_URL/--base-url pairs with OPENAI_API_KEY, as in every OpenAI tool.
+            key = env_value(env, KEY_ENV)
+            overridden = replace(overridden, api_key=key, api_key_env=KEY_ENV, api_key_from=KEY_ENV)
+        profiles = [overridden if p.id == active.id else p for p in profiles]
+    return Config(
+        [named(p) for p in profiles],
+        active.id,
+        max_requests(in_file, flags.max_requests, env),
+        retry,
+        path if data is not None else None,
+        warnings,
+        tools=tools,
+        tool_path=tool_path,
+    )
