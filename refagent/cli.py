@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from refagent import __version__, config
@@ -34,6 +35,10 @@ TERMINAL_HINT = (
 """What a person who runs ``refagent`` in a terminal reads (one line, on stderr); the agent then goes on."""
 START_SECONDS = 10.0
 """How long the garbage collector may stay off at start-up, if no session is opened (see :func:`serve_stdio`)."""
+
+Customise = Callable[[Settings], Settings]
+"""A fork's change to the agent's settings (its tools, its model factory...): given the settings refagent
+made, the settings to run with (:func:`main`)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +81,17 @@ def setup_logging(level: str, log_file: str | None) -> None:
     root.setLevel(level.upper())
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, customise: Customise | None = None) -> int:
+    """The ``refagent`` command: serve ACP on stdio, or one of its subcommands (``run``, ``chat``, ``demo``,
+    ``sessions``, ``login``, ``logout``); the exit status. ``argv``: the arguments (default: ``sys.argv[1:]``).
+
+    ``customise`` is how a fork changes the agent without copying this function: it is applied to every
+    :class:`Settings` the agent runs with, the first (from the configuration, a broken one, or ``--demo``'s)
+    and each one ``authenticate`` and ``logout`` read again (:attr:`Settings.reload`), so that a fork's
+    tools or model survive a sign-in. It should return a changed copy (``dataclasses.replace``) and keep
+    what it does not change. The subcommands are terminal clients that start their own agent process, and
+    are not customised (``refagent run --agent "python fork.py"`` runs a fork).
+    """
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["run"]:  # the terminal client: a separate program that starts this one
         from refagent.client.run import main as run_main
@@ -113,11 +128,14 @@ def main(argv: list[str] | None = None) -> int:
             f"REFAGENT_LOG_LEVEL={args.log_level!r}: --log-level must be one of {', '.join(LOG_LEVELS)}"
         )
     setup_logging(args.log_level, args.log_file)
-    return serve_stdio(demo_settings(private_files(args, None)) if args.demo else load_settings(args))
+    if args.demo:
+        return serve_stdio(demo_settings(private_files(args, None), customise=customise))
+    return serve_stdio(load_settings(args, customise=customise))
 
 
-def load_settings(args: argparse.Namespace) -> Settings:
-    """The agent's settings from the config file, the environment and ``args``.
+def load_settings(args: argparse.Namespace, *, customise: Customise | None = None) -> Settings:
+    """The agent's settings from the config file, the environment and ``args``, each made (the first, and
+    those :attr:`Settings.reload` reads again) passed through ``customise`` if given (see :func:`main`).
 
     A broken configuration (a file that is not valid, an unknown profile, ``--max-requests 0``...) does not
     stop the agent: an editor would only show that it crashed. It runs on the scripted model instead
@@ -130,10 +148,11 @@ def load_settings(args: argparse.Namespace) -> Settings:
 
     path = config.config_file(args, os.environ)
     private = private_files(args, path)
+    finish = customise or _as_they_are
 
     def reload() -> Settings:
         settings = Settings.from_config(config.load(args, os.environ), reload)
-        return dataclasses.replace(settings, config_file=path, private_files=private)
+        return finish(dataclasses.replace(settings, config_file=path, private_files=private))
 
     try:
         return reload()
@@ -142,13 +161,18 @@ def load_settings(args: argparse.Namespace) -> Settings:
         from refagent.llm.scripted import broken_config_model
 
         problem = str(exc)
-        return Settings(
+        broken = Settings(
             make_model=lambda profile: broken_config_model(problem),
             reload=reload,
             config_file=path,
             broken=problem,
             private_files=private,
         )
+        return finish(broken)
+
+
+def _as_they_are(settings: Settings) -> Settings:
+    return settings
 
 
 def private_files(args: argparse.Namespace, config_file: Path | None) -> tuple[str, ...]:
@@ -158,12 +182,13 @@ def private_files(args: argparse.Namespace, config_file: Path | None) -> tuple[s
     return tuple(os.path.abspath(path) for path in named if path)
 
 
-def demo_settings(private: tuple[str, ...] = ()) -> Settings:
+def demo_settings(private: tuple[str, ...] = (), *, customise: Customise | None = None) -> Settings:
     """``--demo``: the built-in demo model (:mod:`refagent.llm.demo`, the client kind ``demo``) instead of the
-    configuration."""
+    configuration, passed through ``customise`` if given (see :func:`main`)."""
     from refagent.llm.demo import demo_profile
 
-    return Settings(profiles=[demo_profile()], private_files=private)
+    settings = Settings(profiles=[demo_profile()], private_files=private)
+    return customise(settings) if customise is not None else settings
 
 
 def serve_stdio(settings: Settings | None = None) -> int:

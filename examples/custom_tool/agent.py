@@ -3,8 +3,9 @@
     python examples/custom_tool/agent.py [any refagent flag: --model, --log-file, --demo ...]
 
 Editors start it like refagent itself (``command``: this Python, ``args``: this file). It is refagent's own
-command line (:mod:`refagent.cli`) with one change, :func:`register`: the settings' tool list is
-refagent's tools plus :class:`outline.Outline`.
+command line, :func:`refagent.cli.main`, with one change, :func:`customise`: every session's tools are the
+configured ones plus :class:`outline.Outline`. ``cli.main`` applies it to every settings the agent runs with,
+those ``authenticate`` reads again included.
 """
 
 from __future__ import annotations
@@ -19,25 +20,14 @@ from outline import Outline
 
 from refagent import cli
 from refagent.settings import Settings
-from refagent.tools.registry import default_tools
 
 
-def register(settings: Settings) -> Settings:
-    """The registration: every session gets refagent's tools and ours (also once ``authenticate`` has read
-    the configuration again)."""
-    reload = settings.reload
-    return dataclasses.replace(
-        settings,
-        tools=lambda: [*default_tools(), Outline()],
-        reload=(lambda: register(reload())) if reload is not None else None,
-    )
-
-
-def main() -> int:
-    args = cli.build_parser().parse_args()
-    cli.setup_logging(args.log_level, args.log_file)
-    return cli.serve_stdio(register(cli.demo_settings() if args.demo else cli.load_settings(args)))
+def customise(settings: Settings) -> Settings:
+    """The settings refagent made, with :class:`Outline` after their tools (the built-in ones, and any the
+    config file names)."""
+    tools = settings.tools
+    return dataclasses.replace(settings, tools=lambda: [*tools(), Outline()])
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.main(customise=customise))

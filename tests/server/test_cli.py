@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import subprocess
 from collections.abc import Iterator
@@ -11,6 +12,8 @@ import pytest
 
 import refagent
 from refagent import cli
+from refagent.llm.demo import DemoModel
+from refagent.settings import Settings
 from tests.support.helpers_process import agent_command, agent_env
 
 
@@ -187,3 +190,35 @@ def test_typed_in_a_terminal_it_says_what_it_is_then_serves(tmp_path: Path) -> N
 def test_with_pipes_it_says_nothing(tmp_path: Path) -> None:
     done = _run(tmp_path=tmp_path)
     assert done.stderr == ""
+
+
+# -- a fork's customisation (cli.main(customise=...)) --------------------------------------------
+
+
+def marked(settings: Settings) -> Settings:
+    """A fork's customisation: one more private file, easy to see."""
+    return dataclasses.replace(settings, private_files=(*settings.private_files, "/fork"))
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["config", "broken-config"])
+def test_customise_is_applied_to_every_settings_the_agent_makes(tmp_path: Path, broken: bool) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("max_requests = 0\n" if broken else "max_requests = 7\n")
+    args = cli.build_parser().parse_args(["--config", str(path)])
+    settings = cli.load_settings(args, customise=marked)
+    assert settings.private_files == (str(path), "/fork")
+    assert (settings.broken is not None) is broken
+    path.write_text("max_requests = 9\n")  # fixed, or changed: authenticate reads it again
+    assert settings.reload is not None
+    again = settings.reload()
+    assert (again.private_files, again.max_requests, again.broken) == ((str(path), "/fork"), 9, None)
+    assert again.reload is not None
+    assert again.reload().private_files == (str(path), "/fork")
+
+
+def test_customise_is_applied_to_the_demo_settings() -> None:
+    settings = cli.demo_settings(customise=marked)
+    assert settings.private_files == ("/fork",)
+    assert settings.active_profile().client == "demo"
+    assert isinstance(settings.make_model(settings.active_profile()), DemoModel)
+    assert cli.demo_settings().private_files == ()
