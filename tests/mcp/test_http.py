@@ -20,7 +20,8 @@ from refagent.tools.permissions import Permissions
 from refagent.tools.runner import ToolRunner
 from tests.support.mcp_servers.harness import http_entry, run, running_hub, tool
 from tests.support.mcp_servers.http_server import Urls, running
-from tests.support.tool_fakes import make_ctx, sent
+from tests.support.clients import session_client
+from tests.support.tool_fakes import DirectPeer, make_ctx, sent
 
 pytestmark = pytest.mark.anyio
 
@@ -115,9 +116,12 @@ async def test_permission_through_the_runner(urls: Urls, tmp_path: Path) -> None
     answer = {"policy": allow_once}
     mode = {"id": "ask"}
 
-    async def request_permission(params: dict[str, Any]) -> Any:
+    async def editor(method: str, params: dict[str, Any]) -> Any:
+        assert method == "session/request_permission"
         asked.append(params)
         return await answer["policy"](params)
+
+    request_permission = session_client(DirectPeer(editor)).request_permission
 
     async with running_hub([http_entry("web", urls.http)], str(tmp_path)) as (hub, _):
         ctx = make_ctx(str(tmp_path))
