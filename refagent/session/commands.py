@@ -19,8 +19,8 @@ from typing import Any
 
 from refagent.acp.types import AvailableCommand
 from refagent.errors import ToolError
-from refagent.session.modes import MODES
 from refagent.session.state import Session, text_digest
+from refagent.tools.modes import MODES
 
 _COMMAND = re.compile(r"^/([a-z][a-z0-9_-]*)(?:\s+(.*))?$", re.DOTALL)
 NAMES = frozenset({"init", "compact", "undo", "mode", "model"})
@@ -33,7 +33,7 @@ class Command:
 
 
 def available_commands(session: Session) -> list[AvailableCommand]:
-    modes = " | ".join(m["id"] for m in MODES)
+    modes = " | ".join(mode.id for mode in MODES)
     models = " | ".join(p.id for p in session.profiles)
     return [
         {"name": "init", "description": "Write or improve AGENTS.md, the project's instructions for agents"},

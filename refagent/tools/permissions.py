@@ -1,21 +1,13 @@
 """Who decides whether a tool call may run: the session's mode, the user's remembered choices, and the
 user, asked through ``session/request_permission``.
 
-Modes (also offered as the ``mode`` config option):
-
-==============  =================================================================================
-``ask``         ask before every edit, deletion, move and command (the default)
-``accept-edits``  edits and moves inside the roots run without asking; deletions and commands ask
-``auto``        as ``accept-edits``, and commands run without asking too when the OS confines them to
-                the roots (a ``workspace`` command on a machine that can hold it: ``Plan.confined``);
-                a command that asks for ``network`` or ``none``, or one this machine cannot confine, asks
-``read-only``   every change is refused without asking, so the model can plan
-``full-access`` nothing asks; file tools stay inside the roots, commands run at the level they ask for
-==============  =================================================================================
-
-Reading outside the roots asks in every mode, and so does changing a file that git, an editor or CI
-runs later (:func:`runs_later`: ``.vscode/tasks.json``, ``.envrc``, ``.github/workflows/...``) but in
-``full-access``: commands cannot change those at all (docs/sandbox.md), and the file tools ask.
+:meth:`Permissions.decide` takes the session's mode by its id, and asks the mode (:mod:`refagent.tools.modes`,
+where each mode's policy is defined) for what depends on it: whether a change is refused outright
+(``read-only``), and whether a call inside the roots runs without asking (an edit in ``accept-edits``, a
+confined command in ``auto``, anything in ``full-access``). The rest holds in every mode: a read inside the
+roots runs, a read outside them asks, and so does changing a file that git, an editor or CI runs later
+(:func:`runs_later`: ``.vscode/tasks.json``, ``.envrc``, ``.github/workflows/...``) but in ``full-access``
+(commands cannot change those at all, docs/sandbox.md, and the file tools ask).
 "Always" choices are remembered for the session, scoped
 by the plan's ``permission_key``: ``edit`` (all edits inside the roots), ``command:git status`` (``git
 status`` with arguments its rule in :mod:`refagent.tools.command_scope` lets through; any other command
@@ -39,6 +31,7 @@ from refagent.acp.text import one_line
 from refagent.acp.types import PermissionOption, ToolKind
 from refagent.confine.run_later import RUN_LATER
 from refagent.tools.base import Plan, scope_covers
+from refagent.tools.modes import mode_named
 from refagent.within import within
 
 log = logging.getLogger(__name__)
@@ -48,7 +41,6 @@ AskPermission = Callable[[dict[str, Any], list[PermissionOption]], Awaitable[Per
 (:meth:`refagent.acp.client.SessionClient.request_permission`)."""
 
 Decision = Literal["allow", "ask", "refuse"]
-AUTO_ACCEPTED_IN_ACCEPT_EDITS: frozenset[ToolKind] = frozenset({"edit", "move"})
 
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS = "allow", "allow-always", "reject", "reject-always"
 
@@ -69,31 +61,23 @@ class Permissions:
     allowed: set[str] = field(default_factory=set)
     rejected: set[str] = field(default_factory=set)
 
-    def decide(self, mode: str, kind: ToolKind, plan: Plan) -> tuple[Decision, str]:
-        """What to do without asking anyone: allow, ask the user, or refuse (with the reason)."""
+    def decide(self, mode_id: str, kind: ToolKind, plan: Plan) -> tuple[Decision, str]:
+        """What to do without asking anyone, in the session's mode ``mode_id``, about ``plan`` (of ``kind``):
+        allow, ask the user, or refuse (with the reason, for the model)."""
         if not plan.mutating and not plan.outside:
             return "allow", ""
-        if plan.mutating and mode == "read-only":
-            return "refuse", (
-                "The session is in read-only mode, so changes and commands are refused. Describe the change "
-                "you would make instead, and the user can switch to another mode to let you make it."
-            )
+        mode = mode_named(mode_id)
+        refusal = mode.refusal(plan)
+        if refusal is not None:
+            return "refuse", refusal
         key = plan.permission_key
         if key and any(scope_covers(rejected, key) for rejected in self.rejected):
             return "refuse", f"The user chose to always reject {plan.permission_label or key} in this session."
         if key and any(scope_covers(allowed, key) for allowed in self.allowed):
             return "allow", ""
-        if plan.outside:
+        if plan.outside:  # the roots are the boundary in every mode
             return "ask", ""
-        if mode == "full-access":
-            return "allow", ""
-        if plan.runs_later:  # what an editor or git runs later: the user decides, as the sandbox holds it
-            return "ask", ""
-        if mode in ("accept-edits", "auto") and kind in AUTO_ACCEPTED_IN_ACCEPT_EDITS:
-            return "allow", ""
-        if mode == "auto" and plan.confined:
-            return "allow", ""
-        return "ask", ""
+        return ("allow" if mode.allows(kind, plan) else "ask"), ""
 
     def options(self, plan: Plan) -> list[PermissionOption]:
         """The answers a permission request offers: once or always, allow or reject."""
