@@ -41,6 +41,7 @@ from refagent.persistence.reader import StoredSession
 from refagent.persistence.recorder import Recorder
 from refagent.persistence.writer import SessionLog
 from refagent.session.modes import DEFAULT_MODE, MODE_IDS, modes_for
+from refagent.session.undo import UndoLog
 from refagent.session.usage import UsageMeter
 
 if TYPE_CHECKING:  # annotations: a session is answered for before its workspace and its tools are loaded
@@ -52,17 +53,6 @@ if TYPE_CHECKING:  # annotations: a session is answered for before its workspace
     from refagent.tools.runner import Tools
 
 log = logging.getLogger(__name__)
-
-LARGE_AFTER_CHARS = 1 << 20
-"""A change record keeps a text written over this size as its digest: ``/undo`` only needs to recognise
-it (the file still as the agent left it), and a 20 MB write would otherwise be recorded twice."""
-
-
-def text_digest(text: str) -> str:
-    """SHA-256 of a text as the record holds it (surrogates too: a file name's bytes may carry them)."""
-    import hashlib  # here: only large writes and /undo need it, not the way to session/new's response
-
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class Session:
@@ -105,8 +95,9 @@ class Session:
         self.updated_at: str | None = None
         self.turns = 0
         """Prompt turns so far (saved sessions count on from where they were)."""
-        self.changes: list[dict[str, Any]] = []
-        """Files the agent changed, per turn (``change`` records): what ``/undo`` restores."""
+        self.undo_log = UndoLog(self.save)
+        """Files the agent changed, per turn (``change`` records): what ``/undo`` restores
+        (:mod:`refagent.session.undo`)."""
         self.workspace: Workspace | None = None
         """The session's tools and their backends (:func:`refagent.session.workspace.build`), once attached
         after the response that opened the session (:meth:`ready` waits for it)."""
@@ -228,7 +219,7 @@ class Session:
             log.exception("could not read the conversation of session %s", self.id)
             messages, changes = [], []
         self.history.restore(messages)
-        self.changes = list(changes)
+        self.undo_log.restore(changes)
 
     # -- modes and config options ------------------------------------------------------------
 
@@ -364,36 +355,9 @@ class Session:
         return named
 
     def before_change(self, kind: str, plan: Plan) -> None:
-        """Before a tool changes files: what each file is and will be, for ``/undo`` (recorded first, so a
-        crash during the write cannot lose the way back)."""
-        for content in plan.preview:
-            if content["type"] != "diff":
-                continue
-            change: dict[str, Any] = {
-                "kind": "change",
-                "turn": self.turns,
-                "path": content["path"],
-                "before": content.get("oldText"),
-            }
-            # A patch that deletes or renames files carries that kind for all its diffs: the file it edits
-            # still has its new text; the file it removes shows as emptied (newText "").
-            after = None if kind in ("delete", "move") and content["newText"] == "" else content["newText"]
-            if after is not None and len(after) > LARGE_AFTER_CHARS:
-                change["afterSha256"] = text_digest(after)  # undo restores "before"; "after" it only recognises
-            else:
-                change["after"] = after
-            self.changes.append(change)
-            self.save(change)
-        if kind in ("move", "delete") and not any(c["type"] == "diff" for c in plan.preview):
-            # A move, or a deleted directory: no text to restore. Undo says so instead of guessing.
-            change = {"kind": "change", "turn": self.turns, "path": plan.title, "unsupported": kind}
-            self.changes.append(change)
-            self.save(change)
-
-    def undone(self, turn: int) -> None:
-        """Turn ``turn`` is undone: its changes are forgotten, in memory and in the record file alike."""
-        self.changes = [c for c in self.changes if c["turn"] != turn]
-        self.save({"kind": "undo", "turn": turn})
+        """Before a tool changes files: what each file is and will be, recorded for ``/undo`` under the turn
+        running now, before anything is written (:meth:`refagent.session.undo.UndoLog.record`)."""
+        self.undo_log.record(self.turns, kind, plan)
 
     # -- turns ------------------------------------------------------------------------------
 
