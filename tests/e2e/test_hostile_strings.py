@@ -31,7 +31,7 @@ from refagent.persistence.conversation import Conversation
 from refagent.persistence.reader import read_records
 from refagent.persistence.store import SessionStore
 from refagent.persistence.writer import SessionLog
-from refagent.session.turn import MAX_KEPT_ARGUMENTS, kept_arguments
+from refagent.session.messages import MAX_KEPT_ARGUMENTS, kept_arguments
 from refagent.session.turn import Turn as PromptTurn
 from refagent.settings import Settings, default_tools
 from refagent.testing.memory import Editor, connect

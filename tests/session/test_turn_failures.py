@@ -16,7 +16,8 @@ from refagent.errors import ModelAuthError, ModelConfigError, ModelError
 from refagent.llm.protocol import Retrying
 from refagent.llm.scripted import Fail, ScriptedModel, text
 from refagent.persistence.store import SessionStore
-from refagent.session.turn import Turn, failure_meta, run_prompt
+from refagent.session.failure import failure_meta
+from refagent.session.turn import Turn, run_prompt
 from refagent.settings import Settings
 from refagent.testing.memory import connect
 
