@@ -9,6 +9,7 @@ still works.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from refagent.acp.errors import InvalidParams
@@ -18,7 +19,7 @@ T = TypeVar("T")
 _TYPE_NAMES = {str: "a string", list: "an array", dict: "an object", bool: "a boolean", int: "an integer"}
 
 
-def required(params: dict[str, Any], name: str, kind: type[T]) -> T:
+def required(params: Mapping[str, Any], name: str, kind: type[T]) -> T:
     """The value of a required field, checked against ``kind``."""
     if name not in params or params[name] is None:
         raise InvalidParams(f"Invalid params: missing required field '{name}'")
@@ -28,7 +29,7 @@ def required(params: dict[str, Any], name: str, kind: type[T]) -> T:
     return value
 
 
-def optional(params: dict[str, Any], name: str, kind: type[T], default: T) -> T:
+def optional(params: Mapping[str, Any], name: str, kind: type[T], default: T) -> T:
     """The value of an optional field, or ``default`` when it is absent, null or of the wrong type."""
     value = params.get(name)
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
@@ -36,7 +37,7 @@ def optional(params: dict[str, Any], name: str, kind: type[T], default: T) -> T:
     return default
 
 
-def absolute_path(params: dict[str, Any], name: str) -> str:
+def absolute_path(params: Mapping[str, Any], name: str) -> str:
     """A required absolute path (ACP: "All file paths MUST be absolute")."""
     path = required(params, name, str)
     if not os.path.isabs(path):
@@ -46,7 +47,7 @@ def absolute_path(params: dict[str, Any], name: str) -> str:
     return path
 
 
-def absolute_paths(params: dict[str, Any], name: str) -> list[str]:
+def absolute_paths(params: Mapping[str, Any], name: str) -> list[str]:
     """An optional list of absolute paths; any relative entry is an error (it would widen the sandbox)."""
     value = params.get(name)
     if value is None:

@@ -166,7 +166,9 @@ class Agent:
     async def authenticate(self, params: Params) -> dict[str, Any]:
         """``authenticate``: re-read the configuration (file and environment); succeed if the default
         profile has its key."""
-        method_id = p.required(params, "methodId", str)
+        from refagent.acp.requests import AuthenticateParams  # (see _import_sessions)
+
+        method_id = AuthenticateParams.parse(params).method_id
         if method_id != AUTH_METHOD:
             raise InvalidParams(f"Invalid params: unknown authentication method {method_id!r}")
         if self.settings.reload is not None:
@@ -210,43 +212,68 @@ class Agent:
         if self._manager is not None:
             self._manager.reconfigure(settings)
 
-    # -- sessions: answered by the session manager ------------------------------------------------
+    # -- sessions: their params typed here (refagent.acp.requests), answered by the session manager ---------
+    # Each parse raises -32602 for params the schema does not allow, before the manager sees anything. The
+    # params types are imported with the session machinery (_import_sessions), not with this module.
 
     async def new_session(self, params: Params) -> Reply:
-        return self._then_after_first_session(await self.manager().new_session(params))
+        from refagent.acp.requests import NewSessionParams
+
+        return self._then_after_first_session(await self.manager().new_session(NewSessionParams.parse(params)))
 
     async def fork_session(self, params: Params) -> Reply:
+        from refagent.acp.requests import OpenSessionParams
+
         # A fork opens a session too, and may be a connection's first (an editor forks a saved session).
-        return self._then_after_first_session(await self.manager().fork_session(params))
+        return self._then_after_first_session(await self.manager().fork_session(OpenSessionParams.parse(params)))
 
     async def load_session(self, params: Params) -> Reply:
-        return self._then_after_first_session(await self.manager().load_session(params))
+        from refagent.acp.requests import OpenSessionParams
+
+        return self._then_after_first_session(await self.manager().load_session(OpenSessionParams.parse_load(params)))
 
     async def resume_session(self, params: Params) -> Reply:
-        return self._then_after_first_session(await self.manager().resume_session(params))
+        from refagent.acp.requests import OpenSessionParams
+
+        return self._then_after_first_session(await self.manager().resume_session(OpenSessionParams.parse(params)))
 
     async def list_sessions(self, params: Params) -> dict[str, Any]:
-        return await self.manager().list_sessions(params)
+        from refagent.acp.requests import ListSessionsParams
+
+        return await self.manager().list_sessions(ListSessionsParams.parse(params))
 
     async def close_session(self, params: Params) -> dict[str, Any]:
-        return await self.manager().close_session(params)
+        from refagent.acp.requests import SessionParams
+
+        return await self.manager().close_session(SessionParams.parse(params))
 
     async def delete_session(self, params: Params) -> dict[str, Any]:
-        return await self.manager().delete_session(params)
+        from refagent.acp.requests import SessionParams
+
+        return await self.manager().delete_session(SessionParams.parse(params))
 
     async def prompt(self, params: Params) -> dict[str, Any]:
-        return await self.manager().prompt(params)
+        from refagent.acp.requests import PromptParams
+
+        return await self.manager().prompt(PromptParams.parse(params))
 
     async def set_mode(self, params: Params) -> dict[str, Any]:
-        return await self.manager().set_mode(params)
+        from refagent.acp.requests import SetModeParams
+
+        return await self.manager().set_mode(SetModeParams.parse(params))
 
     async def set_config_option(self, params: Params) -> dict[str, Any]:
-        return await self.manager().set_config_option(params)
+        from refagent.acp.requests import SetConfigOptionParams
+
+        return await self.manager().set_config_option(SetConfigOptionParams.parse(params))
 
     def cancel(self, params: Params) -> None:
         """``session/cancel``: ends the session's turn and the prompts queued behind it."""
-        if self._manager is not None:  # no sessions yet: nothing to cancel
-            self._manager.cancel(params.get("sessionId"))
+        from refagent.acp.requests import SessionParams
+
+        target = SessionParams.parse_notification(params)
+        if self._manager is not None and target is not None:  # no sessions yet: nothing to cancel
+            self._manager.cancel(target)
 
 
 class Route:
@@ -285,7 +312,12 @@ NOTIFICATIONS: Final[Mapping[str, Callable[[Agent, Params], None]]] = {
 
 
 def _import_sessions() -> None:
-    import refagent.session.manager  # noqa: F401  (the import is the point)
+    """The session machinery, and the params types of its requests (:mod:`refagent.acp.requests`: their
+    classes take a few milliseconds to create, which this keeps off the way to the loop's start; the
+    methods above import them where they parse, found loaded by then in the common case)."""
+    # the imports are the point
+    import refagent.acp.requests
+    import refagent.session.manager  # noqa: F401
 
 
 def _short(text: str, limit: int = 100) -> str:

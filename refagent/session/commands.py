@@ -13,11 +13,11 @@ Anything else that starts with ``/`` goes to the model as ordinary text.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
 
-from refagent.acp.types import AvailableCommand
+from refagent.acp.types import AvailableCommand, ContentBlock
 from refagent.session.state import Session
 from refagent.session.undo import restore_last_turn
 from refagent.tools.modes import MODES
@@ -48,12 +48,13 @@ def available_commands(session: Session) -> list[AvailableCommand]:
     ]
 
 
-def parse(blocks: list[Any]) -> Command | None:
+def parse(blocks: Sequence[ContentBlock]) -> Command | None:
     """The command a prompt starts with, if it is one of ours."""
     first = blocks[0] if blocks else None
-    if not isinstance(first, dict) or first.get("type") != "text" or not isinstance(first.get("text"), str):
+    text = first.get("text") if first is not None and first.get("type") == "text" else None
+    if not isinstance(text, str):
         return None
-    match = _COMMAND.match(first["text"].strip())
+    match = _COMMAND.match(text.strip())
     if match is None or match.group(1) not in NAMES:
         return None
     return Command(match.group(1), (match.group(2) or "").strip())

@@ -14,7 +14,7 @@ cleaned as it joins the conversation (:class:`refagent.persistence.conversation.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -34,13 +34,15 @@ def file_path(uri: str) -> str | None:
     return unquote(parsed.path) or None
 
 
-async def user_message(blocks: list[Any], *, images: bool, read_text: ReadText | None = None) -> dict[str, Any]:
+async def user_message(
+    blocks: Sequence[ContentBlock], *, images: bool, read_text: ReadText | None = None
+) -> dict[str, Any]:
     """Build the user message for ``blocks``. Raises :class:`InvalidParams` for a block we cannot use."""
     if not blocks:
         raise InvalidParams("Invalid params: 'prompt' is empty")
     parts: list[dict[str, Any]] = []
     for index, block in enumerate(blocks):
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):  # as PromptParams checks
             raise InvalidParams(f"Invalid params: prompt[{index}] is not a content block")
         parts.append(await _part(index, block, images=images, read_text=read_text))
     if all(p["type"] == "text" for p in parts):

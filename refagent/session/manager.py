@@ -15,23 +15,25 @@ session: a prompt sent during a turn waits for it, and ``session/cancel`` ends b
 
 The manager is given narrow services (:class:`SessionManager`'s arguments), not the agent: the connection to
 the client, the settings, the store, a task group for the sessions' background tasks, and the model clients.
+Its methods take each request's params typed (:mod:`refagent.acp.requests`), as the server read and checked
+them: what is left to judge here is whether the session exists (``-32002``) and what the session says of
+the values (an unknown mode, model or option is ``-32602``).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 
-from refagent.acp import params as p
 from refagent.acp import updates
 from refagent.acp.client import Client
 from refagent.acp.connection import Peer, Reply
-from refagent.acp.errors import InvalidParams, ResourceNotFound
+from refagent.acp.errors import ResourceNotFound
 from refagent.confine.confinement import Support
 from refagent.ids import new_id
 from refagent.llm.pool import ModelPool, require_key
@@ -42,6 +44,15 @@ from refagent.session.state import Session
 from refagent.settings import Settings
 
 if TYPE_CHECKING:  # annotations; the modules themselves load after the first session's response
+    from refagent.acp.requests import (
+        ListSessionsParams,
+        NewSessionParams,
+        OpenSessionParams,
+        PromptParams,
+        SessionParams,
+        SetConfigOptionParams,
+        SetModeParams,
+    )
     from refagent.acp.types import ClientCapabilities
     from refagent.mcp import McpHub
     from refagent.persistence.reader import StoredSession
@@ -88,11 +99,9 @@ class SessionManager:
 
     # -- opening ------------------------------------------------------------------------------
 
-    async def new_session(self, params: dict[str, Any]) -> Reply:
+    async def new_session(self, params: NewSessionParams) -> Reply:
         """``session/new``: a session in ``cwd`` (and the client's additional directories)."""
-        cwd = p.absolute_path(params, "cwd")
-        servers = p.required(params, "mcpServers", list)
-        extra = p.absolute_paths(params, "additionalDirectories")
+        cwd, servers, extra = params.cwd, params.mcp_servers, list(params.additional_directories)
         require_key(self.settings.active_profile())
         session_id = new_id("sess")
         support = await anyio.to_thread.run_sync(self.settings.sandbox_support)  # probed once, off the loop
@@ -103,9 +112,9 @@ class SessionManager:
         after = functools.partial(self._settle, session, servers, sandbox)
         return Reply(self._state(session, with_id=True), after=after)
 
-    async def load_session(self, params: dict[str, Any]) -> Reply:
+    async def load_session(self, params: OpenSessionParams) -> Reply:
         """``session/load``: replay the visible history, then answer; the conversation goes on."""
-        session, stored, after = await self._restore(params, require_servers=True)
+        session, stored, after = await self._restore(params)
         shown = stored.shown
         if not session.compaction_updates:
             from refagent.persistence.replays import COMPACTION, compactions_as_messages
@@ -117,20 +126,18 @@ class SessionManager:
             await session.client.send_update(update)
         return Reply(self._state(session), after=after)
 
-    async def resume_session(self, params: dict[str, Any]) -> Reply:
+    async def resume_session(self, params: OpenSessionParams) -> Reply:
         """``session/resume``: like load, without the replay."""
-        session, _, after = await self._restore(params, require_servers=False)
+        session, _, after = await self._restore(params)
         return Reply(self._state(session), after=after)
 
-    async def fork_session(self, params: dict[str, Any]) -> Reply:
+    async def fork_session(self, params: OpenSessionParams) -> Reply:
         """``session/fork`` (unstable): a new session that starts with a copy of ``sessionId``'s history (what
         the user saw, the model's conversation, the mode and the model) and goes on independently of it; each
         loads with its own history. ``/undo`` in the fork starts with its own turns. A session in the middle
         of a turn is copied as its files stand (a tool call still running is then shown as it was)."""
-        source_id = p.required(params, "sessionId", str)
-        cwd = p.absolute_path(params, "cwd")
-        servers = p.optional(params, "mcpServers", list, [])
-        extra = p.absolute_paths(params, "additionalDirectories")
+        source_id, cwd, servers = params.session_id, params.cwd, params.mcp_servers
+        extra = list(params.additional_directories)
         require_key(self.settings.active_profile())
         store = self.store
         assert store is not None  # offered only with a store
@@ -147,19 +154,12 @@ class SessionManager:
         after = functools.partial(self._settle, session, servers, sandbox)
         return Reply(self._state(session, with_id=True), after=after)
 
-    async def _restore(
-        self, params: dict[str, Any], *, require_servers: bool
-    ) -> tuple[Session, StoredSession, Callable[[], Awaitable[None]]]:
+    async def _restore(self, params: OpenSessionParams) -> tuple[Session, StoredSession, Callable[[], Awaitable[None]]]:
         """The session named in ``params``, opened from disk with the client's cwd and roots, and the work
         to do after its response (:meth:`_settle`); its conversation is read from its records when first
         needed (:meth:`Session.read_conversation`)."""
-        session_id = p.required(params, "sessionId", str)
-        cwd = p.absolute_path(params, "cwd")
-        if require_servers:
-            servers = p.required(params, "mcpServers", list)
-        else:
-            servers = p.optional(params, "mcpServers", list, [])
-        extra = p.absolute_paths(params, "additionalDirectories")  # the client's list is the one in force
+        session_id, cwd, servers = params.session_id, params.cwd, params.mcp_servers
+        extra = list(params.additional_directories)  # the client's list is the one in force
         require_key(self.settings.active_profile())
         live = self.sessions.get(session_id)
         if live is not None:  # reopened: the saved state is the truth, and nothing runs twice
@@ -211,7 +211,7 @@ class SessionManager:
         state: dict[str, Any] = {"modes": session.modes(), "configOptions": session.config_options()}
         return {"sessionId": session.id, **state} if with_id else state
 
-    async def _settle(self, session: Session, servers: list[Any], sandbox: Sandbox | None) -> None:
+    async def _settle(self, session: Session, servers: Sequence[Any], sandbox: Sandbox | None) -> None:
         """The work after the response that opened ``session`` (its :class:`Reply`'s ``after``, which runs
         once the response is written): build its workspace, then announce it (:meth:`_announce`). Prompts
         wait for both (:meth:`Session.ready`), so that what they send follows the announcements.
@@ -239,7 +239,7 @@ class SessionManager:
         finally:
             session.settled(problem)
 
-    def _build(self, session: Session, settings: Settings, servers: list[Any], sandbox: Sandbox | None) -> None:
+    def _build(self, session: Session, settings: Settings, servers: Sequence[Any], sandbox: Sandbox | None) -> None:
         """Give ``session`` its workspace (:func:`refagent.session.workspace.build`: the tools, the sandbox,
         the editor's or the local backends), its MCP servers (started by :meth:`_announce`) and its file
         watcher (started now)."""
@@ -312,30 +312,24 @@ class SessionManager:
 
     # -- the other session methods --------------------------------------------------------------
 
-    async def list_sessions(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def list_sessions(self, params: ListSessionsParams) -> dict[str, Any]:
         """``session/list``: the saved sessions (of ``cwd``, if given), newest first, a page at a time."""
-        cwd = params.get("cwd")
-        if cwd is not None:
-            cwd = p.absolute_path(params, "cwd")
-        cursor = params.get("cursor")
-        if cursor is not None and not isinstance(cursor, str):
-            raise InvalidParams("Invalid params: 'cursor' must be a string")
         if self.store is None:
             return {"sessions": []}
-        sessions, next_cursor = self.store.list(cwd, cursor)
+        sessions, next_cursor = self.store.list(params.cwd, params.cursor)
         result: dict[str, Any] = {"sessions": sessions}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
         return result
 
-    async def close_session(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def close_session(self, params: SessionParams) -> dict[str, Any]:
         """``session/close``: cancel its turn (as ``session/cancel`` would), then free what it holds."""
-        await self._close_and_wait(self._session(params))
+        await self._close_and_wait(self._session(params.session_id))
         return {}
 
-    async def delete_session(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def delete_session(self, params: SessionParams) -> dict[str, Any]:
         """``session/delete``: close it if open and remove it from disk; unknown ids succeed silently."""
-        session_id = p.required(params, "sessionId", str)
+        session_id = params.session_id
         session = self.sessions.get(session_id)
         if session is not None:
             await self._close_and_wait(session)
@@ -343,41 +337,36 @@ class SessionManager:
             self.store.delete(session_id)
         return {}
 
-    async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def set_mode(self, params: SetModeParams) -> dict[str, Any]:
         """``session/set_mode`` (its updates follow the session's announcements)."""
-        session = self._session(params)
-        mode_id = p.required(params, "modeId", str)
+        session = self._session(params.session_id)
         await session.wait_settled()
-        await session.set_mode(mode_id)
+        await session.set_mode(params.mode_id)
         return {}
 
-    async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def set_config_option(self, params: SetConfigOptionParams) -> dict[str, Any]:
         """``session/set_config_option``: the complete option list after the change."""
-        session = self._session(params)
-        config_id = p.required(params, "configId", str)
-        if "value" not in params:
-            raise InvalidParams("Invalid params: missing required field 'value'")
+        session = self._session(params.session_id)
         await session.wait_settled()  # what it says follows the session's announcements
-        return {"configOptions": await session.set_config_option(config_id, params["value"])}
+        return {"configOptions": await session.set_config_option(params.config_id, params.value)}
 
-    async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def prompt(self, params: PromptParams) -> dict[str, Any]:
         """``session/prompt``: :meth:`refagent.session.prompting.Prompting.prompt` (the stop reason, and a
         turn's failure in ``_meta``)."""
-        session = self._session(params)
-        blocks = p.required(params, "prompt", list)
+        session = self._session(params.session_id)
         from refagent.session.prompting import Prompting  # loaded by now, in the first session's after-work
 
         prompting = Prompting(self.models, self.settings.max_requests, self.store)
-        return await prompting.prompt(session, blocks)
+        return await prompting.prompt(session, params.prompt)
 
-    def cancel(self, session_id: object) -> None:
+    def cancel(self, params: SessionParams) -> None:
         """``session/cancel`` (a notification): for an unknown or idle session, nothing to do."""
-        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        session = self.sessions.get(params.session_id)
         if session is not None:
             session.cancel()
 
-    def _session(self, params: dict[str, Any]) -> Session:
-        session_id = p.required(params, "sessionId", str)
+    def _session(self, session_id: str) -> Session:
+        """The open session ``session_id``; ``-32002`` if there is none."""
         session = self.sessions.get(session_id)
         if session is None:
             raise ResourceNotFound(f"Session not found: {session_id[:100]}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ import anyio
 
 from refagent.acp import updates
 from refagent.acp.errors import RequestError
-from refagent.acp.types import StopReason
+from refagent.acp.types import ContentBlock, StopReason
 from refagent.ids import new_id
 from refagent.llm.pool import ModelPool
 from refagent.persistence.store import SessionStore, now
@@ -53,7 +53,7 @@ class Prompting:
     max_requests: int
     store: SessionStore | None
 
-    async def prompt(self, session: Session, blocks: list[Any]) -> dict[str, Any]:
+    async def prompt(self, session: Session, blocks: Sequence[ContentBlock]) -> dict[str, Any]:
         """Answer one ``session/prompt`` of ``session``: run its command or its turn. The response: its stop
         reason, ``cancelled`` if ``session/cancel`` (or ``session/close``) ended it, and ``_meta`` with the
         failure if the model failed the turn.
@@ -70,7 +70,7 @@ class Prompting:
             instruction = init_instruction(session.cwd)
             if command.argument:
                 instruction += f"\n\nThe user adds: {command.argument}"
-            blocks = [{"type": "text", "text": instruction}, *blocks[1:]]
+            blocks = ({"type": "text", "text": instruction}, *blocks[1:])
         turn: Turn | None = None
         stop: StopReason = "cancelled"  # unless the turn gets to answer otherwise
         scope = session.open_turn()
@@ -113,7 +113,7 @@ class Prompting:
             changed_files=session.changed_files,
         )
 
-    async def _run_command(self, session: Session, command: Command, blocks: list[Any]) -> StopReason:
+    async def _run_command(self, session: Session, command: Command, blocks: Sequence[ContentBlock]) -> StopReason:
         """Run a slash command other than /init; its answer is an agent message."""
         say = speaker(session.send_update)
         scope = session.open_turn()
@@ -144,7 +144,7 @@ class Prompting:
             updates=session.compaction_updates,
         )
 
-    async def _after(self, session: Session, blocks: list[Any], *, name_it: bool = True) -> None:
+    async def _after(self, session: Session, blocks: Sequence[ContentBlock], *, name_it: bool = True) -> None:
         """Keep the saved session current; give it a title after its first exchange."""
         stamp = now()
         title = _title(blocks) if name_it else None
@@ -155,7 +155,7 @@ class Prompting:
             self.store.touch(session.id, title=session.title, updated_at=stamp)
 
 
-def _title(blocks: list[Any]) -> str | None:
+def _title(blocks: Sequence[ContentBlock]) -> str | None:
     """A session's title from its first prompt: the text on one line, at most :data:`TITLE_CHARS`."""
     text = " ".join(user_text(blocks).split())
     if not text:

@@ -26,7 +26,7 @@ that look at :attr:`Session.workspace`, :attr:`Session.tools` or :attr:`Session.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -46,7 +46,7 @@ from refagent.session.usage import UsageMeter
 
 if TYPE_CHECKING:  # annotations: a session is answered for before its workspace and its tools are loaded
     from refagent.acp.client import SessionClient
-    from refagent.acp.types import ClientCapabilities, ConfigOption, SessionModeState
+    from refagent.acp.types import ClientCapabilities, ConfigOption, ContentBlock, SessionModeState
     from refagent.mcp import McpHub
     from refagent.session.workspace import Workspace
     from refagent.tools.base import Plan
@@ -278,11 +278,9 @@ class Session:
         await self.send_update(updates.current_mode(mode_id))
         await self.send_update(updates.config_options(self.config_options()))
 
-    async def set_config_option(self, config_id: str, value: object) -> list[ConfigOption]:
+    async def set_config_option(self, config_id: str, value: str) -> list[ConfigOption]:
         """Apply ``session/set_config_option``; returns the complete option list. Switching to a model whose
-        key is missing is ``-32000`` (authentication required)."""
-        if not isinstance(value, str):
-            raise InvalidParams(f"Invalid params: option {config_id!r} takes a string value")
+        key is missing is ``-32000`` (authentication required); an unknown option or value is ``-32602``."""
         if config_id == "mode":
             if value not in MODE_IDS:
                 raise InvalidParams(f"Invalid params: unknown mode {value!r}; available: {', '.join(sorted(MODE_IDS))}")
@@ -337,11 +335,10 @@ class Session:
         self.turns += 1
         self.save_state()
 
-    def record_prompt(self, blocks: list[Any], message_id: str) -> None:
+    def record_prompt(self, blocks: Sequence[ContentBlock], message_id: str) -> None:
         """The user's prompt joins the visible history (the client shows it itself, so it is not sent)."""
         for block in blocks:
-            if isinstance(block, dict):
-                self.recorder.record(updates.user_message_chunk(block, message_id))
+            self.recorder.record(updates.user_message_chunk(block, message_id))
         self.recorder.flush()
 
     def touch(self, stamp: str, title: str | None = None) -> bool:

@@ -1,0 +1,179 @@
+"""The params of each request (and notification) the agent answers, typed: what :mod:`refagent.server.agent`
+reads off the wire and hands to the session machinery, which never sees the raw JSON.
+
+Each class is one request's params (or several requests' that share a shape), frozen, with a ``parse``
+that reads and checks the wire's object. The rules are the schema's, as :mod:`refagent.acp.params` applies
+them: a required field that is missing, null or of the wrong type is :class:`InvalidParams` (``-32602``)
+naming the field; an optional one that is malformed reads as its default (its
+``x-deserialize-default-on-error``), except where being lenient would widen what the agent may touch (a
+relative path is refused, never dropped). What the schema leaves open stays a mapping, checked only for
+its shape here: the prompt's content blocks (their fields are :mod:`refagent.session.content`'s to judge)
+and the ``mcpServers`` entries (each checked by :mod:`refagent.mcp.config`, so that one bad entry never
+fails a session).
+
+Whether a session exists is not a params question: an unknown ``sessionId`` is the session manager's
+``-32002`` (resource not found), after the params parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from refagent.acp import params as p
+from refagent.acp.errors import InvalidParams
+
+if TYPE_CHECKING:  # an annotation: the TypedDicts are not needed to answer session/new
+    from refagent.acp.types import ContentBlock
+
+Params = Mapping[str, Any]
+"""A request's ``params`` as the wire has them: an object (the framing refuses anything else)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewSessionParams:
+    """``session/new``: a session in ``cwd``, with the client's MCP servers and additional directories."""
+
+    cwd: str
+    """Absolute, with no NUL byte."""
+    mcp_servers: tuple[Any, ...]
+    """The ``McpServer`` entries as the client sent them (required, possibly empty)."""
+    additional_directories: tuple[str, ...] = ()
+    """More roots besides ``cwd``, each absolute."""
+
+    @classmethod
+    def parse(cls, params: Params) -> NewSessionParams:
+        cwd = p.absolute_path(params, "cwd")
+        servers = p.required(params, "mcpServers", list)
+        return cls(cwd, tuple(servers), tuple(p.absolute_paths(params, "additionalDirectories")))
+
+
+@dataclass(frozen=True, slots=True)
+class OpenSessionParams:
+    """``session/load``, ``session/resume`` and ``session/fork``: the saved session ``session_id``, opened (or
+    forked) in ``cwd`` with the client's MCP servers and additional directories (the client's list is the one
+    in force, not the saved one)."""
+
+    session_id: str
+    cwd: str
+    mcp_servers: tuple[Any, ...] = ()
+    additional_directories: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, params: Params, *, servers_required: bool = False) -> OpenSessionParams:
+        """``servers_required``: ``mcpServers`` is required (``session/load``); else it may be left out."""
+        session_id = p.required(params, "sessionId", str)
+        cwd = p.absolute_path(params, "cwd")
+        if servers_required:
+            servers = p.required(params, "mcpServers", list)
+        else:
+            servers = p.optional(params, "mcpServers", list, [])
+        return cls(session_id, cwd, tuple(servers), tuple(p.absolute_paths(params, "additionalDirectories")))
+
+    @classmethod
+    def parse_load(cls, params: Params) -> OpenSessionParams:
+        """``session/load``'s (its ``mcpServers`` is required)."""
+        return cls.parse(params, servers_required=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ListSessionsParams:
+    """``session/list``: the saved sessions of ``cwd`` (None: of every directory), the page after ``cursor``."""
+
+    cwd: str | None = None
+    cursor: str | None = None
+    """Opaque: a ``nextCursor`` the agent gave (the store judges it)."""
+
+    @classmethod
+    def parse(cls, params: Params) -> ListSessionsParams:
+        # Optional, but not lenient: a relative cwd or a cursor that is no string is a client's mistake to
+        # hear of, not a reason to list every session or to start over at the first page.
+        cwd = p.absolute_path(params, "cwd") if params.get("cwd") is not None else None
+        cursor = params.get("cursor")
+        if cursor is not None and not isinstance(cursor, str):
+            raise InvalidParams("Invalid params: 'cursor' must be a string")
+        return cls(cwd, cursor)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionParams:
+    """``session/close``, ``session/delete`` and ``session/cancel``: just the session."""
+
+    session_id: str
+
+    @classmethod
+    def parse(cls, params: Params) -> SessionParams:
+        return cls(p.required(params, "sessionId", str))
+
+    @classmethod
+    def parse_notification(cls, params: Params) -> SessionParams | None:
+        """``session/cancel``'s: a notification has no answer to carry an error, so a ``sessionId`` that is
+        missing or no string is None (nothing to cancel)."""
+        session_id = params.get("sessionId")
+        return cls(session_id) if isinstance(session_id, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class PromptParams:
+    """``session/prompt``: the user's content blocks for the session ``session_id``."""
+
+    session_id: str
+    prompt: tuple[ContentBlock, ...]
+    """Each an object with a string ``type``; what each type must hold is checked where the blocks are read
+    (:func:`refagent.session.content.user_message`), which also refuses an empty prompt."""
+
+    @classmethod
+    def parse(cls, params: Params) -> PromptParams:
+        session_id = p.required(params, "sessionId", str)
+        blocks = p.required(params, "prompt", list)
+        for index, block in enumerate(blocks):
+            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                raise InvalidParams(f"Invalid params: prompt[{index}] is not a content block")
+        return cls(session_id, tuple(blocks))
+
+
+@dataclass(frozen=True, slots=True)
+class SetModeParams:
+    """``session/set_mode``: switch the session ``session_id`` to the mode ``mode_id`` (which the session
+    judges: an unknown one is ``-32602`` there, naming the modes it has)."""
+
+    session_id: str
+    mode_id: str
+
+    @classmethod
+    def parse(cls, params: Params) -> SetModeParams:
+        return cls(p.required(params, "sessionId", str), p.required(params, "modeId", str))
+
+
+@dataclass(frozen=True, slots=True)
+class SetConfigOptionParams:
+    """``session/set_config_option``: set the option ``config_id`` of the session ``session_id`` to ``value``
+    (the session judges both: an unknown option or value is ``-32602`` there, naming the ones it has)."""
+
+    session_id: str
+    config_id: str
+    value: str
+    """Every option the agent offers is a ``select``, whose values are strings."""
+
+    @classmethod
+    def parse(cls, params: Params) -> SetConfigOptionParams:
+        session_id = p.required(params, "sessionId", str)
+        config_id = p.required(params, "configId", str)
+        if "value" not in params:
+            raise InvalidParams("Invalid params: missing required field 'value'")
+        value = params["value"]
+        if not isinstance(value, str):
+            raise InvalidParams(f"Invalid params: option {config_id[:100]!r} takes a string value")
+        return cls(session_id, config_id, value)
+
+
+@dataclass(frozen=True, slots=True)
+class AuthenticateParams:
+    """``authenticate``: sign in with the method ``method_id`` (the agent judges it)."""
+
+    method_id: str
+
+    @classmethod
+    def parse(cls, params: Params) -> AuthenticateParams:
+        return cls(p.required(params, "methodId", str))
