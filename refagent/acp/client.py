@@ -120,6 +120,11 @@ class SessionClient:
         """Send ``update`` (a ``SessionUpdate``) as a ``session/update`` notification."""
         await self.peer.notify("session/update", {"sessionId": self.session_id, "update": update})
 
+    async def send_recorded(self, lines: bytes) -> None:
+        """Send ``session/update`` notifications recorded earlier as they are: the lines of a session's
+        replay file (:mod:`refagent.persistence.records`), each a whole notification of this session."""
+        await self.peer.send_lines(lines)
+
     # session/request_permission
 
     async def request_permission(self, tool_call: dict[str, Any], options: list[PermissionOption]) -> PermissionAnswer:

@@ -111,14 +111,14 @@ class Compactor:
         self,
         model: ModelClient,
         history: Conversation,
-        send: Callable[[dict[str, Any]], Awaitable[None]],
+        send_update: Callable[[dict[str, Any]], Awaitable[None]],
         window: Callable[[], int],
         *,
         updates: bool = False,
     ) -> None:
         self.model = model
         self.history = history
-        self.send = send
+        self.send_update = send_update
         self.window = window
         self.updates = updates
 
@@ -126,7 +126,7 @@ class Compactor:
         """Before a model request of ``messages`` and ``tools``: compact first if it would fill most
         (:data:`AUTO_COMPACT_AT`) of the context window."""
         if estimate_tokens(messages, tools) >= self.window() * AUTO_COMPACT_AT:
-            await self.compact("", speaker(self.send), automatic=True)
+            await self.compact("", speaker(self.send_update), automatic=True)
 
     async def compact(self, focus: str, say: Say, *, automatic: bool) -> None:
         """Summarise the older messages (with ``focus``, if given) and keep the recent turns; ``say`` tells
@@ -150,7 +150,7 @@ class Compactor:
         after = estimate_tokens(list(history))
         if not self.updates:
             await say(f"\n\nCompacted: about {before:,} tokens down to {after:,}.\n")
-        await self.send(updates.usage(after, self.window()))
+        await self.send_update(updates.usage(after, self.window()))
 
     async def _summarise_as_message(self, older: list[dict[str, Any]], focus: str, say: Say, *, automatic: bool) -> str:
         await say(
@@ -170,24 +170,26 @@ class Compactor:
         compaction_id = new_id("compact")
 
         async def chunk(text: str) -> None:
-            await self.send(updates.compaction_summary_chunk(compaction_id, updates.text(text)))
+            await self.send_update(updates.compaction_summary_chunk(compaction_id, updates.text(text)))
 
-        await self.send(updates.compaction(compaction_id, "in_progress"))
+        await self.send_update(updates.compaction(compaction_id, "in_progress"))
         try:
             summary = await summarise(self.model, older, focus, chunk)
         except ModelError as exc:
-            await self.send(updates.compaction(compaction_id, "failed", error=f"The model could not summarise: {exc}"))
+            await self.send_update(
+                updates.compaction(compaction_id, "failed", error=f"The model could not summarise: {exc}")
+            )
             return ""
         except BaseException:  # cancelled (or worse): the thread must not show it running forever
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-                await self.send(updates.compaction(compaction_id, "cancelled"))
+                await self.send_update(updates.compaction(compaction_id, "cancelled"))
             raise
         if not summary:
-            await self.send(
+            await self.send_update(
                 updates.compaction(
                     compaction_id, "failed", error="The model returned an empty summary; nothing was changed."
                 )
             )
             return ""
-        await self.send(updates.compaction(compaction_id, "completed", summary=[updates.text(summary)]))
+        await self.send_update(updates.compaction(compaction_id, "completed", summary=[updates.text(summary)]))
         return summary

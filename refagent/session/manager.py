@@ -121,7 +121,7 @@ class SessionManager:
 
             if COMPACTION in shown:  # recorded for a client that showed them
                 shown = await anyio.to_thread.run_sync(compactions_as_messages, shown)
-        await self.peer.send_lines(shown)  # the replay file, as it is (refagent.persistence.records)
+        await session.client.send_recorded(shown)  # the replay file, as it is (refagent.persistence.records)
         for update in replay(stored.held):  # if it could not be repaired after a crash (sent, not recorded)
             await session.client.send_update(update)
         return Reply(self._state(session), after=after)

@@ -8,7 +8,7 @@ its first exchange, named. The answer is the ``session/prompt`` response: the st
 the model failed, the failure in ``_meta`` (:mod:`refagent.session.turn` has the contract).
 
 The turn is given everything it needs here, so that it never calls back up: the model, the conversation,
-the session's recorder to send updates through, its tools, a :class:`~refagent.session.compaction.Compactor`
+the session's ``send_update`` (to the client, and recorded), its tools, a :class:`~refagent.session.compaction.Compactor`
 and the :class:`~refagent.session.usage.UsageMeter`.
 """
 
@@ -102,7 +102,7 @@ class Prompting:
         return Turn(
             model=self.models.get(session.profile),
             history=session.history,
-            send=session.send_update,
+            send_update=session.send_update,
             system_prompt=await make_system_prompt(session.cwd, session.roots),
             tools=session.tools,
             max_requests=self.max_requests,

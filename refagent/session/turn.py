@@ -60,7 +60,7 @@ class Turn:
     history: list[dict[str, Any]]
     """The conversation: a session's :class:`refagent.persistence.conversation.Conversation`, which records
     each message and cleans it of lone surrogates (a plain list does neither)."""
-    send: Callable[[dict[str, Any]], Awaitable[None]]
+    send_update: Callable[[dict[str, Any]], Awaitable[None]]
     """Sends one ``session/update`` (the session's, which writes it to the client and records it)."""
     system_prompt: str = ""
     tools: Tools = field(default_factory=NoTools)
@@ -115,14 +115,14 @@ class Turn:
                 async for event in stream:
                     if isinstance(event, TextDelta) and event.text:
                         text.append(event.text)
-                        await self.send(updates.agent_message_chunk(updates.text(event.text), message_id))
+                        await self.send_update(updates.agent_message_chunk(updates.text(event.text), message_id))
                     elif isinstance(event, ReasoningDelta) and event.text:
-                        await self.send(updates.agent_thought_chunk(updates.text(event.text), thought_id))
+                        await self.send_update(updates.agent_thought_chunk(updates.text(event.text), thought_id))
                     elif isinstance(event, ToolCallRequest):
                         calls.append(event)
                     elif isinstance(event, Usage):
                         if self.usage is not None:
-                            await self.send(self.usage(event))
+                            await self.send_update(self.usage(event))
                     elif isinstance(event, Retrying):
                         await self._retrying(event, thought_id)
                     elif isinstance(event, Finished):
@@ -147,9 +147,9 @@ class Turn:
         of = f" of {event.max_attempts}" if event.max_attempts else ""
         note = f"{event.reason}; retrying in {delay} s (attempt {event.attempt}{of})."
         if self.notices:
-            await self.send(updates.notice("warning", "The model request is being retried", note))
+            await self.send_update(updates.notice("warning", "The model request is being retried", note))
         else:
-            await self.send(updates.agent_thought_chunk(updates.text(f"{note}\n"), thought_id))
+            await self.send_update(updates.agent_thought_chunk(updates.text(f"{note}\n"), thought_id))
 
 
 async def run_prompt(turn: Turn, user_message: dict[str, Any]) -> StopReason:
@@ -164,7 +164,7 @@ async def run_prompt(turn: Turn, user_message: dict[str, Any]) -> StopReason:
     try:
         return await turn.run(user_message)
     except ModelError as exc:  # a refusal too (ModelRefused)
-        stop, turn.failure = await ended_by(exc, turn.send)
+        stop, turn.failure = await ended_by(exc, turn.send_update)
         return stop
 
 

@@ -18,9 +18,9 @@ from refagent.llm.protocol import ToolCallRequest
 from refagent.testing.memory import allow_once, select
 from refagent.tools.permissions import Permissions
 from refagent.tools.runner import ToolRunner
+from tests.support.clients import session_client
 from tests.support.mcp_servers.harness import http_entry, run, running_hub, tool
 from tests.support.mcp_servers.http_server import Urls, running
-from tests.support.clients import session_client
 from tests.support.tool_fakes import DirectPeer, make_ctx, sent
 
 pytestmark = pytest.mark.anyio

@@ -42,7 +42,7 @@ def compactor(*responses: Any, capable: bool) -> tuple[Compactor, list[dict[str,
 
 async def test_a_compaction_is_shown_as_updates_to_a_client_that_takes_them() -> None:
     compact, sent, history = compactor(text("the gist", chunk=3), capable=True)
-    await compact.compact("", speaker(compact.send), automatic=False)
+    await compact.compact("", speaker(compact.send_update), automatic=False)
     kinds = [(u["sessionUpdate"], u.get("status")) for u in sent]
     assert kinds[0] == ("compaction_update", "in_progress")
     assert {k for k, _ in kinds[1:-2]} == {"compaction_summary_chunk"}
@@ -57,7 +57,7 @@ async def test_a_compaction_is_shown_as_updates_to_a_client_that_takes_them() ->
 
 async def test_a_failed_summary_is_a_failed_compaction_and_changes_nothing() -> None:
     compact, sent, history = compactor([Fail(ModelError("endpoint down"))], capable=True)
-    await compact.compact("", speaker(compact.send), automatic=True)
+    await compact.compact("", speaker(compact.send_update), automatic=True)
     assert [u.get("status") for u in sent] == ["in_progress", "failed"]
     assert "endpoint down" in sent[-1]["error"]
     assert list(history) == LONG
@@ -65,7 +65,7 @@ async def test_a_failed_summary_is_a_failed_compaction_and_changes_nothing() -> 
 
 async def test_an_empty_summary_is_a_failed_compaction() -> None:
     compact, sent, history = compactor(text(""), capable=True)
-    await compact.compact("", speaker(compact.send), automatic=False)
+    await compact.compact("", speaker(compact.send_update), automatic=False)
     assert [u.get("status") for u in sent] == ["in_progress", "failed"]
     assert list(history) == LONG
 
@@ -73,14 +73,14 @@ async def test_an_empty_summary_is_a_failed_compaction() -> None:
 async def test_a_cancelled_compaction_says_so_and_changes_nothing() -> None:
     compact, sent, history = compactor([Hang()], capable=True)
     with anyio.move_on_after(0.2):
-        await compact.compact("", speaker(compact.send), automatic=False)
+        await compact.compact("", speaker(compact.send_update), automatic=False)
     assert [u.get("status") for u in sent] == ["in_progress", "cancelled"]
     assert list(history) == LONG
 
 
 async def test_without_the_capability_it_is_a_message_as_before() -> None:
     compact, sent, _ = compactor(text("the gist"), capable=False)
-    await compact.compact("", speaker(compact.send), automatic=False)
+    await compact.compact("", speaker(compact.send_update), automatic=False)
     assert {u["sessionUpdate"] for u in sent} == {"agent_message_chunk", "usage_update"}
     said = "".join(u["content"]["text"] for u in sent if u["sessionUpdate"] == "agent_message_chunk")
     assert "the gist" in said

@@ -35,7 +35,7 @@ async def play(
     async def send(update: dict[str, Any]) -> None:
         sent.append(update)
 
-    turn = Turn(model=model, history=history, send=send, tools=Echo(), **options)
+    turn = Turn(model=model, history=history, send_update=send, tools=Echo(), **options)
     stop = await run_prompt(turn, {"role": "user", "content": "go"})
     return stop, sent, history, model
 

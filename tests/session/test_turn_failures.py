@@ -38,7 +38,7 @@ async def fail_with(error: Exception) -> tuple[str, list[dict[str, Any]], Turn]:
     async def send(update: dict[str, Any]) -> None:
         sent.append(update)
 
-    turn = Turn(model=ScriptedModel([[Fail(error)]]), history=[], send=send)
+    turn = Turn(model=ScriptedModel([[Fail(error)]]), history=[], send_update=send)
     stop = await run_prompt(turn, {"role": "user", "content": "go"})
     return stop, sent, turn
 
@@ -84,7 +84,7 @@ async def test_retry_notes_are_plain_text() -> None:
         async def send(update: dict[str, Any], into: list[dict[str, Any]] = sent) -> None:
             into.append(update)
 
-        turn = Turn(model=ScriptedModel([[retry, *text("ok")]]), history=[], send=send, notices=notices)
+        turn = Turn(model=ScriptedModel([[retry, *text("ok")]]), history=[], send_update=send, notices=notices)
         assert await run_prompt(turn, {"role": "user", "content": "go"}) == "end_turn"
         note = "http://x/v1/chat/completions answered 503: busy; retrying in 1.2 s (attempt 2 of 4)."
         if notices:
