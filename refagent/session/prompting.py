@@ -8,8 +8,8 @@ its first exchange, named. The answer is the ``session/prompt`` response: the st
 the model failed, the failure in ``_meta`` (:mod:`refagent.session.turn` has the contract).
 
 The turn is given everything it needs here, so that it never calls back up: the model, the conversation,
-the session's ``send_update`` (to the client, and recorded), its tools, a :class:`~refagent.session.compaction.Compactor`
-and the :class:`~refagent.session.usage.UsageMeter`.
+the session's ``send_update`` (to the client, and recorded), its tools, a
+:class:`~refagent.session.compaction.Compactor` and the :class:`~refagent.session.usage.UsageMeter`.
 """
 
 from __future__ import annotations
