@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-lowest js-deps lint typecheck check bench clean
+.PHONY: demo test test-all test-lowest js-deps lint typecheck check bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,12 +21,23 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/refagent demo
 
-test: $(STAMP)
-	$(PY) -m pytest
+# The suite on parallel workers (pytest-xdist: -n auto is one per core; worksteal hands a worker that ran
+# out the tests another has queued). `make test` is the fast feedback: it leaves out the tests marked slow
+# (real agent processes, pseudo-terminals, real namespaces, the JS clients, anything of a second or more:
+# pyproject.toml's markers), and keeps a few cheap ones of each kind. `make test-all` runs every test: it is
+# what .ci/run runs. PYTEST_ARGS adds to either: `make test PYTEST_ARGS='-k chat -x'`, or `-n 0` for one process.
+PARALLEL := -n auto --dist worksteal
+PYTEST_ARGS ?=
 
-# The suite again, on the lowest versions pyproject.toml allows of every direct dependency (test extras
-# included; the dependencies of those at their newest), so the declared floors are tested. A virtual
-# environment of its own, made anew each time; uv resolves the floors (pip has no such resolution).
+test: $(STAMP)
+	$(PY) -m pytest $(PARALLEL) -m 'not slow' $(PYTEST_ARGS)
+
+test-all: $(STAMP)
+	$(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
+
+# The whole suite again (as `make test-all`), on the lowest versions pyproject.toml allows of every direct
+# dependency (test extras included; the dependencies of those at their newest), so the declared floors are
+# tested. A virtual environment of its own, made anew each time; uv resolves the floors (pip has none).
 LOWEST := .venv-lowest
 
 test-lowest:
@@ -37,7 +48,7 @@ test-lowest:
 	$(LOWEST)/bin/uv pip install --quiet --compile-bytecode --python $(LOWEST)/bin/python --resolution lowest-direct \
 		-e '.[test]'
 	$(LOWEST)/bin/uv pip list --python $(LOWEST)/bin/python
-	$(LOWEST)/bin/python -m pytest
+	$(LOWEST)/bin/python -m pytest $(PARALLEL) $(PYTEST_ARGS)
 
 # The third-party ACP clients tests/e2e/test_real_clients.py drives refagent from (acpx, the TypeScript SDK),
 # at the versions pinned in tests/js/package-lock.json. Needs npm and Node.js 22.13+ (acpx's minimum; on linux-x64

@@ -46,8 +46,11 @@ def obeyed(raw: str) -> list[str]:
 
 
 def drawn_between(raw: str, begin: str = BEGIN, end: str = END) -> list[str]:
-    """Each stretch of ``raw`` between ``begin`` and the next ``end``, as it was written (colours and all)."""
-    return re.findall(re.escape(begin) + "(.*?)" + re.escape(end), raw, re.DOTALL)
+    """Each stretch of ``raw`` between ``begin`` and the next ``end`` with no other ``begin`` in it, as it was
+    written (colours and all). A live region taller than the terminal is cropped, and a crop can cut a stretch
+    after its ``begin``: the next ``end`` belongs to a later stretch, not to that one (whose ``begin`` would
+    otherwise take in all the client drew between them, its own cursor moves included)."""
+    return re.findall(re.escape(begin) + f"((?:(?!{re.escape(begin)}).)*?)" + re.escape(end), raw, re.DOTALL)
 
 
 def plain(raw: str) -> str:

@@ -341,7 +341,7 @@ async def test_a_note_of_changed_files_with_odd_names() -> None:
     async def send(update: dict[str, Any]) -> None:
         pass
 
-    turn = PromptTurn(model=model, history=history, send=send, changed_files=lambda: ["/p/caf\udcff.txt"])
+    turn = PromptTurn(model=model, history=history, send_update=send, changed_files=lambda: ["/p/caf\udcff.txt"])
     assert await turn.run({"role": "user", "content": "go \ud83d"}) == "end_turn"
     assert_requests_clean(model)
     assert "/p/caf\ufffd.txt" in model.requests[0].messages[1]["content"]

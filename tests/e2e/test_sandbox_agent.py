@@ -163,13 +163,14 @@ async def test_full_access_attacks_in_process(backend: str, tmp_path: Path, chec
     workspace = tmp_path / "ws"
     workspace.mkdir()
     marker = f"9{os.getpid() % 1000:03d}{len(backend)}"
+    tag = f"{os.getpid()}-{tmp_path.name}"  # the pid too: parallel workers' tmp_path names repeat
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         listener.setblocking(False)
         command = ATTACKS.format(
             home=Path.home(),
-            tag=tmp_path.name,
+            tag=tag,
             outside=outside,
             marker=marker,
             agent=os.getpid(),
@@ -192,7 +193,7 @@ async def test_full_access_attacks_in_process(backend: str, tmp_path: Path, chec
         result = next(m for m in model.requests[-1].messages if m["role"] == "tool")["content"]
         assert "ran" in result  # the command ran to its end
         assert "AGENT-VISIBLE" not in result
-        assert_untouched(outside, Path(f"/tmp/refagent-host-{tmp_path.name}"), workspace, before)
+        assert_untouched(outside, Path(f"/tmp/refagent-host-{tag}"), workspace, before)
         assert await gone(marker) == []
     finally:
         shutil.rmtree(outside, ignore_errors=True)

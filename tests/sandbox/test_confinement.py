@@ -70,14 +70,14 @@ def exists(path: Path) -> bool:
 
 def marker_number(tmp_path: Path, index: int) -> str:
     """A unique sleep duration, so the test can find the processes it started (and only those)."""
-    return f"7{abs(hash(tmp_path.name)) % 100000:05d}.{index}"
+    return f"7{abs(hash(str(tmp_path))) % 100000:05d}.{index}"  # the whole path: xdist workers' names repeat
 
 
 # -- writes ---------------------------------------------------------------------------------------------
 
 
 async def test_writes_land_inside_the_workspace_and_nowhere_else(box: Sandboxed, escapee: Path) -> None:
-    host_tmp = Path("/tmp") / f"refagent-escape-{box.workspace.parent.name}"
+    host_tmp = Path("/tmp") / f"refagent-escape-{os.getpid()}-{box.workspace.parent.name}"
     result = await box.sh(
         f"echo in > inside.txt; mkdir -p sub/deeper && echo deep > sub/deeper/f; echo out > {escapee}; "
         f"echo out > {host_tmp}; echo out > {box.outside}/new; mkdir {box.outside}/dir; "
@@ -128,7 +128,7 @@ async def test_a_hardlink_cannot_bring_an_outside_file_in(box: Sandboxed) -> Non
 
 
 async def test_tmp_is_private_to_the_session_and_is_tmpdir(box: Sandboxed, tmp_path: Path) -> None:
-    host_file = Path("/tmp") / f"refagent-host-visible-{tmp_path.name}"
+    host_file = Path("/tmp") / f"refagent-host-visible-{os.getpid()}-{tmp_path.name}"
     host_file.write_text("host\n")
     try:
         first = await box.sh('echo "$TMPDIR"; echo mine > /tmp/kept.txt; mkdir -p "$TMPDIR/d"; ls /tmp')

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -30,10 +31,10 @@ async def test_initialize_negotiates_version_and_advertises(check: Any) -> None:
     assert result["authMethods"] == []
 
 
-async def test_prompt_streams_chunks_with_one_message_id(check: Any) -> None:
+async def test_prompt_streams_chunks_with_one_message_id(tmp_path: Path, check: Any) -> None:
     async with connect(scripted([ReasoningDelta("hmm"), *text("hello there world")]), check=check) as editor:
         await editor.initialize()
-        sid = await editor.new_session("/tmp")
+        sid = await editor.new_session(str(tmp_path))
         result = await editor.prompt(sid, "hi")
         assert result == {"stopReason": "end_turn"}
         chunks = [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
@@ -47,10 +48,10 @@ async def test_prompt_streams_chunks_with_one_message_id(check: Any) -> None:
         assert last_update < response
 
 
-async def test_cancel_answers_cancelled(check: Any) -> None:
+async def test_cancel_answers_cancelled(tmp_path: Path, check: Any) -> None:
     async with connect(scripted([TextDelta("partial"), Hang()], text("after")), check=check) as editor:
         await editor.initialize()
-        sid = await editor.new_session("/tmp")
+        sid = await editor.new_session(str(tmp_path))
         results: list[dict[str, Any]] = []
 
         async def run() -> None:
@@ -85,10 +86,10 @@ async def test_errors_have_schema_codes(check: Any) -> None:
         assert info.value.code == -32601
 
 
-async def test_set_mode_and_config_option_stay_in_sync(check: Any) -> None:
+async def test_set_mode_and_config_option_stay_in_sync(tmp_path: Path, check: Any) -> None:
     async with connect(check=check) as editor:
         await editor.initialize()
-        result = await editor.request("session/new", {"cwd": "/tmp", "mcpServers": []})
+        result = await editor.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
         sid = result["sessionId"]
         assert result["modes"]["currentModeId"] == "ask"
         mode_option = next(o for o in result["configOptions"] if o["category"] == "mode")
@@ -117,20 +118,20 @@ async def test_set_mode_and_config_option_stay_in_sync(check: Any) -> None:
             assert info.value.code == -32602
 
 
-async def test_updates_about_a_new_session_follow_its_response(check: Any) -> None:
+async def test_updates_about_a_new_session_follow_its_response(tmp_path: Path, check: Any) -> None:
     async with connect(check=check) as editor:
         await editor.initialize()
-        sid = await editor.new_session("/tmp")
+        sid = await editor.new_session(str(tmp_path))
         sent = editor.transcript.sent_by("agent")
         response = next(i for i, m in enumerate(sent) if m.get("result", {}).get("sessionId") == sid)
         assert all(i > response for i, m in enumerate(sent) if m.get("params", {}).get("sessionId") == sid)
 
 
-async def test_a_second_prompt_waits_for_the_first(check: Any) -> None:
+async def test_a_second_prompt_waits_for_the_first(tmp_path: Path, check: Any) -> None:
     model = ScriptedModel([[TextDelta("first"), Hang()], text("second")])
     async with connect(Settings(make_model=lambda p: model), check=check) as editor:
         await editor.initialize()
-        sid = await editor.new_session("/tmp")
+        sid = await editor.new_session(str(tmp_path))
         results: list[dict[str, Any]] = []
 
         async def prompt(words: str) -> None:

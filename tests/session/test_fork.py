@@ -92,15 +92,15 @@ def turn(prompt: str) -> list[tuple[str, str]]:
     return [("user_message_chunk", prompt), ("agent_message_chunk", f"re: {prompt}")]
 
 
-async def test_fork_is_advertised_only_with_a_store(sessions_dir: Path, check: Any) -> None:
+async def test_fork_is_advertised_only_with_a_store(sessions_dir: Path, tmp_path: Path, check: Any) -> None:
     async with agent(sessions_dir, echo(), check) as editor:
         capabilities = (await editor.initialize())["agentCapabilities"]["sessionCapabilities"]
     assert capabilities["fork"] == {}
     async with agent(None, echo(), check) as editor:
         capabilities = (await editor.initialize())["agentCapabilities"]["sessionCapabilities"]
-        sid = await editor.new_session("/tmp")
+        sid = await editor.new_session(str(tmp_path))
         with pytest.raises(RequestError) as caught:
-            await editor.request("session/fork", {"sessionId": sid, "cwd": "/tmp"})
+            await editor.request("session/fork", {"sessionId": sid, "cwd": str(tmp_path)})
     assert "fork" not in capabilities
     assert caught.value.code == -32601
 
