@@ -31,6 +31,7 @@ from refagent.confine.process import LocalTerminals
 from refagent.disk.local_fs import LocalFileSystem
 from refagent.disk.policy import RootPolicy
 from refagent.disk.tracker import FileTracker
+from refagent.search.dispatch import LocalSearch
 from refagent.search.ripgrep import RG_BASE, find_rg
 from refagent.tools.base import ToolContext
 from refagent.tools.files import ReadFile
@@ -43,9 +44,12 @@ async def _ignore(update: dict[str, object]) -> None:
     return None
 
 
-def context(root: str) -> ToolContext:
+def context(root: str, rg: str | None = None) -> ToolContext:
     disk = LocalFileSystem()
-    return ToolContext("bench", root, [root], RootPolicy(root), disk, disk, LocalTerminals(), FileTracker(), _ignore)
+    search = LocalSearch(rg)
+    return ToolContext(
+        "bench", root, [root], RootPolicy(root), disk, disk, LocalTerminals(), FileTracker(), search, _ignore
+    )
 
 
 async def timed(work: Callable[[], Awaitable[object]]) -> float:
@@ -63,8 +67,8 @@ async def bench_grep(root: str, repeats: int) -> None:
     if rg is None:
         print("grep: ripgrep not found, skipped")
         return
-    ctx = context(root)
-    tool = Grep(rg=rg)
+    ctx = context(root, rg)
+    tool = Grep()
     print(f"grep over {root} ({sum(len(f) for _, _, f in os.walk(root))} files), median of {repeats}:")
     print(f"  {'pattern':<24} {'tool':>9} {'rg same filters':>16} {'rg tool args':>13} {'ratio':>6} {'ratio*':>7}")
     for pattern in PATTERNS:

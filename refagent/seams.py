@@ -11,7 +11,7 @@ below the tools.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 Level = Literal["workspace", "network", "none"]
@@ -53,6 +53,39 @@ class Disk(TextFiles, Protocol):
         """Rename ``source`` to ``destination``; refuses to overwrite an existing destination."""
         ...
 
+    async def preview_tree(self, path: str) -> TreePreview:
+        """What the directory ``path`` holds (links not followed), for the preview of its deletion or move:
+        counted up to a limit, stopping at the first ``.git``."""
+        ...
+
+    async def link_target(self, path: str) -> str | None:
+        """What the symbolic link ``path`` holds (its target as written); None if it cannot be read."""
+        ...
+
+    async def read_start(self, path: str, max_bytes: int, *, within: Sequence[str] = ()) -> bytes | None:
+        """The first ``max_bytes + 1`` bytes of the regular file at ``path`` (a final link followed), so the
+        caller can tell a file over the cap; None when it is not a regular file, cannot be read, or (given
+        ``within``, resolved directories) its real path lies in none of them when it is opened. For the
+        files read before anyone is asked (``AGENTS.md``, git's ``HEAD``): a FIFO or a device is never
+        waited on, nothing past the cap is read."""
+        ...
+
+
+@dataclass
+class TreePreview:
+    """What a directory holds, for the preview of its deletion or move (:meth:`Disk.preview_tree`)."""
+
+    files: int = 0
+    dirs: int = 0
+    size: int = 0
+    """Bytes, the files' own (links not followed)."""
+    complete: bool = True
+    """False: the count stopped early (a huge tree, or at a ``.git``): the numbers are "more than"."""
+    entries: list[str] = field(default_factory=list)
+    """The first few entries, relative to the directory, in a stable order."""
+    git: str | None = None
+    """The first ``.git`` in the tree (relative to it), if any: then the count stopped there."""
+
 
 @dataclass(frozen=True, slots=True)
 class CommandResult:
@@ -90,6 +123,58 @@ class Terminals(Protocol):
         ...
 
 
+OutputMode = Literal["content", "files", "count"]
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One grep: ``pattern`` (a regex in ripgrep's dialect, or text with ``literal``), ``context`` lines around
+    each match (content mode), what to give back (``mode``) and ripgrep's ``-g`` globs (gitignore style, a
+    ``!`` excludes; later ones win)."""
+
+    pattern: str
+    literal: bool
+    case_insensitive: bool
+    context: int
+    mode: OutputMode
+    globs: list[str]
+
+
+@dataclass
+class Hits:
+    """What a search found, by path relative to the searched directory, in no order."""
+
+    lines: dict[str, list[tuple[int, bool, str]]] = field(default_factory=dict)
+    """Content mode: (line number, is a match, text) per file, in line order."""
+    counts: dict[str, int] = field(default_factory=dict)
+    """Matching lines per file (every mode)."""
+    complete: bool = True
+    """False: the search stopped early (too many matches); what was found is still right."""
+    matches: int = 0
+
+    def drop(self, path: str) -> None:
+        self.matches -= self.counts.pop(path, 0)
+        self.lines.pop(path, None)
+
+
+class Search(Protocol):
+    """Finding files and text on the sandbox's disk (:class:`refagent.search.dispatch.LocalSearch`): what
+    ``grep`` and ``glob`` run. Directories are absolute and already checked by the path policy; the engine
+    skips ``.git``, what ``.gitignore`` files ignore, and anything that is not a regular file or a
+    directory, and follows a linked ignore file only where it leads inside ``roots`` or ``directory``. A
+    pattern the engine cannot take raises :class:`~refagent.errors.ToolError`."""
+
+    async def grep(self, query: Query, directory: str, target: str, *, roots: Sequence[str]) -> Hits:
+        """Search ``target`` (``.`` for all of ``directory``, else the name of a file in it, searched even
+        if ignored) for ``query``."""
+        ...
+
+    async def files(self, globs: list[str], directory: str, *, roots: Sequence[str]) -> tuple[list[str], bool]:
+        """The files under ``directory`` that ``globs`` select, relative to it and in no order, and whether
+        that is all of them."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class ResolvedPath:
     """A path the policy has resolved (absolute, normalised, symlinks followed) and placed."""
@@ -106,6 +191,10 @@ class PathPolicy(Protocol):
 
     roots: tuple[str, ...]
     """The session roots, resolved (the cwd first)."""
+    private: tuple[str, ...]
+    """Paths inside the roots that count as outside them (resolved): the agent's own files and the user's
+    credentials when a root holds them (a session in ``$HOME``). Empty for none. A read there asks, a write
+    is refused, and a search of the roots leaves them out."""
 
     def resolve(self, path: str, *, follow_symlinks: bool = True) -> ResolvedPath:
         """Resolve a model-given path (relative to the session cwd or absolute). Raises ToolError if invalid.

@@ -24,16 +24,20 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from typing import Literal, TypeVar
 
 import anyio.to_thread
 
 from refagent.disk.delete_move import delete_entry, move_entry
 from refagent.disk.read import LinePage, read_page, read_whole
+from refagent.disk.safe_open import read_regular
+from refagent.disk.tree_preview import preview_tree
 from refagent.disk.walk import os_error, remove_dir
 from refagent.disk.write import write_atomic
 from refagent.errors import ToolError
+from refagent.seams import TreePreview
 
 T = TypeVar("T")
 
@@ -101,6 +105,24 @@ class LocalFileSystem:
         if offset < 1 or limit < 1:
             raise ToolError("offset and limit must be at least 1.")
         return await _in_thread(lambda: self._read_lines(path, offset, limit, max_line_chars))
+
+    async def preview_tree(self, path: str) -> TreePreview:
+        """:func:`refagent.disk.tree_preview.preview_tree` in a worker thread, stopped when cancelled."""
+        stop = threading.Event()
+        try:
+            return await anyio.to_thread.run_sync(preview_tree, path, stop, abandon_on_cancel=True)
+        finally:
+            stop.set()
+
+    async def link_target(self, path: str) -> str | None:
+        try:
+            return await _in_thread(lambda: os.readlink(path))
+        except OSError:
+            return None
+
+    async def read_start(self, path: str, max_bytes: int, *, within: Sequence[str] = ()) -> bytes | None:
+        """:func:`refagent.disk.safe_open.read_regular`, a final link followed, in a worker thread."""
+        return await _in_thread(lambda: read_regular(path, max_bytes, follow_symlinks=True, within=within))
 
     # -- the blocking parts (tests call these directly) -------------------------------------------------
 

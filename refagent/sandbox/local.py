@@ -1,5 +1,5 @@
-"""A session's sandbox (:class:`Sandbox`): its path policy, the disk, its terminals, read tracking and a
-watcher of the roots, all confined to the session's roots, and how the editor's files and terminals join
+"""A session's sandbox (:class:`Sandbox`): its path policy, the disk, its terminals, read tracking, search
+and a watcher of the roots, all confined to the session's roots, and how the editor's files and terminals join
 them (wrapped in the sandbox's policy and confinement, never in its place). :func:`local_sandbox` makes the
 standard one; tests and forks pass their own through ``Settings.make_sandbox``."""
 
@@ -18,7 +18,8 @@ from refagent.disk.tracker import FileTracker
 from refagent.disk.watcher import RootWatcher
 from refagent.editor.files import EditorFiles
 from refagent.editor.terminals import EditorTerminals
-from refagent.seams import Disk, PathPolicy, ReadTracker, Terminals, TextFiles, Watcher
+from refagent.seams import Disk, PathPolicy, ReadTracker, Search, Terminals, TextFiles, Watcher
+from refagent.search.dispatch import LocalSearch
 
 if TYPE_CHECKING:
     from refagent.acp.client import SessionClient
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Sandbox:
-    """What a session's tools act on: the path policy, the disk, the terminals, read tracking, and a
-    watcher (optional). The editor's files and terminals are used only as :meth:`files_with` and
+    """What a session's tools act on: the path policy, the disk, the terminals, read tracking, search,
+    and a watcher (optional). The editor's files and terminals are used only as :meth:`files_with` and
     :meth:`terminals_with` say, so a sandbox of one's own holds whatever the client offers.
     """
 
@@ -35,6 +36,8 @@ class Sandbox:
     disk: Disk
     terminals: Terminals
     reads: ReadTracker
+    search: Search
+    """Finding files and text on :attr:`disk` (``glob``, ``grep``)."""
     watcher: Watcher | None = None
     confinement: Confinement | None = None
     """How commands are confined, in local processes and the editor's terminals alike. None: this sandbox
@@ -77,6 +80,7 @@ def local_sandbox(cwd: str, additional: list[str], private: Sequence[str] = ()) 
         disk=LocalFileSystem(),
         terminals=LocalTerminals(confinement=confinement),
         reads=FileTracker(),
+        search=LocalSearch(),
         watcher=RootWatcher([cwd, *additional]),
         confinement=confinement,
     )

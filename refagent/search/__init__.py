@@ -19,7 +19,7 @@ not a degraded mode. The rules, all ripgrep's (``rg --hidden --no-ignore-dot --n
 - grep treats a file with a NUL byte as binary and skips it (ripgrep may print matches found before the
   NUL; those are dropped so both engines agree).
 - Results are by path relative to the searched directory, in no order (ripgrep searches in parallel);
-  a search stops past :data:`~refagent.search.query.HARD_LIMIT` and says it is incomplete.
+  a search stops past :data:`~refagent.search.limits.HARD_LIMIT` and says it is incomplete.
   Sorting, showing and capping them for the model is the tools' part.
 
 The regex dialect is Rust's (``regex`` crate) with ripgrep and Python's ``re`` in the fallback. They agree
@@ -50,12 +50,14 @@ The tree being searched is untrusted (a cloned repository), and so is the patter
 
 The modules, each importing only those before it (and the rest of the sandbox):
 
-- :mod:`~refagent.search.query`: what a search asks (``Query``) and finds (``Hits``).
+- :mod:`~refagent.search.limits`: the limits both engines share (what a search asks and finds,
+  ``Query`` and ``Hits``, is :mod:`refagent.seams`' vocabulary).
 - :mod:`~refagent.search.walk`: the walker, by the rules above, and the careful opening of
   what it lists.
 - :mod:`~refagent.search.ripgrep`: running ``rg`` and reading what it prints.
 - :mod:`~refagent.search.python_engine`: the pure-Python engine, and the child process it runs
   in with a deadline.
-- :mod:`~refagent.search.dispatch`: ``search`` and ``list_files``, which choose the engine: what
-  the tools call.
+- :mod:`~refagent.search.dispatch`: ``search`` and ``list_files``, which choose the engine, and
+  :class:`~refagent.search.dispatch.LocalSearch`, the :class:`~refagent.seams.Search` a local sandbox
+  gives its tools.
 """

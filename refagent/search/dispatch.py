@@ -7,23 +7,27 @@ the Python engine: for grep in a child process with a deadline
 (:func:`~refagent.search.python_engine.python_grep_in_process`). A pattern neither engine accepts
 raises :class:`~refagent.errors.ToolError`. ``directory`` is absolute and resolved; a ``.gitignore``
 that is a link is read only when it leads inside the roots or the searched directory.
+
+:class:`LocalSearch` is these two as the :class:`~refagent.seams.Search` seam: what a local sandbox gives
+its tools.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import anyio
 
 from refagent.errors import ToolError
+from refagent.seams import Hits, Query
 from refagent.search.python_engine import (
     PYTHON_GREP_SECONDS,
     python_files,
     python_grep_in_process,
     python_regex,
 )
-from refagent.search.query import Hits, Query
-from refagent.search.ripgrep import RgPatternError, rg_files, rg_grep, where_it_says
+from refagent.search.ripgrep import RgPatternError, find_rg, rg_files, rg_grep, where_it_says
 from refagent.search.walk import in_thread, rg_can_walk
 
 
@@ -84,6 +88,24 @@ async def list_files(
         return kept, complete
     found: tuple[list[str], bool] = await in_thread(lambda stop: python_files(globs, directory, stop, confine=confine))
     return found
+
+
+class LocalSearch:
+    """The :class:`~refagent.seams.Search` of the local disk: :func:`search` and :func:`list_files`."""
+
+    def __init__(
+        self, rg: str | Literal["auto"] | None = "auto", *, python_seconds: float = PYTHON_GREP_SECONDS
+    ) -> None:
+        """``rg``: the ripgrep binary, None for the Python engine alone, ``auto`` to look for it (once,
+        here). ``python_seconds``: the Python grep engine's time limit."""
+        self.rg = find_rg() if rg == "auto" else rg
+        self.python_seconds = python_seconds
+
+    async def grep(self, query: Query, directory: str, target: str, *, roots: Sequence[str]) -> Hits:
+        return await search(query, directory, target, self.rg, roots=roots, python_seconds=self.python_seconds)
+
+    async def files(self, globs: list[str], directory: str, *, roots: Sequence[str]) -> tuple[list[str], bool]:
+        return await list_files(globs, directory, self.rg, roots=roots)
 
 
 def _rg_message(stderr: str) -> str:

@@ -31,7 +31,8 @@ from typing import Any
 import anyio
 
 from refagent.errors import ToolError
-from refagent.search.query import HARD_LIMIT, MAX_GREP_LINE_CHARS, Hits, Query
+from refagent.seams import Hits, Query
+from refagent.search.limits import HARD_LIMIT, MAX_GREP_LINE_CHARS
 from refagent.search.walk import one_file, read_file, walk, walk_entries
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Running ripgrep: :func:`rg_grep` (grep) and :func:`rg_files` (a listing) ask ``rg`` for what the
 package's rules (:mod:`refagent.search`) say, and read what it prints into
-:class:`~refagent.search.query.Hits` or a list of paths; :func:`find_rg` finds the binary.
+:class:`~refagent.seams.Hits` or a list of paths; :func:`find_rg` finds the binary.
 
 Contract: a file named as the target is opened here (:func:`~refagent.search.walk.open_text_file`:
 regular, not binary, not through a link) and fed to ``rg`` on its standard input, so ``rg`` opens no
@@ -10,7 +10,7 @@ held by descriptor (``/proc/self/fd/N``), but ``rg`` walks it by path: the calle
 :func:`~refagent.search.walk.rg_can_walk` cleared, and keeps only what :func:`where_it_says`
 passes. Binary files are dropped (rg may print matches found before the NUL). A pattern ``rg`` rejects
 raises :class:`RgPatternError` (the Python engine may accept it); any other failure of ``rg`` is a
-:class:`~refagent.errors.ToolError`. Past :data:`~refagent.search.query.HARD_LIMIT` matches or
+:class:`~refagent.errors.ToolError`. Past :data:`~refagent.search.limits.HARD_LIMIT` matches or
 files (five times that many paths for a listing) ``rg`` is killed and the answer marked incomplete.
 Paths are relative to the searched directory, in no order.
 """
@@ -30,7 +30,8 @@ import anyio
 
 from refagent.disk.write import TEMP_PREFIX, TEMP_SUFFIX
 from refagent.errors import ToolError
-from refagent.search.query import HARD_LIMIT, Hits, Query
+from refagent.seams import Hits, Query
+from refagent.search.limits import HARD_LIMIT
 from refagent.search.walk import in_thread, join, open_root, open_text_file
 
 

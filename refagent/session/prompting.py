@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,7 @@ from refagent.acp.types import ContentBlock, StopReason
 from refagent.ids import new_id
 from refagent.llm.pool import ModelPool
 from refagent.persistence.store import SessionStore, now
+from refagent.sandbox.local import Sandbox
 from refagent.session.commands import Command, init_instruction, undo
 from refagent.session.commands import parse as parse_command
 from refagent.session.compaction import Compactor
@@ -60,7 +60,8 @@ class Prompting:
 
         A prompt sent right after ``session/new`` first waits for the session's workspace, built after that
         response (:meth:`Session.ready`); one that could not be built fails the prompt with the reason."""
-        if await session.ready() is None or session.closed:
+        workspace = await session.ready()
+        if workspace is None or session.closed:
             return {"stopReason": "cancelled"}  # session/close came first
         command = parse_command(blocks)
         if command is not None and command.name != "init":
@@ -81,7 +82,7 @@ class Prompting:
                     # run by now, so the turn takes the model, effort and prompt the session has at its start.
                     await session.read_conversation()
                     message = await user_message(blocks, images=session.profile.images, read_text=_reader(session))
-                    turn = await self._turn(session)
+                    turn = await self._turn(session, workspace.sandbox)
                     session.begin_turn()
                     session.record_prompt(typed, new_id("user"))
                     stop = await run_prompt(turn, message)
@@ -92,9 +93,10 @@ class Prompting:
             return {"stopReason": stop, "_meta": turn.failure.meta()}
         return {"stopReason": stop}
 
-    async def _turn(self, session: Session) -> Turn:
+    async def _turn(self, session: Session, sandbox: Sandbox) -> Turn:
         """The turn of ``session`` as it is now: its model and reasoning effort, its system prompt (which
-        reads ``AGENTS.md`` afresh), its tools (MCP servers waited for a while at the first prompt)."""
+        reads ``AGENTS.md`` afresh, through the ``sandbox``), its tools (MCP servers waited for a while at
+        the first prompt)."""
         if session.mcp is not None:
             # The first prompt may come while servers still start; a slow one is not waited for long.
             with anyio.move_on_after(MCP_READY_SECONDS):
@@ -103,7 +105,9 @@ class Prompting:
             model=self.models.get(session.profile),
             history=session.history,
             send_update=session.send_update,
-            system_prompt=await make_system_prompt(session.cwd, session.roots),
+            system_prompt=await make_system_prompt(
+                session.cwd, session.roots, policy=sandbox.policy, disk=sandbox.disk
+            ),
             tools=session.tools,
             max_requests=self.max_requests,
             usage=functools.partial(session.meter.update, profile=session.profile),
@@ -180,11 +184,12 @@ def _reader(session: Session) -> Callable[[str], Awaitable[str]]:
     offers them; else the disk, regular files only and size-capped, so a link to a FIFO or
     ``/dev/zero`` cannot hang or exhaust the agent)."""
     assert session.workspace is not None  # every session the manager opens has one
-    files = session.workspace.context.files
+    files, policy = session.workspace.context.files, session.workspace.context.policy
     by_editor = bool(session.client_capabilities.get("fs", {}).get("readTextFile"))
 
     async def read(path: str) -> str:
-        real = path if by_editor else await anyio.to_thread.run_sync(os.path.realpath, path)
+        # The sandbox's policy resolves the links on the way (its disk's, not necessarily the host's).
+        real = path if by_editor else policy.resolve(path).path
         text: str = await files.read_text(real)
         return text
 

@@ -2,34 +2,33 @@
 
 The environment is what a model needs to act sensibly without asking: the roots, the OS and shell, the
 date, whether the project is a git repository and on which branch, and the project's own instructions
-from ``AGENTS.md`` files at the roots (the format many agents share). Everything is read from disk
-without running git, so building the prompt costs a few file reads: build it off the event loop
-(:func:`make_system_prompt` runs :func:`system_prompt` in a worker thread).
+from ``AGENTS.md`` files at the roots (the format many agents share). Everything is read without running
+git, through the session's sandbox (its :class:`~refagent.seams.PathPolicy` and
+:class:`~refagent.seams.Disk`, never the host's disk directly: a sandbox elsewhere describes its own
+files), so building the prompt costs a few small reads.
 
 These files come with the repository and are read before anyone is asked, and what they hold goes to
-the model's provider. So an ``AGENTS.md`` is read only if it is a regular file whose real path lies
-inside the roots (a link to ``~/.ssh/id_ed25519`` or ``/proc/self/environ`` reads nothing), never waited
-on (a FIFO) and never past :data:`MAX_INSTRUCTIONS_BYTES` (a link to ``/dev/zero`` is not regular
-anyway). git's ``HEAD`` may lie outside the roots (a repository around the workspace, a worktree's
-``gitdir``), so it is read wherever it is, as a small regular file, and only a branch name or a commit
-id taken from it reaches the prompt.
+the model's provider. So an ``AGENTS.md`` is read only if the policy places it inside the roots (not in
+one of its private paths) and, when opened, it is a regular file whose real path lies inside the roots (a
+link to ``~/.ssh/id_ed25519`` or ``/proc/self/environ`` reads nothing), never waited on (a FIFO) and never
+past :data:`MAX_INSTRUCTIONS_BYTES` (a link to ``/dev/zero`` is not regular anyway). git's ``HEAD`` may
+lie outside the roots (a repository around the workspace, a worktree's ``gitdir``), so it is read wherever
+it is, as a small regular file, and only a branch name or a commit id taken from it reaches the prompt.
 """
 
 from __future__ import annotations
 
 import codecs
 import datetime as dt
-import functools
 import os
 import platform
 import re
 from collections.abc import Sequence
 from importlib import resources
-from pathlib import Path
+from pathlib import PurePosixPath
 
-import anyio.to_thread
-
-from refagent.disk.safe_open import read_regular
+from refagent.errors import ToolError
+from refagent.seams import Disk, PathPolicy
 
 MAX_INSTRUCTIONS_CHARS = 40_000
 """All ``AGENTS.md`` files together: more would crowd out the conversation."""
@@ -47,23 +46,27 @@ def template() -> str:
     return resources.files("refagent.prompts").joinpath("system.md").read_text(encoding="utf-8")
 
 
-def _first_line(path: Path) -> str | None:
-    data = read_regular(str(path), _MAX_GIT_FILE_BYTES, follow_symlinks=True)
+async def _first_line(disk: Disk, path: str) -> str | None:
+    data = await disk.read_start(path, _MAX_GIT_FILE_BYTES)
     if data is None:
         return None
     return data.decode("utf-8", "replace").split("\n", 1)[0].strip()
 
 
-def git_state(root: str) -> str:
-    """``"yes, on branch main"``, ``"yes, detached at 1a2b3c4"`` or ``"no"``, read from ``.git/HEAD``."""
-    path = Path(root)
-    for candidate in (path, *path.parents):
-        git = candidate / ".git"
-        if git.is_file():  # a worktree or submodule: "gitdir: <path>"
-            text = _first_line(git) or ""
-            if text.startswith("gitdir:"):
-                git = (candidate / text.removeprefix("gitdir:").strip()).resolve()
-        head = _first_line(git / "HEAD")
+def _gitdir(candidate: str, line: str) -> str:
+    """Where a ``.git`` file's ``gitdir: <path>`` line points (relative to its directory), as a path."""
+    return os.path.normpath(os.path.join(candidate, line.removeprefix("gitdir:").strip()))
+
+
+async def git_state(root: str, disk: Disk) -> str:
+    """``"yes, on branch main"``, ``"yes, detached at 1a2b3c4"`` or ``"no"``, read from ``.git/HEAD`` on
+    ``disk`` (in ``root`` or the nearest directory above it that has one)."""
+    for candidate in (root, *(str(parent) for parent in PurePosixPath(root).parents)):
+        git = os.path.join(candidate, ".git")
+        text = await _first_line(disk, git)  # a worktree or submodule: a file, "gitdir: <path>"
+        if text is not None and text.startswith("gitdir:"):
+            git = _gitdir(candidate, text)
+        head = await _first_line(disk, os.path.join(git, "HEAD"))
         if head is None:
             continue
         where = f"yes (repository at {candidate})"
@@ -75,10 +78,16 @@ def git_state(root: str) -> str:
     return "no"
 
 
-def read_instructions(path: str, roots: Sequence[str]) -> str | None:
-    """The text of the instructions file ``path``, cut to :data:`MAX_INSTRUCTIONS_BYTES`; None unless it
-    is a regular file whose real path is inside one of ``roots`` (absolute, resolved)."""
-    data = read_regular(path, MAX_INSTRUCTIONS_BYTES, follow_symlinks=True, within=roots)
+async def read_instructions(path: str, policy: PathPolicy, disk: Disk) -> str | None:
+    """The text of the instructions file ``path``, cut to :data:`MAX_INSTRUCTIONS_BYTES`; None unless the
+    policy places it inside the roots and, when it is opened, it is a regular file whose real path is."""
+    try:
+        resolved = policy.resolve(path)
+    except ToolError:
+        return None
+    if not resolved.inside:  # outside the roots, or one of the policy's private paths
+        return None
+    data = await disk.read_start(resolved.path, MAX_INSTRUCTIONS_BYTES, within=policy.roots)
     if data is None:
         return None
     cut = len(data) > MAX_INSTRUCTIONS_BYTES
@@ -87,15 +96,14 @@ def read_instructions(path: str, roots: Sequence[str]) -> str | None:
     return text + "\n[... truncated]" if cut else text
 
 
-def project_instructions(roots: list[str]) -> str:
+async def project_instructions(roots: Sequence[str], policy: PathPolicy, disk: Disk) -> str:
     """The contents of ``AGENTS.md`` at each root, capped, each labelled with its path."""
-    real_roots = [os.path.realpath(root) for root in roots]
     sections: list[str] = []
     budget = MAX_INSTRUCTIONS_CHARS
     for root in roots:
         for name in INSTRUCTION_FILES:
-            path = Path(root) / name
-            text = read_instructions(str(path), real_roots)
+            path = os.path.join(root, name)
+            text = await read_instructions(path, policy, disk)
             if text is None:
                 continue
             text = text.strip()
@@ -112,9 +120,14 @@ def project_instructions(roots: list[str]) -> str:
     )
 
 
-def system_prompt(cwd: str, roots: list[str], *, today: dt.date | None = None) -> str:
-    """The system prompt for a session (blocking: it reads files; see :func:`make_system_prompt`)."""
+async def make_system_prompt(
+    cwd: str, roots: Sequence[str], *, policy: PathPolicy, disk: Disk, today: dt.date | None = None
+) -> str:
+    """The system prompt for a session with these roots, its files read through its sandbox's ``policy``
+    and ``disk`` (each read in a worker thread by the local disk: never on the event loop)."""
     shell = os.environ.get("SHELL") or "/bin/sh"
+    git = await git_state(cwd, disk)
+    instructions = await project_instructions(roots, policy, disk)
     return (
         template()
         .format(
@@ -123,16 +136,9 @@ def system_prompt(cwd: str, roots: list[str], *, today: dt.date | None = None) -
             os=f"{platform.system()} {platform.release()} ({platform.machine()})",
             shell=f"{shell} (run_command runs commands with /bin/sh -c)",
             date=(today or dt.date.today()).isoformat(),
-            git=git_state(cwd),
-            project_instructions=project_instructions(roots),
+            git=git,
+            project_instructions=instructions,
         )
         .rstrip()
         + "\n"
     )
-
-
-async def make_system_prompt(cwd: str, roots: list[str], *, today: dt.date | None = None) -> str:
-    """:func:`system_prompt`, built in a worker thread so that its file reads never hold the event loop."""
-    build = functools.partial(system_prompt, cwd, list(roots), today=today)
-    prompt: str = await anyio.to_thread.run_sync(build)
-    return prompt

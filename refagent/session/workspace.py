@@ -58,6 +58,7 @@ def build(
         disk=sandbox.disk,
         terminals=sandbox.terminals_with(client),
         reads=sandbox.reads,
+        search=sandbox.search,
         send_update=send_update,
         questions=EditorQuestions(client, cancel_turn=cancel_turn),
     )

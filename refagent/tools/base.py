@@ -33,8 +33,10 @@ from refagent.seams import (
     Questions,
     ReadTracker,
     ResolvedPath,
+    Search,
     Terminals,
     TextFiles,
+    TreePreview,
 )
 
 __all__ = [
@@ -51,11 +53,13 @@ __all__ = [
     "Questions",
     "ReadTracker",
     "ResolvedPath",
+    "Search",
     "Terminals",
     "TextFiles",
     "Tool",
     "ToolContext",
     "ToolResult",
+    "TreePreview",
     "cancel_note",
     "outside_read_scope",
     "scope_covers",
@@ -77,9 +81,11 @@ class ToolContext:
     files: TextFiles
     """Read/write of text: the editor's when it advertises ``fs``, else the disk."""
     disk: Disk
-    """The local file system: listing, grep, delete and move always happen on disk."""
+    """The sandbox's disk: listing, delete and move always happen here (ACP gives editors no such methods)."""
     terminals: Terminals
     reads: ReadTracker
+    search: Search
+    """Finding files and text (``glob``, ``grep``): the sandbox's, on its disk."""
     send_update: Callable[[dict[str, Any]], Awaitable[None]]
     current_call_id: str = ""
     """The ``toolCallId`` of the call being prepared or run: the runner gives each call its own copy of

@@ -14,25 +14,17 @@ refuses before it deletes or moves anything.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import threading
 from typing import Any, ClassVar
 
-import anyio
-
 from refagent.acp.types import ToolCallContent
-from refagent.disk.trees import is_protected
 from refagent.errors import ToolError
 from refagent.tools.args import arg_bool, arg_str, plural, shown
-from refagent.tools.base import BaseTool, PathPolicy, Plan, ResolvedPath, ToolContext, ToolResult
+from refagent.tools.base import BaseTool, PathPolicy, Plan, ResolvedPath, ToolContext, ToolResult, TreePreview
 from refagent.tools.text import diff, location, text_content
 
 DELETE_PERMISSION = ("delete", "deletions inside the workspace")
 MOVE_PERMISSION = ("move", "moves and renames inside the workspace")
-LISTED_ENTRIES = 20
-COUNT_LIMIT = 100_000
-"""Counting the files of a huge tree for a preview stops here ("more than ...")."""
 PREVIEW_TEXT_BYTES = 1_000_000
 """A deleted file bigger than this is described, not shown as a diff."""
 
@@ -47,50 +39,10 @@ def forget_path(ctx: ToolContext, path: str) -> None:
     ctx.reads.forget(path)
 
 
-class Tree:
-    """What a directory holds, for a preview: counts, size and the first few entries."""
-
-    def __init__(self, root: str, stop: threading.Event | None = None) -> None:
-        self.files = self.dirs = self.size = 0
-        self.complete = True
-        self.entries: list[str] = []
-        self.git: str | None = None
-        """The first ``.git`` found in the tree (relative to it): then the walk stopped."""
-        for directory, dirs, files in os.walk(root):
-            if stop is not None and stop.is_set():
-                break
-            dirs.sort()  # the same walk, and so the same "first .git", every time
-            protected = next((name for name in sorted(dirs + files) if is_protected(name)), None)
-            if protected is not None:
-                self.git = os.path.relpath(os.path.join(directory, protected), root)
-                self.complete = False
-                break
-            self.dirs += len(dirs)
-            for name in files:
-                self.files += 1
-                with contextlib.suppress(OSError):
-                    self.size += os.lstat(os.path.join(directory, name)).st_size
-            if len(self.entries) < LISTED_ENTRIES:
-                relative = os.path.relpath(directory, root)
-                for name in sorted(dirs) + sorted(files):
-                    if len(self.entries) < LISTED_ENTRIES:
-                        self.entries.append(name if relative == "." else f"{relative}/{name}")
-            if self.files + self.dirs > COUNT_LIMIT:
-                self.complete = False
-                break
-
-    def summary(self) -> str:
-        more = "" if self.complete else "more than "
-        dirs = f"{self.dirs} {'directory' if self.dirs == 1 else 'directories'}"
-        return f"{more}{plural(self.files, 'file')} and {dirs}, {self.size} bytes"
-
-
-async def _tree(path: str) -> Tree:
-    stop = threading.Event()
-    try:
-        return await anyio.to_thread.run_sync(Tree, path, stop, abandon_on_cancel=True)
-    finally:
-        stop.set()
+def _summary(tree: TreePreview) -> str:
+    more = "" if tree.complete else "more than "
+    dirs = f"{tree.dirs} {'directory' if tree.dirs == 1 else 'directories'}"
+    return f"{more}{plural(tree.files, 'file')} and {dirs}, {tree.size} bytes"
 
 
 class DeletePath(BaseTool):
@@ -128,16 +80,16 @@ class DeletePath(BaseTool):
             raise ToolError(f"Not found: {display}")
         preview: list[ToolCallContent]
         if kind == "dir":
-            tree = await _tree(path)
+            tree = await ctx.disk.preview_tree(path)
             _refuse_git(tree, display, "delete", "deleted")
             if not recursive:
                 raise ToolError(
-                    f"{display} is a directory ({tree.summary()}). Set recursive to true to delete it and "
+                    f"{display} is a directory ({_summary(tree)}). Set recursive to true to delete it and "
                     "everything in it."
                 )
             listing = "\n".join(f"- {entry}" for entry in tree.entries)
             more = "\n- ..." if tree.files + tree.dirs > len(tree.entries) else ""
-            what = f"directory {display} and everything in it ({tree.summary()})"
+            what = f"directory {display} and everything in it ({_summary(tree)})"
             preview = [text_content(f"Delete the {what}:\n{listing}{more}" if listing else f"Delete the {what}.")]
             done = f"Deleted the {what}."
         elif kind == "file":
@@ -149,10 +101,7 @@ class DeletePath(BaseTool):
                 preview = [text_content(f"Delete {display} (not shown: binary or large).")]
             done = f"Deleted {display}."
         else:
-            try:
-                target = os.readlink(path)
-            except OSError:
-                target = "?"
+            target = await ctx.disk.link_target(path) or "?"
             preview = [text_content(f"Delete {display} (a symbolic link to {target}; the target stays).")]
             done = f"Deleted the symbolic link {display}."
 
@@ -172,7 +121,7 @@ class DeletePath(BaseTool):
         )
 
 
-def _refuse_git(tree: Tree, display: str, verb: str, done: str) -> None:
+def _refuse_git(tree: TreePreview, display: str, verb: str, done: str) -> None:
     """ToolError if ``tree`` holds a ``.git``: a repository inside the workspace is not the file tools' to
     delete or move (its history; its paths)."""
     if tree.git is None:
@@ -186,11 +135,12 @@ def _refuse_git(tree: Tree, display: str, verb: str, done: str) -> None:
 
 async def _text_or_none(ctx: ToolContext, path: str) -> str | None:
     """The file's text for a deletion diff, or None when it is not text or too big to show."""
+    data = await ctx.disk.read_start(path, PREVIEW_TEXT_BYTES)
+    if data is None or len(data) > PREVIEW_TEXT_BYTES or b"\0" in data:
+        return None
     try:
-        if os.lstat(path).st_size > PREVIEW_TEXT_BYTES:
-            return None
-        return await ctx.disk.read_text(path)
-    except (OSError, ToolError):
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
         return None
 
 
@@ -231,7 +181,7 @@ class MovePath(BaseTool):
         if kind == "dir" and destination.path.startswith(source.path.rstrip("/") + "/"):
             raise ToolError(f"Cannot move {source.display} into itself ({destination.display}).")
         if kind == "dir":
-            _refuse_git(await _tree(source.path), source.display, "move", "moved")
+            _refuse_git(await ctx.disk.preview_tree(source.path), source.display, "move", "moved")
         what = {"dir": "directory ", "other": "symbolic link "}.get(kind, "")
         message = f"Move {what}{source.display} to {destination.display}"
         preview = [text_content(message + ".")]

@@ -1,10 +1,11 @@
-"""``glob`` and ``grep``: finding files and text on the local disk, as the model's tools.
+"""``glob`` and ``grep``: finding files and text on the sandbox's disk, as the model's tools.
 
 This module is the tools' side: their argument schemas, titles, the permission a search outside the
 roots asks for (scoped as any read there is), and the results as the model sees them: sorted by path
 (the engines give them in no order), shown relative to the session's cwd, and capped with a note saying
 so. What a search visits and finds (ripgrep or the pure-Python engine, the rules both follow, and how an
-untrusted tree and pattern are kept harmless) is the sandbox's side: :mod:`refagent.search`.
+untrusted tree and pattern are kept harmless) is the sandbox's side, reached only through the
+:class:`~refagent.seams.Search` seam (``ToolContext.search``; the local one is :mod:`refagent.search`).
 
 - ``glob``: files whose path matches a gitignore-style glob (``*.py`` at any depth, ``src/**/*.ts``
   anchored at ``path``); a pattern that starts with an absolute directory (``/abs/dir/**/*.py``, as
@@ -18,13 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from refagent.errors import ToolError
-from refagent.search.dispatch import list_files, search
-from refagent.search.python_engine import PYTHON_GREP_SECONDS
-from refagent.search.query import MAX_GREP_LINE_CHARS, Hits, OutputMode, Query
-from refagent.search.ripgrep import find_rg
+from refagent.seams import Hits, OutputMode, PathPolicy, Query
+from refagent.search.limits import MAX_GREP_LINE_CHARS
 from refagent.search.walk import check_glob
 from refagent.tools.args import arg_bool, arg_int, arg_str, plural, shown
 from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult, outside_read_scope
@@ -94,18 +93,11 @@ def _split_absolute_glob(pattern: str) -> tuple[str | None, str]:
 
 
 class _Search(BaseTool):
-    """What glob and grep share: ripgrep, or the Python engine; a title of their pattern and path."""
+    """What glob and grep share: a title of their pattern and path. Both run on the sandbox's
+    :class:`~refagent.seams.Search` (``ToolContext.search``)."""
 
     kind = "search"
     verb: ClassVar[str]
-
-    def __init__(
-        self, rg: str | Literal["auto"] | None = "auto", *, python_seconds: float = PYTHON_GREP_SECONDS
-    ) -> None:
-        """``rg``: the ripgrep binary, None for the Python engine, ``auto`` to look for it.
-        ``python_seconds``: the Python grep engine's time limit."""
-        self.rg = find_rg() if rg == "auto" else rg
-        self.python_seconds = python_seconds
 
     def title(self, args: dict[str, Any]) -> str:
         where = args.get("path")
@@ -147,7 +139,7 @@ class Glob(_Search):
 
         async def execute() -> ToolResult:
             globs = [pattern, *private_globs(ctx.policy, resolved.path)]
-            paths, complete = await list_files(globs, resolved.path, self.rg, roots=ctx.roots)
+            paths, complete = await ctx.search.files(globs, resolved.path, roots=ctx.roots)
             paths.sort()
             listed = [prefix + p for p in paths[:MAX_GLOB_RESULTS]]
             where = f" in {resolved.display}" if prefix else ""
@@ -214,9 +206,7 @@ class Grep(_Search):
 
         async def execute() -> ToolResult:
             excluded = dataclasses.replace(query, globs=[*query.globs, *private_globs(ctx.policy, directory)])
-            hits = await search(
-                excluded, directory, target, self.rg, roots=ctx.roots, python_seconds=self.python_seconds
-            )
+            hits = await ctx.search.grep(excluded, directory, target, roots=ctx.roots)
             raw = {"matches": hits.matches, "files": len(hits.counts), "complete": hits.complete}
             return ToolResult(render(hits, query, limit, prefix), raw_output=raw)
 
@@ -224,12 +214,12 @@ class Grep(_Search):
         return _outside(plan, resolved, tree=kind == "dir")
 
 
-def private_globs(policy: object, directory: str) -> list[str]:
+def private_globs(policy: PathPolicy, directory: str) -> list[str]:
     """Globs that keep a search of ``directory`` out of the policy's private paths (the agent's own files
     and the user's credentials, when a root holds them: :attr:`refagent.disk.policy.RootPolicy.private`),
     anchored at ``directory``; they come after the model's globs, which cannot bring them back."""
     globs = []
-    for path in getattr(policy, "private", ()):
+    for path in policy.private:
         if path != directory and within(path, directory):
             relative = os.path.relpath(path, directory)
             globs.append("!/" + "".join("\\" + char if char in "*?[]{}\\!" else char for char in relative))

@@ -19,9 +19,9 @@ import pytest
 
 from refagent.disk.gitignore import MAX_IGNORE_BYTES
 from refagent.errors import ToolError
-from refagent.search.dispatch import list_files, search
+from refagent.seams import Query
+from refagent.search.dispatch import LocalSearch, list_files, search
 from refagent.search.python_engine import python_grep_in_process
-from refagent.search.query import Query
 from refagent.search.ripgrep import find_rg, rg_grep
 from refagent.tools.search import Glob, Grep
 from tests.support.tool_fakes import call, make_ctx
@@ -84,10 +84,10 @@ def repo(tmp_path: Path) -> Path:
 async def test_a_fifo_in_the_tree_is_skipped(repo: Path, rg: str | None) -> None:
     os.mkfifo(repo / "src" / "pipe.py")
     os.mkfifo(repo / "pipe")
-    ctx = make_ctx(str(repo))
+    ctx = make_ctx(str(repo), search=LocalSearch(rg))
     with anyio.fail_after(10):
-        found = await call(Grep(rg=rg), ctx, pattern="needle", output_mode="files")
-        listed = await call(Glob(rg=rg), ctx, pattern="**/*")
+        found = await call(Grep(), ctx, pattern="needle", output_mode="files")
+        listed = await call(Glob(), ctx, pattern="**/*")
     assert found.output == "src/a.py"
     assert listed.output == "notes.txt\nsrc/a.py"
 
@@ -96,9 +96,9 @@ async def test_a_fifo_in_the_tree_is_skipped(repo: Path, rg: str | None) -> None
 async def test_an_atomic_writes_leftover_is_never_shown(repo: Path, rg: str | None) -> None:
     """A temporary file an atomic write left when the agent was killed during it: half a file."""
     (repo / "src" / ".~refagent-k1ll3d.tmp").write_text("needle, half written\n")
-    ctx = make_ctx(str(repo))
-    found = await call(Grep(rg=rg), ctx, pattern="needle", output_mode="files")
-    listed = await call(Glob(rg=rg), ctx, pattern="**/*")
+    ctx = make_ctx(str(repo), search=LocalSearch(rg))
+    found = await call(Grep(), ctx, pattern="needle", output_mode="files")
+    listed = await call(Glob(), ctx, pattern="**/*")
     assert found.output == "src/a.py"
     assert listed.output == "notes.txt\nsrc/a.py"
 
@@ -106,10 +106,10 @@ async def test_an_atomic_writes_leftover_is_never_shown(repo: Path, rg: str | No
 @pytest.mark.parametrize("rg", ENGINES)
 async def test_a_fifo_as_the_target_is_refused(repo: Path, rg: str | None) -> None:
     os.mkfifo(repo / "pipe")
-    ctx = make_ctx(str(repo))
+    ctx = make_ctx(str(repo), search=LocalSearch(rg))
     with anyio.fail_after(10):
         with pytest.raises(ToolError, match=r"not a regular file or a directory \(a named pipe"):
-            await Grep(rg=rg).prepare({"pattern": "x", "path": "pipe"}, ctx)
+            await Grep().prepare({"pattern": "x", "path": "pipe"}, ctx)
         # Swapped in after the check: the engines do not open it either (nothing waits for a writer).
         hits = await search(q(), str(repo), "pipe", rg)
     assert hits.counts == {}
@@ -118,13 +118,16 @@ async def test_a_fifo_as_the_target_is_refused(repo: Path, rg: str | None) -> No
 @pytest.mark.parametrize("rg", ENGINES)
 async def test_a_device_or_a_link_to_one_is_not_read(repo: Path, rg: str | None) -> None:
     os.symlink("/dev/zero", repo / "zero")
-    ctx = make_ctx(str(repo))
+    ctx = make_ctx(str(repo), search=LocalSearch(rg))
     with anyio.fail_after(10):
-        for where, path in ((ctx, "zero"), (make_ctx("/dev"), "/dev/zero")):  # refused before anyone is asked
+        for where, path in (
+            (ctx, "zero"),
+            (make_ctx("/dev", search=LocalSearch(rg)), "/dev/zero"),
+        ):  # refused before anyone is asked
             with pytest.raises(ToolError, match=r"a named pipe, socket or device"):
-                await Grep(rg=rg).prepare({"pattern": "x", "path": path}, where)
+                await Grep().prepare({"pattern": "x", "path": path}, where)
         hits = await search(q(), "/dev", "zero", rg)  # and were it searched, nothing is read
-        found = await call(Grep(rg=rg), ctx, pattern="needle", output_mode="files")
+        found = await call(Grep(), ctx, pattern="needle", output_mode="files")
     assert hits.counts == {}
     assert found.output == "src/a.py"
 
@@ -146,10 +149,10 @@ async def test_a_hostile_gitignore_neither_blocks_nor_leaks(
         ignore.write_text("*.py\n" + "#" * MAX_IGNORE_BYTES)
     else:
         os.symlink(secret, ignore)
-    ctx = make_ctx(str(repo))
+    ctx = make_ctx(str(repo), search=LocalSearch(rg))
     with anyio.fail_after(10):
-        found = await call(Grep(rg=rg), ctx, pattern="needle", output_mode="files")
-        listed = await call(Glob(rg=rg), ctx, pattern="*.py")
+        found = await call(Grep(), ctx, pattern="needle", output_mode="files")
+        listed = await call(Glob(), ctx, pattern="*.py")
     assert found.output == "src/a.py"  # the .gitignore's "*.py" was not read
     assert listed.output == "src/a.py"
 
@@ -199,7 +202,7 @@ async def test_a_catastrophic_regex_is_stopped_and_the_loop_stays_free(
     repo: Path, rg: str | None, pattern: str
 ) -> None:
     put(repo, "long.txt", CATASTROPHIC + "\n")
-    ctx = make_ctx(str(repo))
+    ctx = make_ctx(str(repo), search=LocalSearch(rg, python_seconds=1.0))
     ticks = 0
 
     async def tick() -> None:
@@ -212,13 +215,13 @@ async def test_a_catastrophic_regex_is_stopped_and_the_loop_stays_free(
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(tick)
         with anyio.fail_after(10), pytest.raises(ToolError, match=r"the pattern took too long.*simplify it"):
-            await call(Grep(rg=rg, python_seconds=1.0), ctx, pattern=pattern)
+            await call(Grep(), ctx, pattern=pattern)
         tasks.cancel_scope.cancel()
     elapsed = time.monotonic() - started
     assert elapsed < 5  # the old engine: 2**40 steps, with the event loop stopped
     assert ticks >= 10  # the event loop kept running meanwhile
     # The session goes on: the next search works, look-around included.
-    found = await call(Grep(rg=rg), ctx, pattern="needle(?=\\n|$)", output_mode="files")
+    found = await call(Grep(), ctx, pattern="needle(?=\\n|$)", output_mode="files")
     assert found.output == "src/a.py"
 
 
@@ -257,10 +260,10 @@ async def test_a_pathological_gitignore_glob_is_matched_in_linear_time(repo: Pat
     for n in range(30, 41):
         put(repo, "a" * n)
         put(repo, "d/" + "a" * n + "b")
-    ctx = make_ctx(str(repo))
+    ctx = make_ctx(str(repo), search=LocalSearch(rg))
     with anyio.fail_after(10):
-        found = await call(Grep(rg=rg), ctx, pattern="needle", output_mode="files")
-        listed = await call(Glob(rg=rg), ctx, pattern=glob.removesuffix("*b"))  # a glob from the model, too
+        found = await call(Grep(), ctx, pattern="needle", output_mode="files")
+        listed = await call(Glob(), ctx, pattern=glob.removesuffix("*b"))  # a glob from the model, too
     names = found.output.splitlines()
     assert set(names) == {"src/a.py", *("a" * n for n in range(30, 41))}  # the ...b files are ignored
     assert listed.output.splitlines() == sorted("a" * n for n in range(30, 41))
@@ -275,10 +278,10 @@ async def test_a_directory_swapped_for_a_link_after_the_check_leaks_nothing(tmp_
     work = tmp_path / "work"
     put(work, "sub/mine.txt", "needle mine\n")
     put(tmp_path, "outside/secret.txt", "needle SECRET\n")
-    ctx = make_ctx(str(work))
+    ctx = make_ctx(str(work), search=LocalSearch(rg))
     for tool, args in (
-        (Grep(rg=rg), {"pattern": "needle", "path": "sub"}),
-        (Glob(rg=rg), {"pattern": "*", "path": "sub"}),
+        (Grep(), {"pattern": "needle", "path": "sub"}),
+        (Glob(), {"pattern": "*", "path": "sub"}),
     ):
         plan = await tool.prepare(args, ctx)
         assert not plan.outside
@@ -309,5 +312,5 @@ async def test_what_ripgrep_reports_through_a_link_is_dropped(tmp_path: Path) ->
         "#!/bin/sh\nprintf './mine.txt\\0001:needle\\n'\nprintf './link/secret.txt\\0001:needle SECRET\\n'\n"
     )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    result = await call(Grep(rg=str(fake)), make_ctx(str(work)), pattern="needle")
+    result = await call(Grep(), make_ctx(str(work), search=LocalSearch(str(fake))), pattern="needle")
     assert result.output == "mine.txt:1:needle"

@@ -20,6 +20,7 @@ from refagent.editor.files import EditorFiles
 from refagent.editor.terminals import EditorTerminals
 from refagent.errors import ToolError
 from refagent.sandbox.local import Sandbox
+from refagent.search.dispatch import LocalSearch
 from refagent.testing.memory import FakeClient
 from refagent.testing.terminals import FakeTerminalHost
 from refagent.tools.base import Terminals, TextFiles
@@ -158,6 +159,7 @@ def _sandbox(tmp_path: Path, *, confined: bool = True, editor_files: bool = True
         disk=LocalFileSystem(),
         terminals=LocalTerminals(),
         reads=FileTracker(),
+        search=LocalSearch(),
         confinement=confinement,
         editor_files=editor_files,
     )

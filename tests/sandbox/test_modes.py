@@ -33,6 +33,7 @@ from refagent.errors import ToolError
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.sandbox.local import Sandbox
+from refagent.search.dispatch import LocalSearch
 from refagent.session.modes import modes_for
 from refagent.settings import OwnSandboxes, Settings
 from refagent.testing.memory import Editor, FakeClient, allow_once, connect
@@ -262,6 +263,7 @@ def agent_settings(
             disk=LocalFileSystem(),
             terminals=terminals,
             reads=FileTracker(),
+            search=LocalSearch(),
             confinement=Confinement([cwd, *extra], support) if support is not None else None,
         )
 

@@ -14,7 +14,9 @@ from refagent.confine.process import LocalTerminals
 from refagent.disk.local_fs import LocalFileSystem
 from refagent.disk.policy import RootPolicy
 from refagent.disk.tracker import FileTracker
-from refagent.seams import Level
+from refagent.sandbox.local import Sandbox
+from refagent.seams import Level, Search
+from refagent.search.dispatch import LocalSearch
 from refagent.tools.base import BaseTool, CommandResult, Disk, Plan, Terminals, TextFiles, ToolContext, ToolResult
 from tests.support.acp_schema import validate_agent_message
 
@@ -113,6 +115,7 @@ def make_ctx(
     additional: Sequence[str] = (),
     files: TextFiles | None = None,
     terminals: Terminals | None = None,
+    search: Search | None = None,
     call_id: str = "call_1",
 ) -> ToolContext:
     disk = LocalFileSystem()
@@ -125,6 +128,7 @@ def make_ctx(
         disk=disk,
         terminals=terminals if terminals is not None else confined_terminals([cwd, *additional]),
         reads=FileTracker(),
+        search=search if search is not None else LocalSearch(),
         send_update=Updates(),
         current_call_id=call_id,
     )
@@ -159,3 +163,22 @@ async def call(tool: BaseTool, ctx: ToolContext, **args: Any) -> ToolResult:
     result = await plan.execute()
     check_result(result)
     return result
+
+
+class Nothing:
+    """Stands in for a sandbox piece a test's tools never touch: any use of it fails loudly."""
+
+
+class NoFiles:
+    """A disk with nothing on it, for a turn whose tools never touch the disk: the system prompt finds no
+    ``AGENTS.md`` and no repository. Anything else a tool would do with it fails loudly."""
+
+    async def read_start(self, path: str, max_bytes: int, *, within: Sequence[str] = ()) -> bytes | None:
+        return None
+
+
+def bare_sandbox(cwd: str, extra: list[str]) -> Sandbox:
+    """A sandbox for fake tools: the roots' policy, an empty disk, and nothing else."""
+    nothing: Any = Nothing()
+    empty: Any = NoFiles()
+    return Sandbox(policy=RootPolicy(cwd, extra), disk=empty, terminals=nothing, reads=nothing, search=nothing)

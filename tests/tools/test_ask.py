@@ -15,29 +15,19 @@ from refagent.acp.errors import RequestError
 from refagent.editor.questions import EditorQuestions
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
-from refagent.sandbox.local import Sandbox
 from refagent.settings import OwnSandboxes, Settings
 from refagent.testing.memory import Editor, ElicitationPolicy, FakeClient, PermissionPolicy, connect
 from refagent.tools.ask import AskUser, result_of
 from refagent.tools.base import Answer
 from refagent.tools.runner import parse_arguments
 from tests.support.clients import session_client
-from tests.support.tool_fakes import make_ctx
+from tests.support.tool_fakes import Nothing, bare_sandbox, make_ctx
 
 pytestmark = pytest.mark.anyio
 
 FORM = {"elicitation": {"form": {}}}
 QUESTION = "Which database should the service use?"
 CHOICES = ["PostgreSQL", "SQLite", "MySQL"]
-
-
-class Nothing:
-    """Stands in for the sandbox pieces ask_user never touches."""
-
-
-def fake_sandbox(cwd: str, extra: list[str]) -> Sandbox:
-    nothing: Any = Nothing()
-    return Sandbox(policy=nothing, disk=nothing, terminals=nothing, reads=nothing)
 
 
 def ask(**args: Any) -> ToolCallRequest:
@@ -47,7 +37,7 @@ def ask(**args: Any) -> ToolCallRequest:
 def settings(*responses: Any) -> Settings:
     model = ScriptedModel(list(responses))
     return Settings(
-        make_model=lambda profile: model, make_sandbox=OwnSandboxes(fake_sandbox), tools=lambda: [AskUser()]
+        make_model=lambda profile: model, make_sandbox=OwnSandboxes(bare_sandbox), tools=lambda: [AskUser()]
     )
 
 

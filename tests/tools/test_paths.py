@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Sequence
 
 import pytest
 
+from refagent.disk.local_fs import LocalFileSystem
 from refagent.errors import ToolError
+from refagent.seams import TreePreview
 from refagent.tools.files import ReadFile
 from refagent.tools.paths import DeletePath, MovePath
 from tests.support.tool_fakes import call, make_ctx
@@ -148,3 +152,49 @@ def read(path: str) -> str:
 def append(path: str, text: str) -> None:
     with open(path, "a") as handle:
         handle.write(text)
+
+
+class Elsewhere(LocalFileSystem):
+    """A disk whose trees, links and file contents say something else than the host's: the previews must
+    come from the disk the sandbox gives, never from the host directly."""
+
+    def __init__(self, tree: TreePreview) -> None:
+        super().__init__()
+        self.tree = tree
+
+    async def preview_tree(self, path: str) -> TreePreview:
+        return self.tree
+
+    async def link_target(self, path: str) -> str | None:
+        return "/remote/target"
+
+    async def read_start(self, path: str, max_bytes: int, *, within: Sequence[str] = ()) -> bytes | None:
+        return b"remote text\n"
+
+
+async def test_previews_come_from_the_sandboxs_disk(proj) -> None:  # type: ignore[no-untyped-def]
+    proj.create_symlink("/proj/link", "/proj/src/app.py")
+    disk = Elsewhere(TreePreview(files=3, dirs=1, size=42, entries=["a.txt", "b/"]))
+    ctx = dataclasses.replace(make_ctx(ROOT), disk=disk, files=disk)
+    tree = await DeletePath().prepare({"path": "src", "recursive": True}, ctx)
+    assert tree.preview == [
+        {
+            "type": "content",
+            "content": {
+                "type": "text",
+                "text": "Delete the directory src and everything in it "
+                "(3 files and 1 directory, 42 bytes):\n- a.txt\n- b/\n- ...",
+            },
+        }
+    ]
+    file = await DeletePath().prepare({"path": "src/app.py"}, ctx)
+    assert file.preview[0]["oldText"] == "remote text\n"  # type: ignore[typeddict-item]
+    link = await DeletePath().prepare({"path": "link"}, ctx)
+    assert "a symbolic link to /remote/target" in str(link.preview)
+    disk.tree = TreePreview(complete=False, git="pkg/.git")
+    for tool, args in (
+        (DeletePath(), {"path": "src", "recursive": True}),
+        (MovePath(), {"source": "src", "destination": "s"}),
+    ):
+        with pytest.raises(ToolError, match=r"contains src/pkg/\.git"):
+            await tool.prepare(args, ctx)

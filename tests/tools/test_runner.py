@@ -13,10 +13,10 @@ from refagent.acp.errors import RequestError
 from refagent.errors import ToolError
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import Hang, ScriptedModel, text
-from refagent.sandbox.local import Sandbox
 from refagent.settings import OwnSandboxes, Settings
 from refagent.testing.memory import FakeClient, allow_once, connect, select
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
+from tests.support.tool_fakes import bare_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -129,15 +129,6 @@ class FakeRead(BaseTool):
         )
 
 
-class Nothing:
-    """Stands in for the sandbox pieces the fake tools never touch."""
-
-
-def fake_sandbox(cwd: str, extra: list[str]) -> Sandbox:
-    nothing: Any = Nothing()
-    return Sandbox(policy=nothing, disk=nothing, terminals=nothing, reads=nothing)
-
-
 def call(name: str, **args: Any) -> ToolCallRequest:
     return ToolCallRequest(id=f"model_{name}", name=name, arguments=json.dumps(args))
 
@@ -146,7 +137,7 @@ def settings(*responses: Any) -> Settings:
     model = ScriptedModel(list(responses))
     return Settings(
         make_model=lambda profile: model,
-        make_sandbox=OwnSandboxes(fake_sandbox),
+        make_sandbox=OwnSandboxes(bare_sandbox),
         tools=lambda: [FakeWrite(), FakeRun(), FakeRead()],
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,9 @@ from refagent.disk.gitignore import GitIgnore
 from refagent.disk.globs import glob_regex
 from refagent.disk.policy import RootPolicy
 from refagent.errors import ToolError
-from refagent.search.dispatch import search
+from refagent.seams import Hits, Query
+from refagent.search.dispatch import LocalSearch, search
 from refagent.search.python_engine import python_files, python_grep
-from refagent.search.query import Query
 from refagent.search.ripgrep import find_rg, rg_files, rg_grep
 from refagent.tools.search import Glob, Grep, render
 from tests.support.git import GIT, git_init, git_listing
@@ -217,8 +218,8 @@ async def test_invalid_patterns_are_explained(tree: Path) -> None:
 async def test_grep_tool_output(tree: Path, engine: str) -> None:
     if engine == "rg" and RG is None:
         pytest.skip("ripgrep is not installed")
-    tool = Grep(rg=RG if engine == "rg" else None)
-    ctx = make_ctx(str(tree.parent))
+    tool = Grep()
+    ctx = make_ctx(str(tree.parent), search=LocalSearch(RG if engine == "rg" else None))
     result = await call(tool, ctx, pattern="needle", path="repo/src")
     assert result.output == "repo/src/a.py:3:def needle():\nrepo/src/a.py:4:    return 'needle'"
     with_context = await call(tool, ctx, pattern="return", path="repo/src", context=1)
@@ -257,8 +258,8 @@ async def test_grep_tool_errors_and_permission(tree: Path) -> None:
 async def test_glob_tool(tree: Path, engine: str) -> None:
     if engine == "rg" and RG is None:
         pytest.skip("ripgrep is not installed")
-    tool = Glob(rg=RG if engine == "rg" else None)
-    ctx = make_ctx(str(tree))
+    tool = Glob()
+    ctx = make_ctx(str(tree), search=LocalSearch(RG if engine == "rg" else None))
     result = await call(tool, ctx, pattern="**/*.py")
     assert result.output.splitlines() == ["only_py/deep/n.py", "only_py/m.py", "src/a.py", "src/b.py"]
     assert (await call(tool, ctx, pattern="*.py", path="src")).output == "src/a.py\nsrc/b.py"
@@ -411,15 +412,52 @@ async def test_searches_keep_out_of_private_paths(tmp_path: Path, engine: str) -
     for name in (".ssh/id_ed25519", ".config/refagent/config.toml", "we[i]rd!/key", "project/notes.txt"):
         put(home, name, "SECRET\n")
     private = [str(home / ".ssh"), str(home / ".config" / "refagent"), str(home / "we[i]rd!")]
-    ctx = dataclasses.replace(make_ctx(str(home)), policy=RootPolicy(str(home), private=private))
     rg = RG if engine == "rg" else None
-    found = await call(Grep(rg=rg), ctx, pattern="SECRET", output_mode="files")
+    ctx = dataclasses.replace(
+        make_ctx(str(home), search=LocalSearch(rg)), policy=RootPolicy(str(home), private=private)
+    )
+    found = await call(Grep(), ctx, pattern="SECRET", output_mode="files")
     assert found.output.splitlines()[0] == "project/notes.txt"
     for name in ("ssh", "refagent", "we[i]rd"):
         assert name not in found.output
-    forced = await call(Grep(rg=rg), ctx, pattern="SECRET", glob="**/.ssh/*", output_mode="files")
+    forced = await call(Grep(), ctx, pattern="SECRET", glob="**/.ssh/*", output_mode="files")
     assert "ssh" not in forced.output
-    listed = await call(Glob(rg=rg), ctx, pattern="**/*")
+    listed = await call(Glob(), ctx, pattern="**/*")
     assert listed.output.splitlines() == ["project/notes.txt"]
-    inside = await Grep(rg=rg).prepare({"pattern": "SECRET", "path": ".ssh"}, ctx)
+    inside = await Grep().prepare({"pattern": "SECRET", "path": ".ssh"}, ctx)
     assert inside.outside  # searching in there asks, as outside the roots does
+
+
+class RemoteSearch:
+    """A :class:`~refagent.seams.Search` of a disk elsewhere: it finds what it is told to, and notes what it
+    was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, list[str], str]] = []
+
+    async def grep(self, query: Query, directory: str, target: str, *, roots: Sequence[str]) -> Hits:
+        self.asked.append(("grep", query.globs, directory))
+        return Hits(lines={"remote.py": [(3, True, "needle = 1")]}, counts={"remote.py": 1}, matches=1)
+
+    async def files(self, globs: list[str], directory: str, *, roots: Sequence[str]) -> tuple[list[str], bool]:
+        self.asked.append(("files", globs, directory))
+        return ["remote.py", "lib/other.py"], True
+
+
+async def test_grep_and_glob_search_through_the_sandboxs_search(tmp_path: Path) -> None:
+    """Nothing of the host's tree: the tools show what the sandbox's search found, and hand it the private
+    paths' exclusions after the model's globs."""
+    put(tmp_path, "host.py", "needle\n")
+    put(tmp_path, ".ssh/id", "needle\n")
+    remote = RemoteSearch()
+    ctx = dataclasses.replace(
+        make_ctx(str(tmp_path), search=remote), policy=RootPolicy(str(tmp_path), private=[str(tmp_path / ".ssh")])
+    )
+    found = await call(Grep(), ctx, pattern="needle", glob="*.py")
+    assert found.output == "remote.py:3:needle = 1"
+    listed = await call(Glob(), ctx, pattern="**/*.py")
+    assert listed.output.splitlines() == ["lib/other.py", "remote.py"]
+    assert remote.asked == [
+        ("grep", ["*.py", "!/.ssh"], str(tmp_path)),
+        ("files", ["**/*.py", "!/.ssh"], str(tmp_path)),
+    ]

@@ -15,12 +15,12 @@ import pytest
 
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
-from refagent.sandbox.local import Sandbox
 from refagent.settings import OwnSandboxes, Settings
 from refagent.testing.memory import FakeClient, allow_once, connect
 from refagent.tools.args import shown
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
 from refagent.tools.plan import UpdatePlan, validate_entries
+from tests.support.tool_fakes import bare_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -61,15 +61,6 @@ class RawTitles(BaseTool):
         )
 
 
-class Nothing:
-    """Stands in for the sandbox pieces these tools never touch."""
-
-
-def fake_sandbox(cwd: str, extra: list[str]) -> Sandbox:
-    nothing: Any = Nothing()
-    return Sandbox(policy=nothing, disk=nothing, terminals=nothing, reads=nothing)
-
-
 def call(name: str, **args: Any) -> ToolCallRequest:
     return ToolCallRequest(id=f"model_{name}", name=name, arguments=json.dumps(args))
 
@@ -78,7 +69,7 @@ def settings(*responses: Any) -> Settings:
     model = ScriptedModel(list(responses))
     return Settings(
         make_model=lambda profile: model,
-        make_sandbox=OwnSandboxes(fake_sandbox),
+        make_sandbox=OwnSandboxes(bare_sandbox),
         tools=lambda: [RawTitles(), UpdatePlan()],
     )
 
