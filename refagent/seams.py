@@ -26,12 +26,25 @@ class TextFiles(Protocol):
 
     Paths are absolute and already checked by the path policy. ``read_text`` raises
     ``FileNotFoundError`` for a missing file and :class:`~refagent.errors.ToolError` for anything else
-    the model should hear about (binary content, an editor error).
+    the model should hear about (binary content, an editor error); it may return a :class:`FromDisk`
+    when the editor failed and the disk answered instead.
     """
 
     async def read_text(self, path: str) -> str: ...
 
     async def write_text(self, path: str, content: str) -> None: ...
+
+
+class FromDisk(str):
+    """Text read from the sandbox's disk because the editor could not give its copy: :attr:`note` says so,
+    for the model (the editor's unsaved changes may be missing). A ``str`` in every other way."""
+
+    note: str
+
+    def __new__(cls, text: str, note: str) -> FromDisk:
+        made = super().__new__(cls, text)
+        made.note = note
+        return made
 
 
 class Disk(TextFiles, Protocol):

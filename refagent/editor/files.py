@@ -4,7 +4,9 @@
 Each direction is used only if the client advertises it; the other goes to the sandbox's disk. Every path
 is checked by the sandbox's path policy right before the request and again after the answer (the class
 docstring says how), so the editor's files hold the same boundary as the disk's. An editor's error fails
-the tool call with the editor's message.
+the tool call with the editor's message, but for a read inside the roots: that file is read from the disk
+under the same rules, and the text says so (:class:`~refagent.seams.FromDisk`). A write the editor refuses
+is never done on the disk instead: the editor owns its buffers.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from refagent.acp.client import BadAnswer, SessionClient
 from refagent.acp.errors import RESOURCE_NOT_FOUND, RequestError
 from refagent.acp.text import has_surrogates
 from refagent.errors import ToolError
-from refagent.seams import Disk, PathPolicy
+from refagent.seams import Disk, FromDisk, PathPolicy
 from refagent.within import within
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,8 @@ class EditorFiles:
         self.read = client.reads_files
         self.write = client.writes_files
         self.policy = policy
+        self.editor_failed = False
+        """Whether the editor has failed a read this session (logged once)."""
 
     def _before(self, path: str, *, write: bool) -> _Way:
         """The way to ``path`` just before its request; ToolError unless it resolves to itself (and, to
@@ -126,7 +130,9 @@ class EditorFiles:
             # Editors differ in how they say "no such file"; when the disk agrees, say it plainly.
             if await self.disk.kind(path) is None:
                 raise FileNotFoundError(path) from None
-            raise ToolError(f"The editor could not read {path}: {reason(exc)}") from None
+            if not self.policy.resolve(path).inside:
+                raise ToolError(f"The editor could not read {path}: {reason(exc)}") from None
+            return await self._from_disk(path, exc)
         changed = await self._after(path, before, content, write=False)
         if changed is not None:
             # The editor may have opened something else than what was checked: its text is not returned.
@@ -135,6 +141,21 @@ class EditorFiles:
                 "this file's text; it was discarded. Read the file again."
             )
         return content
+
+    async def _from_disk(self, path: str, error: RequestError) -> FromDisk:
+        """``path`` (inside the roots) read from the disk, under the same rules as any read there, because
+        the editor answered its read with ``error``: some editors fail reads they should serve (one that
+        mixes up two sessions opened at once answers ``invalid sessionId``), and the model needs the file.
+        The editor's error is logged once per session; the model is told the editor's copy was missing."""
+        if not self.editor_failed:
+            self.editor_failed = True
+            log.warning("the editor failed to read %s (%s); reading from the disk instead", path, reason(error))
+        text = await self.disk.read_text(path)
+        return FromDisk(
+            text,
+            f"The editor could not give its copy of {path} ({reason(error)}), so it was read from the disk: "
+            "changes not yet saved in the editor may be missing.",
+        )
 
     async def write_text(self, path: str, content: str) -> None:
         if not self.write or has_surrogates(path):

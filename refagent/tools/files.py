@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from refagent.disk.read import LinePage
 from refagent.errors import ToolError
+from refagent.seams import FromDisk
 from refagent.tools.args import arg_bool, arg_int, arg_str, shown
 from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult, outside_read_scope
 from refagent.tools.text import MAX_LINE_CHARS, cut_line, diff, is_crlf, location, numbered, split_lines, with_endings
@@ -41,6 +42,13 @@ async def read_existing(ctx: ToolContext, path: str) -> str | None:
         return None
     except IsADirectoryError:
         raise ToolError(f"{path} is a directory, not a file.") from None
+
+
+def disk_note(*texts: str | None) -> str:
+    """What a tool's result adds for a text the editor could not give (read from the disk instead:
+    :class:`~refagent.seams.FromDisk`), so the model knows unsaved changes may be missing; else ``""``."""
+    notes = dict.fromkeys(text.note for text in texts if isinstance(text, FromDisk))
+    return "".join(f"\n\n(Note: {note})" for note in notes)
 
 
 # -- read_file --------------------------------------------------------------------------------------
@@ -112,12 +120,15 @@ class ReadFile(BaseTool):
         path = resolved.path
         if await ctx.disk.kind(path) == "dir":
             raise ToolError(f"{resolved.display} is a directory. Use glob to list its files.")
+        note = ""
         try:
             page: LinePage
             if ctx.files is ctx.disk and isinstance(ctx.disk, LinePager):
                 page = await ctx.disk.read_lines(path, offset, limit, MAX_LINE_CHARS)
             else:
-                page = page_of(await ctx.files.read_text(path), offset, limit)
+                text = await ctx.files.read_text(path)
+                note = disk_note(text)
+                page = page_of(text, offset, limit)
         except FileNotFoundError:
             raise ToolError(f"File not found: {resolved.display}") from None
         if "\x00" in "".join(page.lines[:50]):
@@ -142,7 +153,7 @@ class ReadFile(BaseTool):
         elif offset > 1:
             output += f"\n\n(Showing lines {offset}-{last}, the end of the file.)"
         raw = {"path": path, "first_line": offset, "last_line": last, "more": more, "total_lines": page.total}
-        return ToolResult(output, raw_output=raw, locations=[location(path, offset)])
+        return ToolResult(output + note, raw_output=raw, locations=[location(path, offset)])
 
 
 def _fit(lines: list[str]) -> list[str]:
@@ -198,7 +209,7 @@ class WriteFile(BaseTool):
             verb = "Created" if old is None else "Overwrote"
             count = len(split_lines(new))
             return ToolResult(
-                f"{verb} {resolved.display} ({count} lines).",
+                f"{verb} {resolved.display} ({count} lines).{disk_note(old)}",
                 content=[diff(path, old, new)],
                 raw_output={"path": path, "created": old is None, "lines": count},
                 locations=[location(path, 1)],
@@ -284,7 +295,7 @@ class EditFile(BaseTool):
             await ctx.files.write_text(path, after)
             ctx.reads.saw(path, after)
             return ToolResult(
-                _edit_report(resolved.display, before, after, first_line, count, new_string),
+                _edit_report(resolved.display, before, after, first_line, count, new_string) + disk_note(before),
                 content=[diff(path, before, after)],
                 raw_output={"path": path, "replacements": count, "created": before is None},
                 locations=[location(path, first_line)],

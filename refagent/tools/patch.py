@@ -27,7 +27,7 @@ from refagent.acp.types import ToolCallContent, ToolCallLocation
 from refagent.errors import ToolError
 from refagent.tools.args import arg_str
 from refagent.tools.base import CANCEL_NOTE, BaseTool, Plan, ToolContext, ToolResult
-from refagent.tools.files import EDIT_PERMISSION, read_existing
+from refagent.tools.files import EDIT_PERMISSION, disk_note, read_existing
 from refagent.tools.patch_format import apply_hunks, file_paths, header_paths, parse_patch
 from refagent.tools.patch_transaction import GRACE_SECONDS, ROLLBACK_SECONDS, FileChange, Transaction
 from refagent.tools.paths import forget_path
@@ -218,6 +218,7 @@ async def _write(ctx: ToolContext, changes: list[FileChange], grace: float, roll
     output = "Applied the patch:\n" + "\n".join(summary)
     if kept:
         output += "\n" + "\n".join(kept)
+    output += disk_note(*(change.before for change in changes), *(change.source_text for change in changes))
     try:
         await anyio.lowlevel.checkpoint()
     except anyio.get_cancelled_exc_class() as exc:

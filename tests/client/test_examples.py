@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -104,5 +105,16 @@ def test_editor_snippets_start_refagent() -> None:
     for name in ("zed-settings.json", "jetbrains-acp.json"):
         server = json.loads((editors / name).read_text())["agent_servers"]["refagent"]
         assert server["command"].endswith("/.venv/bin/refagent")
-    for name in ("neovim-codecompanion.lua", "emacs-agent-shell.el", "toad.sh", "acpx.sh"):
+    for name in ("emacs-agent-shell.el", "toad.sh", "acpx.sh"):
         assert "/.venv/bin/refagent" in (editors / name).read_text()
+
+
+def test_the_codecompanion_example_names_the_command_that_picks_the_adapter() -> None:
+    """``:CodeCompanionChat refagent`` sends the word as a prompt to the default adapter; ``adapter=`` picks it."""
+    lua = (EXAMPLES / "editors" / "neovim-codecompanion.lua").read_text()
+    table = (EXAMPLES / "editors" / "README.md").read_text()
+    assert "Open a chat with `:CodeCompanionChat adapter=refagent`" in lua
+    assert "`:CodeCompanionChat adapter=refagent`" in table
+    assert "`:CodeCompanionChat refagent`" not in table
+    assert re.search(r'commands = \{\s*default = \{\s*"refagent",', lua)  # the installed command, on PATH
+    assert 'adapter = "refagent"' in lua

@@ -3,6 +3,7 @@ fake editor that runs real processes) and local processes; the editor's files an
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from refagent.editor.files import EditorFiles
 from refagent.editor.terminals import EditorTerminals
 from refagent.errors import ToolError
 from refagent.sandbox.local import Sandbox
+from refagent.seams import FromDisk
 from refagent.search.dispatch import LocalSearch
 from refagent.testing.memory import FakeClient
 from refagent.testing.terminals import FakeTerminalHost
@@ -140,16 +142,48 @@ async def test_missing_file(files: Any, tmp_path: Path) -> None:
         await backend.read_text(str(tmp_path / "missing.txt"))
 
 
-async def test_editor_error_fails_the_call_with_its_message(tmp_path: Path) -> None:
+async def test_a_write_the_editor_refuses_fails_and_is_not_done_on_the_disk(tmp_path: Path) -> None:
     client = FakeClient(fs_error=RequestError("writes are disabled by the user"))
     backend = EditorFiles(
         session_client(DirectPeer(client.handle_request)), LocalFileSystem(), RootPolicy(str(tmp_path), [])
     )
     with pytest.raises(ToolError, match="writes are disabled by the user"):
         await backend.write_text(str(tmp_path / "a"), "x")
-    (tmp_path / "b").write_text("disk")
-    with pytest.raises(ToolError, match="writes are disabled by the user"):
-        await backend.read_text(str(tmp_path / "b"))
+    assert not (tmp_path / "a").exists()
+
+
+async def test_a_read_the_editor_fails_inside_the_roots_comes_from_the_disk(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An editor that answers a read with an error (CodeCompanion's ``invalid sessionId`` when two sessions
+    opened at once): the file inside the roots is read from the disk, the model told so, the editor's error
+    logged once per session. Outside the roots, the editor's error stands."""
+    client = FakeClient(fs_error=RequestError("invalid sessionId", code=-32602))
+    workspace, outside = tmp_path / "ws", tmp_path / "outside"
+    workspace.mkdir()
+    outside.mkdir()
+    backend = EditorFiles(
+        session_client(DirectPeer(client.handle_request)), LocalFileSystem(), RootPolicy(str(workspace), [])
+    )
+    (workspace / "b").write_text("disk\n")
+    (workspace / "c").write_text("more\n")
+    (outside / "d").write_text("secret\n")
+    with caplog.at_level(logging.WARNING, logger="refagent.editor.files"):
+        text = await backend.read_text(str(workspace / "b"))
+        again = await backend.read_text(str(workspace / "c"))
+        with pytest.raises(ToolError, match=r"The editor could not read .*invalid sessionId"):
+            await backend.read_text(str(outside / "d"))
+    assert (text, again) == ("disk\n", "more\n")
+    assert isinstance(text, FromDisk)
+    assert text.note == (
+        f"The editor could not give its copy of {workspace}/b (invalid sessionId), so it was read from the disk: "
+        "changes not yet saved in the editor may be missing."
+    )
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the editor failed to read {workspace}/b (invalid sessionId); reading from the disk instead"
+    ]
+    with pytest.raises(FileNotFoundError):  # and a file the disk has not either is missing, not an error
+        await backend.read_text(str(workspace / "missing"))
 
 
 def _sandbox(tmp_path: Path, *, confined: bool = True, editor_files: bool = True) -> Sandbox:
