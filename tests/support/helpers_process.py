@@ -41,6 +41,10 @@ def agent_command(*args: str, python_flags: tuple[str, ...] = ()) -> list[str]:
 def agent_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment of an agent under test (see the module docstring)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "REFAGENT_"))}
+    # pytest-xdist's workers set COLUMNS and LINES (80x24), which rich and prompt_toolkit prefer to the size
+    # of the terminal they draw on: a client under test on a pseudo-terminal must take that terminal's size.
+    for name in ("COLUMNS", "LINES"):
+        env.pop(name, None)
     home.mkdir(parents=True, exist_ok=True)
     env["HOME"] = str(home)
     env["XDG_CONFIG_HOME"] = str(home / ".config")
