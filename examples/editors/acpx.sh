@@ -1,7 +1,7 @@
 #!/bin/sh
 # refagent from acpx (https://www.npmjs.com/package/acpx), a headless ACP client for scripts
 # (tested in CI with acpx 0.15.1: tests/test_real_clients.py). `--agent` takes any ACP command line.
-REFAGENT=/absolute/path/to/refagent/.venv/bin/refagent
+REFAGENT=refagent   # on PATH after a pipx or uv tool install; else the absolute path `command -v refagent` prints
 
 # one-shot: a temporary session, one prompt, then exit
 acpx --agent "$REFAGENT" --approve-all exec "The tests fail. Fix the bug."

@@ -152,10 +152,14 @@ def demo(
     return 0 if outcome.exit_code == 0 and tests.returncode == 0 else 1
 
 
-def refagent_command() -> str:
-    """How to type ``refagent`` here: the name if it is on PATH, else this environment's script."""
-    script = Path(sys.executable).parent / "refagent"
-    if shutil.which("refagent") == str(script):
+def refagent_command(executable: str | None = None, path: str | None = None) -> str:
+    """How to type ``refagent`` here: the name if the one on ``path`` (default: ``PATH``) is this environment's
+    script, else the script itself. A pipx or uv tool install puts a link to the script on ``PATH``
+    (``~/.local/bin/refagent``), so the two are compared by where they lead. ``executable``: this Python
+    (default: ``sys.executable``), whose directory holds the script."""
+    script = Path(executable or sys.executable).parent / "refagent"
+    found = shutil.which("refagent", path=path)
+    if found is not None and os.path.realpath(found) == os.path.realpath(script):
         return "refagent"
     if script.exists():
         relative = os.path.relpath(script)

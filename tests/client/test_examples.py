@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from refagent.client.demo import COPY_IGNORES, default_project
+from refagent.client.demo import COPY_IGNORES, default_project, refagent_command
 from refagent.client.render import Renderer
 from refagent.client.run import RunOptions, run
 from refagent.llm.protocol import ToolCallRequest
@@ -100,13 +100,28 @@ def test_the_minimal_client_still_works(tmp_path: Path) -> None:
     assert "[stop reason: end_turn]" in result.stdout
 
 
-def test_editor_snippets_start_refagent() -> None:
+def test_editor_snippets_start_the_installed_refagent() -> None:
+    """The README installs ``refagent`` on PATH (pipx, uv tool): every editor example runs that command."""
     editors = EXAMPLES / "editors"
     for name in ("zed-settings.json", "jetbrains-acp.json"):
         server = json.loads((editors / name).read_text())["agent_servers"]["refagent"]
-        assert server["command"].endswith("/.venv/bin/refagent")
-    for name in ("emacs-agent-shell.el", "toad.sh", "acpx.sh"):
-        assert "/.venv/bin/refagent" in (editors / name).read_text()
+        assert server["command"] == "refagent"
+    for name, line in (
+        ("emacs-agent-shell.el", '\'("refagent" "--log-file"'),
+        ("toad.sh", "REFAGENT=refagent "),
+        ("acpx.sh", "REFAGENT=refagent "),
+        ("neovim-codecompanion.lua", '"refagent",'),
+    ):
+        text = (editors / name).read_text()
+        assert line in text, name
+        assert ".venv" not in text, name
+
+
+def test_the_emacs_example_uses_only_public_functions() -> None:
+    """agent-shell's ``--`` functions are its own, and change without notice."""
+    text = (EXAMPLES / "editors" / "emacs-agent-shell.el").read_text()
+    assert re.findall(r"\(agent-shell--[\w-]+", text) == []
+    assert "(agent-shell-start :config (refagent-make-agent-config))" in text
 
 
 def test_the_codecompanion_example_names_the_command_that_picks_the_adapter() -> None:
@@ -118,3 +133,24 @@ def test_the_codecompanion_example_names_the_command_that_picks_the_adapter() ->
     assert "`:CodeCompanionChat refagent`" not in table
     assert re.search(r'commands = \{\s*default = \{\s*"refagent",', lua)  # the installed command, on PATH
     assert 'adapter = "refagent"' in lua
+
+
+def test_the_demo_names_refagent_as_a_user_types_it(tmp_path: Path) -> None:
+    """After a pipx or uv tool install, ``refagent`` on PATH is a link to the environment's script: the demo's
+    closing hint says ``refagent``, not the environment's path; another ``refagent`` on PATH is not this one."""
+    bin_dir = tmp_path / "tool" / "bin"
+    bin_dir.mkdir(parents=True)
+    script = bin_dir / "refagent"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    python = str(bin_dir / "python")
+    on_path = tmp_path / "local-bin"
+    on_path.mkdir()
+    (on_path / "refagent").symlink_to(script)
+    assert refagent_command(python, str(on_path)) == "refagent"
+    other = tmp_path / "other-bin"
+    other.mkdir()
+    (other / "refagent").write_text("#!/bin/sh\n")
+    (other / "refagent").chmod(0o755)
+    assert refagent_command(python, str(other)) == str(script)
+    assert refagent_command(python, str(tmp_path / "empty")) == str(script)
