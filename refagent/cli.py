@@ -41,17 +41,24 @@ Customise = Callable[[Settings], Settings]
 made, the settings to run with (:func:`main`)."""
 
 
+COMMANDS = """commands (each has its own --help):
+  chat                  a conversation with refagent in this terminal, turn after turn
+  run "TASK"            one task, then exit (for scripts: exit codes, --yes, a prompt on stdin)
+  sessions              the saved sessions: list (the default), show ID, delete ID
+  demo                  watch refagent fix a bug in a fresh copy of a demo project (no key needed)
+  login                 set up a model (endpoint, model, key, context window) in the config file
+  logout                forget the keys stored in the config file"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refagent",
-        description="A coding agent that speaks the Agent Client Protocol (ACP v1) over stdin/stdout. "
+        usage="refagent [options]       serve ACP on stdin/stdout (what editors run)\n"
+        "       refagent COMMAND ...     a command below (refagent COMMAND --help)",
+        description="A coding agent that speaks the Agent Client Protocol (ACP v1) over stdin/stdout.\n"
         "Editors start it as a subprocess; run it without arguments to serve ACP.",
-        epilog="To use it from a terminal instead: refagent chat (a conversation, turn after turn; see refagent chat "
-        '--help), or refagent run "your task" (one task; see refagent run --help). '
-        "To list, show or delete the saved sessions: refagent sessions list | show ID | delete ID. "
-        "To watch it fix a bug in a fresh copy of a demo project: refagent demo. "
-        "To set up a model (endpoint, model, key) in the config file: refagent login; to forget the stored "
-        "keys: refagent logout.",
+        epilog=COMMANDS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"refagent {__version__}")
     parser.add_argument(

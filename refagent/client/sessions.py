@@ -402,7 +402,9 @@ def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         + (f"refagent keeps its sessions in {root}. " if root is not None else "")
         + "Exit codes: 0 done, 1 an unknown id or the agent failed, 2 bad usage, 141 stdout closed (| head).",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,show,delete}")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="{list,show,delete}", help="list is the default"
+    )
     listing = commands.add_parser(
         "list",
         parents=[where, common],
@@ -435,8 +437,12 @@ def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The command line, checked (bad usage exits 2)."""
+    """The command line, checked (bad usage exits 2). No command (``refagent sessions``, or only options such
+    as ``--all``) lists."""
     parser, delete = _parsers()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv.insert(0, "list")
     args = parser.parse_args(argv)
     if args.command == "delete":
         if bool(args.ids) == (args.older_than is not None):

@@ -293,6 +293,13 @@ async def test_delete_older_than(tmp_path: Path) -> None:
 # -- the pieces -------------------------------------------------------------------------------------
 
 
+def test_no_command_lists() -> None:
+    """``refagent sessions`` (and ``refagent sessions --all``) list, as ``refagent sessions list`` would."""
+    assert parse_args([]).command == "list"
+    assert (parse_args(["--all"]).command, parse_args(["--all"]).all) == ("list", True)
+    assert parse_args(["show", "abc"]).command == "show"
+
+
 def test_ages_and_times() -> None:
     assert parse_age("30d").seconds == 30 * DAY
     assert parse_age("12h").seconds == 12 * 3600
@@ -383,7 +390,6 @@ def command(*args: str) -> list[str]:
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        ([], "the following arguments are required"),
         (["remove"], "invalid choice: 'remove'"),
         (["show"], "the following arguments are required: id"),
         (["delete"], "give session ids, or --older-than AGE"),
@@ -428,7 +434,7 @@ def test_a_closed_stdout_ends_quietly(tmp_path: Path) -> None:
 
 def test_help() -> None:
     top = subprocess.run([*AGENT, "--help"], capture_output=True, text=True, timeout=30, check=True).stdout
-    assert "refagent sessions list" in " ".join(top.split())
+    assert "sessions the saved sessions: list (the default), show ID, delete ID" in " ".join(top.split())
     usage = subprocess.run(command("--help"), capture_output=True, text=True, timeout=30, check=True).stdout
     for word in ("list", "show", "delete", "Exit codes"):
         assert word in usage

@@ -122,6 +122,9 @@ def test_help(tmp_path: Path) -> None:
     assert done.stdout.startswith("usage: refagent")
     for option in ("--version", "--log-level", "--log-file"):
         assert option in done.stdout
+    commands = done.stdout.split("commands (each has its own --help):\n", 1)[1]
+    listed = [line.split()[0] for line in commands.splitlines() if line.startswith("  ")]
+    assert listed == ["chat", "run", "sessions", "demo", "login", "logout"]
 
 
 def test_bad_log_level_from_the_environment(tmp_path: Path) -> None:
