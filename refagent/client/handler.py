@@ -82,6 +82,8 @@ class TerminalClient:
         self.cancelled = False
         self.failure: Failure | None = None
         """The failure the last failed turn's message said (that message is not drawn)."""
+        self.unanswered = 0
+        """Permission requests rejected because no one could answer (no terminal, or its input ended)."""
 
     async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
         if method == "session/request_permission":
@@ -101,17 +103,19 @@ class TerminalClient:
     async def permission(self, params: dict[str, Any]) -> dict[str, Any]:
         """Answer a permission request: automatically with ``--yes``, else from the user's answer."""
         options: list[dict[str, Any]] = [o for o in params.get("options") or [] if isinstance(o, dict)]
+        if self.approve is not None and not self.cancelled:
+            chosen = pick(options, "allow_once") or pick(options, "allow_always")
+            if chosen is not None:  # one line: what was approved, and by what (no menu to choose from)
+                self.renderer.approved(params, f"{chosen.get('name')}, {self.approve}")
+                return selected(chosen)
         self.renderer.permission(params)
         if self.cancelled:
             return cancelled()
         if self.approve is not None:
-            chosen = pick(options, "allow_once") or pick(options, "allow_always")
-            if chosen is None:
-                self.renderer.answered("no option allows it: cancelled")
-                return cancelled()
-            self.renderer.answered(f"{chosen.get('name')} (auto-approved: {self.approve})")
-            return selected(chosen)
+            self.renderer.answered("no option allows it: cancelled")
+            return cancelled()
         if self.unanswerable is not None:
+            self.unanswered += 1
             chosen = pick(options, "reject_once") or pick(options, "reject_always")
             self.renderer.answered(f"rejected: {self.unanswerable}")
             return selected(chosen) if chosen is not None else cancelled()
@@ -134,6 +138,7 @@ class TerminalClient:
             answer = await self.read_line()
             self.renderer.end_prompt(None if self.interactive and answer is not None else answer or "")
             if answer is None:
+                self.unanswered += 1
                 self.renderer.answered("no answer (end of input)")
                 return pick(options, "reject_once") or pick(options, "reject_always")
             chosen = pick(options, ANSWERS.get(answer.strip().lower(), ""))

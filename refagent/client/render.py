@@ -382,6 +382,16 @@ class Renderer:
         for option in params.get("options") or []:
             self.line(f"      {option_key(option)}  {one_line(str(option.get('name', option.get('optionId'))))}", "dim")
 
+    def approved(self, params: dict[str, Any], how: str) -> None:
+        """A permission request approved without asking (``--yes``): one line, every string made visible."""
+        params = visible_strings(params)
+        tool = params.get("toolCall") or {}
+        call = self.calls.get(str(tool.get("toolCallId", "")))
+        title = _title(tool, call.title if call else "a tool call")
+        if call is not None:
+            self._content(call, tool.get("content") or [])
+        self._put(f"  {self.style('✓', 'green', 'bold')} {self.style('Approved:', 'green')} {title} ({one_line(how)})")
+
     def answered(self, text: str) -> None:
         """The answer to a permission request, on one line (it may hold the option's name)."""
         self.line(f"    → {one_line(text)}", "magenta")

@@ -26,8 +26,10 @@ refagent's model failed (unreachable endpoint, rejected key, a configuration tha
 (``git log | head``): the task was not finished, and under ``set -o pipefail`` that is visible.
 
 Exit codes (:data:`EXIT_CODES`): 0 ``end_turn``; 3 ``max_tokens``; 4 ``max_turn_requests``; 5 ``refusal``;
-130 ``cancelled`` (or quit); 1 the agent failed (did not start, exited, answered an error, or the model
-failed the turn); 2 bad usage; 141 stdout was closed.
+6 ``end_turn``, but a permission request was rejected because no one could answer it (no terminal, or the
+answers' input ended: the change was not made, and a script can tell); 130 ``cancelled`` (or quit); 1 the
+agent failed (did not start, exited, answered an error, or the model failed the turn); 2 bad usage; 141
+stdout was closed.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ from refagent.client.render import EXIT_OUTPUT_CLOSED, QuietPipe, Renderer, use_
 
 EXIT_CODES = {"end_turn": 0, "max_tokens": 3, "max_turn_requests": 4, "refusal": 5, "cancelled": 130}
 EXIT_FAILED = 1
+EXIT_UNANSWERED = 6
+"""The turn ended, but a permission request was rejected because no one could answer it (no terminal)."""
 NO_TERMINAL = "no terminal to ask on (the prompt came from stdin); --yes approves"
 
 
@@ -214,6 +218,13 @@ class Run:
             self.renderer.error(failure.message)
             return Outcome(EXIT_FAILED, stop, self.session_id, model)
         self.renderer.stop(stop)
+        if stop == "end_turn" and self.client.unanswered:
+            # The turn ended, but without what no one could approve: a script must be able to tell.
+            self.renderer.error(
+                f"{self.client.unanswered} permission request(s) were rejected: no one could answer them "
+                f"({self.client.unanswerable or 'the input ended'}); the task may be unfinished"
+            )
+            return Outcome(EXIT_UNANSWERED, stop, self.session_id, model)
         return Outcome(EXIT_CODES.get(stop, EXIT_FAILED), stop, self.session_id, model)
 
 
@@ -293,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="refagent run",
         description="Run one task with refagent in this terminal: start the agent, stream the session, "
         "ask before changes (y = allow once, a = always allow, n = reject, never = always reject).",
-        epilog="Exit codes: 0 end_turn, 3 max_tokens, 4 max_turn_requests, 5 refusal, 130 cancelled (Ctrl-C), "
+        epilog="Exit codes: 0 end_turn, 3 max_tokens, 4 max_turn_requests, 5 refusal, 6 a permission request "
+        "rejected because no one could answer it (no terminal: use --yes, or a terminal), 130 cancelled (Ctrl-C), "
         "1 the agent failed (or its model did: the reason is on stderr), 2 bad usage, 141 stdout closed.",
     )
     parser.add_argument(

@@ -142,13 +142,14 @@ def test_a_prompt_from_stdin_without_a_terminal_rejects_what_asks(project: Path,
         check=False,
         start_new_session=True,  # no controlling terminal: /dev/tty cannot be opened
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 6, result.stderr  # the turn ended, without the change: a script can tell
     transcript = checked(result.stdout)
     assert prompt_sent(transcript) == f"{TASK}\nIt is in shop/."  # all of stdin, its ends trimmed
     asked = [m for m in transcript.sent_by("agent") if m.get("method") == "session/request_permission"]
     assert asked
     assert result.stderr.count(f"→ rejected: {NO_TERMINAL}") == len(asked)
     assert "Allow?" not in result.stderr
+    assert f"error: {len(asked)} permission request(s) were rejected: no one could answer them" in result.stderr
     assert buggy(project)
 
 
