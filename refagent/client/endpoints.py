@@ -102,7 +102,7 @@ OPENAI = Endpoint(OPENAI_BASE_URL, "openai")
 # -- HTTP ---------------------------------------------------------------------------------------------
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
+class NoRedirects(urllib.request.HTTPRedirectHandler):
     """A redirect is an answer (3xx) to show, not followed: the key would go along to the new host."""
 
     def redirect_request(
@@ -116,7 +116,7 @@ def fetch_models(base_url: str, key: str | None = None, *, timeout: float = CHEC
     headers = {"Accept": "application/json", "User-Agent": f"refagent/{__version__} (login)"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
-    handlers: list[urllib.request.BaseHandler] = [_NoRedirects()]
+    handlers: list[urllib.request.BaseHandler] = [NoRedirects()]
     if is_local(base_url):  # a proxy for 127.0.0.1 is never right
         handlers.append(urllib.request.ProxyHandler({}))
     try:

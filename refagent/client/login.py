@@ -6,7 +6,9 @@ An ACP client can run ``refagent login`` in a terminal for its user (an ``authMe
 
 1. the endpoint: OpenAI, a model server found on this machine (those of :data:`LOCAL_SERVERS` on 127.0.0.1
    that answer ``/v1/models``), or any OpenAI-compatible URL (which can also be typed at once);
-2. the model, from the endpoint's ``/v1/models`` when it lists them, else typed;
+2. the model, from the endpoint's ``/v1/models`` when it lists them, else typed; and, but for OpenAI, its
+   context window, as the server says it (:mod:`refagent.client.context_window`) or else typed (Enter:
+   refagent's default);
 3. the key, read without echo (:func:`getpass.getpass`) and checked with a ``GET /v1/models``: 200 is good,
    401/403 asks again, an endpoint that does not answer can be asked again or the key saved unchecked.
    The key comes before the model when the endpoint lists its models only to a key (OpenAI does); a
@@ -40,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from refagent.client.context_window import Window, find_context_window, parse_tokens
 from refagent.client.endpoints import (
     CHECK_TIMEOUT,
     LOCAL_SERVERS,
@@ -57,13 +60,15 @@ from refagent.client.endpoints import (
 from refagent.config import writer
 from refagent.config.profiles import DEFAULT_OPENAI_MODEL
 from refagent.errors import ConfigError
-from refagent.llm.profiles import SCRIPTED
+from refagent.llm.profiles import DEFAULT_WINDOW, SCRIPTED
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_NOT_A_TERMINAL = 2
 EXIT_CANCELLED = 130
 
+DEFAULT_CONTEXT_WINDOW = DEFAULT_WINDOW
+"""What refagent assumes when a profile does not say (:class:`refagent.llm.profiles.ModelProfile`)."""
 MAX_LISTED = 30
 """More models than this are listed only when asked (OpenAI lists over a hundred)."""
 MODEL_KEYS = (
@@ -99,6 +104,7 @@ class Login:
         local_servers: Sequence[LocalServer] = LOCAL_SERVERS,
         probe_timeout: float = PROBE_TIMEOUT,
         check_timeout: float = CHECK_TIMEOUT,
+        find_window: Callable[[str, str, str | None], Window] = find_context_window,
     ) -> None:
         self.path = path
         self.ask = ask
@@ -108,6 +114,7 @@ class Login:
         self.local_servers = local_servers
         self.probe_timeout = probe_timeout
         self.check_timeout = check_timeout
+        self.find_window = find_window
 
     def run(self) -> str:
         data = writer.read(self.path)  # a broken file stops here, before any question
@@ -125,12 +132,14 @@ class Login:
                 key = ""
             else:
                 key, _ = self._key(endpoint, required=False)
+        window = self._context_window(endpoint, model, key)
         values: dict[str, Any] = {"base_url": endpoint.base_url, "model": model}
         values.update(self._key_values(endpoint, key))
         profile_id = self._profile_id(endpoint, profiles)
         old = profiles.get(profile_id)
         if isinstance(old, dict) and (old.get("model"), old.get("base_url")) != (model, endpoint.base_url):
             values.update(dict.fromkeys(MODEL_KEYS))
+        values.update(window)
         default = self._default(profile_id, data, profiles)
         writer.set_profile(self.path, profile_id, values, default=default)
         what = f"the default profile {profile_id!r}" if default else f"the profile {profile_id!r}"
@@ -247,6 +256,29 @@ class Login:
         self.say("\nModels:")
         for number, model in enumerate(models, 1):
             self.say(f"  {number}) {printable(model)}")
+
+    # -- 2b. the context window --
+
+    def _context_window(self, endpoint: Endpoint, model: str, key: str) -> dict[str, Any]:
+        """``{"context_window": N}`` as the server says it (:mod:`refagent.client.context_window`) or the
+        user types it; ``{}`` for refagent's default (and for OpenAI, whose models refagent knows)."""
+        if endpoint.openai:
+            return {}
+        found = self.find_window(endpoint.base_url, model, key or None)
+        if found.tokens is not None:
+            self.say(f"Context window: {found.tokens:,} tokens (from {found.source}).")
+            return {"context_window": found.tokens}
+        if found.hint:
+            self.say(f"Note: {found.hint}.")
+        prompt = f"The model's context window in tokens, e.g. 32k [Enter: {DEFAULT_CONTEXT_WINDOW:,}, the default]: "
+        while True:
+            reply = self.ask(prompt).strip()
+            if not reply:
+                return {}
+            tokens = parse_tokens(reply)
+            if tokens is not None:
+                return {"context_window": tokens}
+            self.say("A number of tokens, such as 32768 or 32k.")
 
     # -- 3. the key --
 

@@ -21,6 +21,10 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 """Where a profile without ``base_url`` goes (the ``openai`` client's own default)."""
 
 
+DEFAULT_WINDOW = 128_000
+"""The context window of a profile that does not say (tokens)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ModelProfile:
     id: str
@@ -31,7 +35,7 @@ class ModelProfile:
     api_key: str | None = None
     api_key_env: str | None = None
     """The environment variable the key was (or would be) read from, for error messages."""
-    context_window: int = 128_000
+    context_window: int = DEFAULT_WINDOW
     images: bool = False
     input_price: float | None = None
     """Price per input token, in ``currency``."""

@@ -26,6 +26,7 @@ import pytest
 
 from refagent import config
 from refagent.client import login as login_module
+from refagent.client.context_window import Window, find_context_window, parse_tokens
 from refagent.client.endpoints import (
     Answer,
     LocalServer,
@@ -51,11 +52,24 @@ class ModelsServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, key: str = RIGHT_KEY, *, public: bool = False, models: list[str] = MODELS) -> None:
+    def __init__(
+        self,
+        key: str = RIGHT_KEY,
+        *,
+        public: bool = False,
+        models: list[str] = MODELS,
+        entries: dict[str, dict[str, Any]] | None = None,
+        routes: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _ModelsHandler)
         self.key = key
         self.public = public
         self.models = models
+        self.entries = entries or {}
+        """More fields of a model's entry in the listing, by id."""
+        self.routes = routes or {}
+        """Other paths (``GET /props``, ``POST /api/show``) and the JSON each answers, to the right key."""
+        self.posted: list[Any] = []
         self.seen: list[str | None] = []
         """The Authorization header of each request."""
 
@@ -78,13 +92,21 @@ class _ModelsHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def do_POST(self) -> None:
+        self.server.posted.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0))))
+        self.do_GET()
+
     def do_GET(self) -> None:
         auth = self.headers.get("Authorization")
         self.server.seen.append(auth)
-        if self.path != "/v1/models":
+        allowed = auth == f"Bearer {self.server.key}" or (auth is None and self.server.public)
+        if self.path in self.server.routes and allowed:
+            self._json(200, self.server.routes[self.path])
+        elif self.path != "/v1/models":
             self._json(404, {"error": {"message": f"no route for {self.path}"}})
-        elif auth == f"Bearer {self.server.key}" or (auth is None and self.server.public):
-            self._json(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in self.server.models]})
+        elif allowed:
+            entries = [{"id": m, "object": "model", **self.server.entries.get(m, {})} for m in self.server.models]
+            self._json(200, {"object": "list", "data": entries})
         else:
             sent = (auth or "").removeprefix("Bearer ")
             self._json(401, {"error": {"message": f"Incorrect API key provided: {sent}", "code": "invalid_api_key"}})
@@ -144,7 +166,7 @@ def saved(path: Path) -> dict[str, Any]:
 
 def test_a_url_that_lists_its_models_publicly_model_then_key_then_saved(path: Path) -> None:
     with ModelsServer(public=True) as server:
-        script = Script("2", server.base_url, "1", WRONG_KEY, RIGHT_KEY, "", "")
+        script = Script("2", server.base_url, "1", WRONG_KEY, RIGHT_KEY, "32k", "", "")
         assert script.login(path).run() == f"local-{server.server_address[1]}"
 
     assert script.prompts[0].startswith("Choose 1-2")  # OpenAI, any URL: no local server offered here
@@ -157,7 +179,14 @@ def test_a_url_that_lists_its_models_publicly_model_then_key_then_saved(path: Pa
     profile_id = f"local-{server.server_address[1]}"
     assert saved(path) == {
         "default_profile": profile_id,
-        "profiles": {profile_id: {"base_url": server.base_url, "model": "alpha-model", "api_key": RIGHT_KEY}},
+        "profiles": {
+            profile_id: {
+                "base_url": server.base_url,
+                "model": "alpha-model",
+                "api_key": RIGHT_KEY,
+                "context_window": 32768,
+            }
+        },
     }
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
@@ -172,7 +201,7 @@ def test_a_url_that_lists_its_models_publicly_model_then_key_then_saved(path: Pa
 def test_an_endpoint_that_lists_only_to_a_key_is_asked_for_it_first(path: Path) -> None:
     with ModelsServer() as server:
         url = server.base_url.removesuffix("/v1")  # typed without /v1: found there
-        script = Script(url, "", RIGHT_KEY, "gamma-model", "", "work")
+        script = Script(url, "", RIGHT_KEY, "gamma-model", "", "", "work")
         assert script.login(path).run() == "work"
     assert "Found it at" in script.text
     assert "It answers, and wants a key." in script.text
@@ -183,7 +212,7 @@ def test_an_endpoint_that_lists_only_to_a_key_is_asked_for_it_first(path: Path) 
 
 def test_a_local_server_that_answers_needs_no_key(path: Path) -> None:
     with ScriptedOpenAIServer() as server:
-        script = Script(server.base_url, "", "", "")  # Enter: its model, no key, the name suggested
+        script = Script(server.base_url, "", "", "", "")  # Enter: its model, no key, the window, the name
         script.login(path).run()
     assert "(input hidden; Enter: none)" in script.prompts[2]
     (profile,) = saved(path)["profiles"].values()
@@ -199,7 +228,7 @@ def test_the_servers_found_on_this_machine_are_offered(path: Path) -> None:
         ]
         found = find_local_servers(servers, timeout=2)
         assert [(s.profile_id, a.status) for s, a in found] == [("listing", 200), ("keyed", 401)]
-        script = Script("", "", "")  # Enter: the first server found, its first model, its name
+        script = Script("", "", "", "")  # Enter: the first server found, its first model, the window, its name
         assert script.login(path, local_servers=servers, probe_timeout=2).run() == "listing"
     assert "No key needed: the server answered without one." in script.text
     assert not any(p.startswith("(hidden)") for p in script.prompts)
@@ -215,7 +244,7 @@ def test_the_servers_found_on_this_machine_are_offered(path: Path) -> None:
 
 def test_the_key_can_live_in_an_environment_variable(path: Path) -> None:
     with ModelsServer() as server:
-        script = Script(server.base_url, RIGHT_KEY, "", "not a name", "WORK_KEY", "")
+        script = Script(server.base_url, RIGHT_KEY, "", "", "not a name", "WORK_KEY", "")
         script.login(path, env={"REFAGENT_MODEL": "x"}).run()
     (profile,) = saved(path)["profiles"].values()
     assert profile["api_key_env"] == "WORK_KEY"
@@ -228,7 +257,7 @@ def test_the_key_can_live_in_an_environment_variable(path: Path) -> None:
 
 def test_an_endpoint_that_does_not_answer_can_be_saved_unchecked(path: Path, tmp_path: Path) -> None:
     url = "http://127.0.0.1:9/v1"  # refused
-    script = Script(url, "x", "r", "g", "my-model", RIGHT_KEY, "r", "s", "", "")
+    script = Script(url, "x", "r", "g", "my-model", RIGHT_KEY, "r", "s", "", "", "")
     script.login(path).run()
     assert script.text.count("the connection was refused") == 4  # twice before going on, twice for the key
     assert "Type one of r, c, g." in script.text
@@ -273,7 +302,7 @@ def test_logging_in_again_keeps_the_rest_of_the_file(path: Path) -> None:
     )
     path.chmod(0o644)
     with ModelsServer(public=True) as server:
-        script = Script(server.base_url, "2", RIGHT_KEY, "", "mine", "y")
+        script = Script(server.base_url, "2", RIGHT_KEY, "", "", "mine", "y")
         script.login(path).run()
     assert "The profile 'mine' exists" in script.text
     data = saved(path)
@@ -302,7 +331,7 @@ def test_not_the_default_when_the_user_says_no(path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_text('[profiles.work]\nmodel = "big"\napi_key_env = "W"\n')
     with ScriptedOpenAIServer() as server:
-        script = Script(server.base_url, "", "", "", "n")
+        script = Script(server.base_url, "", "", "", "", "n")
         script.login(path).run()
     data = saved(path)
     assert "default_profile" not in data
@@ -447,6 +476,8 @@ def test_login_in_a_terminal(terminal: Any, tmp_path: Path) -> None:
         term.expect(r"API key for .*: ")
         term.type(RIGHT_KEY + "\r")
         term.expect(r"The key works\.")
+        term.expect(r"The model's context window in tokens, e\.g\. 32k \[Enter: 128,000, the default\]: ")
+        term.type("\r")
         term.expect(r"Environment variable \[Enter: keep it in the file\]: ")
         term.type("\r")
         term.expect(r"Name of the profile \[Enter: local-\d+\]: ")
@@ -458,7 +489,9 @@ def test_login_in_a_terminal(terminal: Any, tmp_path: Path) -> None:
     for key in (RIGHT_KEY, WRONG_KEY):
         assert key not in term.screen
         assert key not in stderr
-    assert server.seen == [None, f"Bearer {WRONG_KEY}", f"Bearer {RIGHT_KEY}"]
+    # The listing without a key, the wrong key, the right one; then the context window's questions, with it.
+    assert server.seen[:3] == [None, f"Bearer {WRONG_KEY}", f"Bearer {RIGHT_KEY}"]
+    assert set(server.seen[3:]) == {f"Bearer {RIGHT_KEY}"}
 
     path = home / ".config" / "refagent" / "config.toml"  # XDG_CONFIG_HOME: the default file
     assert saved(path) == {
@@ -507,3 +540,63 @@ def test_login_wants_a_terminal(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "run it in a terminal" in done.stderr
+
+
+# -- the context window ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entries", "routes", "tokens", "source"),
+    [
+        ({"beta-model": {"max_model_len": 32768}}, {}, 32768, "its model list (max_model_len)"),  # vLLM
+        ({}, {"/props": {"default_generation_settings": {"n_ctx": 8192}}}, 8192, "llama.cpp's /props (n_ctx)"),
+        (
+            {},
+            {"/api/v0/models/beta-model": {"max_context_length": 131072, "loaded_context_length": 16384}},
+            16384,
+            "LM Studio (loaded_context_length)",
+        ),
+        ({}, {"/api/show": {"parameters": "temperature 0.2\nnum_ctx 65536"}}, 65536, "Ollama (the model's num_ctx)"),
+    ],
+    ids=["vllm", "llama.cpp", "lm-studio", "ollama"],
+)
+def test_the_context_window_the_server_says_is_saved_without_a_question(
+    path: Path, entries: dict[str, Any], routes: dict[str, Any], tokens: int, source: str
+) -> None:
+    with ModelsServer(public=True, entries=entries, routes=routes) as server:
+        script = Script(server.base_url, "2", "", "", "")  # the URL, beta-model, no key, the name, default
+        script.login(path).run()
+    assert f"Context window: {tokens:,} tokens (from {source})." in script.text
+    assert not any("context window" in prompt for prompt in script.prompts)
+    (profile,) = saved(path)["profiles"].values()
+    assert profile["context_window"] == tokens
+    assert server.posted in ([], [{"model": "beta-model"}])
+
+
+def test_ollama_without_num_ctx_is_asked_with_the_trained_length_as_a_hint(path: Path) -> None:
+    """Ollama runs a model with its own default window unless the model sets num_ctx: not found, asked."""
+    routes = {"/api/show": {"parameters": "stop <eos>", "model_info": {"llama.context_length": 131072}}}
+    with ModelsServer(public=True, routes=routes) as server:
+        script = Script(server.base_url, "1", "", "not a number", "1m", "", "")
+        script.login(path).run()
+    assert "Note: the model was trained for 131,072 tokens, but Ollama runs it with its own default" in script.text
+    assert "A number of tokens, such as 32768 or 32k." in script.text
+    (profile,) = saved(path)["profiles"].values()
+    assert profile["context_window"] == 1024 * 1024
+
+
+def test_what_a_server_says_of_its_window_is_believed_only_when_it_is_a_window() -> None:
+    bogus = {"beta-model": {"max_model_len": True, "context_length": "32768", "context_window": 10**12}}
+    with ModelsServer(public=True, entries=bogus) as server:
+        assert find_context_window(server.base_url, "beta-model") == Window(None)
+    assert [parse_tokens(t) for t in ("32768", "32,768", "32k", " 8K ", "1m", "0", "12.5k", "lots", "")] == [
+        32768,
+        32768,
+        32768,
+        8192,
+        1048576,
+        None,
+        None,
+        None,
+        None,
+    ]
