@@ -129,6 +129,7 @@ def demo(
         agent=[sys.executable, "-m", "refagent", *(["--demo"] if choice.demo else [])],
         yes=not interactive,
         approval_note="the demo client approves, like `refagent run --yes`",
+        show_approved=True,  # the demo shows what a permission question looks like
         transcript=transcript,
     )
     outcome = anyio.run(lambda: run(options, screen, interactive=interactive, stdout=pipe))

@@ -59,9 +59,10 @@ def failure_of(message: Mapping[str, Any]) -> Failure | None:
 class TerminalClient:
     """The client side of the connection (its :class:`~refagent.acp.connection.Handler`).
 
-    ``approve``: approve every request, saying it came from this (``--yes``); ``None``: ask with
-    ``read_line``. ``unanswerable``: no one can be asked, for this reason: reject every request, saying so.
-    ``interactive``: the answers are typed at a terminal, which echoes them.
+    ``approve``: approve every request, saying it came from this (``--yes``), in one line each with
+    ``brief``, else under the whole question; ``None``: ask with ``read_line``. ``unanswerable``: no one
+    can be asked, for this reason: reject every request, saying so. ``interactive``: the answers are typed
+    at a terminal, which echoes them.
     """
 
     def __init__(
@@ -72,9 +73,11 @@ class TerminalClient:
         interactive: bool = False,
         approve: str | None = None,
         unanswerable: str | None = None,
+        brief: bool = True,
     ) -> None:
         self.renderer = renderer
         self.approve = approve
+        self.brief = brief
         self.unanswerable = unanswerable
         self.read_line = read_line
         self.interactive = interactive
@@ -103,7 +106,7 @@ class TerminalClient:
     async def permission(self, params: dict[str, Any]) -> dict[str, Any]:
         """Answer a permission request: automatically with ``--yes``, else from the user's answer."""
         options: list[dict[str, Any]] = [o for o in params.get("options") or [] if isinstance(o, dict)]
-        if self.approve is not None and not self.cancelled:
+        if self.approve is not None and self.brief and not self.cancelled:
             chosen = pick(options, "allow_once") or pick(options, "allow_always")
             if chosen is not None:  # one line: what was approved, and by what (no menu to choose from)
                 self.renderer.approved(params, f"{chosen.get('name')}, {self.approve}")
@@ -112,8 +115,12 @@ class TerminalClient:
         if self.cancelled:
             return cancelled()
         if self.approve is not None:
-            self.renderer.answered("no option allows it: cancelled")
-            return cancelled()
+            chosen = pick(options, "allow_once") or pick(options, "allow_always")
+            if chosen is None:
+                self.renderer.answered("no option allows it: cancelled")
+                return cancelled()
+            self.renderer.answered(f"{chosen.get('name')} (auto-approved: {self.approve})")
+            return selected(chosen)
         if self.unanswerable is not None:
             self.unanswered += 1
             chosen = pick(options, "reject_once") or pick(options, "reject_always")

@@ -70,6 +70,9 @@ class RunOptions:
     """Approve every permission request."""
     approval_note: str = "--yes"
     """What an automatic approval says it came from."""
+    show_approved: bool = False
+    """Draw each automatically approved request whole, as a question would be (the demo shows them); else one
+    line each."""
     read_only: bool = False
     transcript: TextIO | None = None
     """Where the wire transcript goes, one JSON object a line (``--json``: stdout)."""
@@ -101,7 +104,12 @@ class Run:
         self.renderer = renderer
         approve = options.approval_note if options.yes else None
         self.client = TerminalClient(
-            renderer, read_line, interactive=interactive, approve=approve, unanswerable=options.unanswerable
+            renderer,
+            read_line,
+            interactive=interactive,
+            approve=approve,
+            unanswerable=options.unanswerable,
+            brief=not options.show_approved,
         )
         self.connection: Connection | None = None
         self.session_id: str | None = None
@@ -174,7 +182,7 @@ class Run:
             opened = await open_session(connection, init, options.cwd, resume=options.resume, latest=options.latest)
             session = opened.result
             self.session_id = opened.session_id
-            model = _current_model(session)
+            model, about = _current_model(session)
             info = init.get("agentInfo") or {}
             # What the agent said of itself and the session, each on its one line (the renderer makes its
             # control characters visible; one_line keeps a line break in a name from drawing a line).
@@ -185,6 +193,8 @@ class Run:
                 )
             )
             self.renderer.line(f"model: {one_line(model)}", "bold")
+            if about and about not in model:  # a profile's name need not say the model: its description does
+                self.renderer.info(one_line(about))
             if opened.resumed:
                 title = one_line(str(opened.info.get("title") or ""))
                 self.renderer.info(f"continuing: {title}" if title else "continuing an earlier session")
@@ -241,16 +251,17 @@ def _lost_agent(status: int | None) -> str:
     return f"the agent exited (status {status}) before answering"
 
 
-def _current_model(session: dict[str, Any]) -> str:
-    """The display name of the session's model, from its ``model`` config option."""
+def _current_model(session: dict[str, Any]) -> tuple[str, str]:
+    """The display name of the session's model and its description (refagent's: which model, via which
+    endpoint), from its ``model`` config option."""
     for option in session.get("configOptions") or []:
         if option.get("category") == "model" or option.get("id") == "model":
             current = option.get("currentValue")
             for choice in option.get("options") or []:
                 if choice.get("value") == current:
-                    return str(choice.get("name") or current)
-            return str(current)
-    return "(the agent did not say)"
+                    return str(choice.get("name") or current), str(choice.get("description") or "")
+            return str(current), ""
+    return "(the agent did not say)", ""
 
 
 async def run(

@@ -336,3 +336,19 @@ def test_help() -> None:
     for flag in ("--yes", "--read-only", "--json", "--cwd", "--model", "--base-url"):
         assert flag in usage
     assert "130 cancelled" in " ".join(usage.split())
+
+
+@pytest.mark.slow
+async def test_the_header_says_which_model_a_named_profile_runs(tmp_path: Path) -> None:
+    """A profile's name is the user's ("Work"): the header says the model and the endpoint too."""
+    config_file = tmp_path / "config.toml"
+    with ScriptedOpenAIServer([Turn(text=["ok"])], api_key=KEY) as server:
+        config_file.write_text(
+            f'default_profile = "work"\n[profiles.work]\nname = "Work"\nbase_url = "{server.base_url}"\n'
+            f'model = "big-model"\napi_key = "{KEY}"\n'
+        )
+        env = agent_env(tmp_path / "home", REFAGENT_CONFIG=str(config_file))
+        outcome, shown = await run_client(tmp_path, env, demo=False)
+    assert outcome.exit_code == 0
+    assert outcome.model == "Work"
+    assert f"model: Work\nbig-model via {server.base_url}\n" in shown
