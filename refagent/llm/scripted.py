@@ -111,8 +111,9 @@ def offline_reply(request: ModelRequest, note: str = "") -> Response:
         "refagent is running on its built-in scripted model because no model endpoint is configured."
         + (f" {note}" if note else "")
         + quoted
-        + " Set OPENAI_API_KEY (and OPENAI_BASE_URL for another endpoint) or add a profile to the config"
-        " file to talk to a real model."
+        + " To talk to a real model, run `refagent login` in a terminal (it finds a local model server or takes"
+        " an endpoint and a key, and writes the config file), or set OPENAI_API_KEY (and OPENAI_BASE_URL for"
+        " another endpoint)."
     )
 
 
