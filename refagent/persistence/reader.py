@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from refagent.acp import jsonrpc
 from refagent.acp.text import one_line
@@ -33,7 +33,16 @@ _META = b'\n{"kind":"meta",'
 _RECORD = b'{"kind":"'
 _STATE = {"title": str, "modeId": str, "profileId": str, "updatedAt": str, "turns": int}
 """The fields of a ``meta`` record written whole, and their types."""
-_MODEL_PREFIXES = tuple(b'{"kind":"%s",' % kind for kind in (b"message", b"history", b"change", b"undo"))
+_MODEL_PREFIXES = tuple(b'{"kind":"%s",' % kind for kind in (b"message", b"history", b"change", b"undo", b"start"))
+
+
+class ModelState(NamedTuple):
+    """What a record file says for the model: the conversation, the changes ``/undo`` and ``/rewind`` can
+    restore, and where each prompt turn began in the conversation."""
+
+    messages: list[dict[str, Any]]
+    changes: list[dict[str, Any]]
+    starts: dict[int, int]
 
 
 @dataclass
@@ -61,7 +70,7 @@ class StoredSession:
     source: str = ""
     data: bytes | None = field(default=None, repr=False)
     """The record file's bytes, for :meth:`model_state`, if they were read whole (else it reads ``source``)."""
-    _model: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = field(default=None, repr=False)
+    _model: ModelState | None = field(default=None, repr=False)
 
     @property
     def updates(self) -> list[dict[str, Any]]:
@@ -78,7 +87,7 @@ class StoredSession:
     def changes(self) -> list[dict[str, Any]]:
         return self.model_state()[1]
 
-    def model_state(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def model_state(self) -> ModelState:
         """The model-facing conversation and the changes ``/undo`` can restore, parsed once (the bulk of a
         long session's file: call it off the event loop)."""
         if self._model is None:
@@ -367,11 +376,12 @@ def _checked(shown: bytes, head: bytes, source: str) -> bytes:
     return b"".join(kept)
 
 
-def _fold_model(data: bytes, source: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The conversation and the changes from a record file's ``message``, ``history``, ``change``, ``undo``
-    records."""
+def _fold_model(data: bytes, source: str) -> ModelState:
+    """The conversation, the changes and the turns' starts from a record file's ``message``, ``history``,
+    ``change``, ``undo`` and ``start`` records."""
     messages: list[dict[str, Any]] = []
     changes: list[dict[str, Any]] = []
+    starts: dict[int, int] = {}
     corrupt: list[int] = []
     for record in _records(data, 0, corrupt, only=_MODEL_PREFIXES):
         kind = record.get("kind")
@@ -379,13 +389,17 @@ def _fold_model(data: bytes, source: str) -> tuple[list[dict[str, Any]], list[di
             messages.append(record["message"])
         elif kind == "history" and isinstance(record.get("messages"), list):
             messages = [m for m in record["messages"] if isinstance(m, dict)]
+            starts = {}
+        elif kind == "start" and isinstance(record.get("turn"), int) and isinstance(record.get("at"), int):
+            if 0 <= record["at"] <= len(messages):
+                starts[record["turn"]] = record["at"]
         elif kind == "change" and isinstance(record.get("path"), str) and isinstance(record.get("turn"), int):
             changes.append(record)
         elif kind == "undo":
             changes = [c for c in changes if c.get("turn") != record.get("turn")]
     if corrupt:  # one line per file (a cut line is the usual one)
         log.warning("%s: skipped %d corrupt conversation record(s)", source, len(corrupt))
-    return messages, changes
+    return ModelState(messages, changes, starts)
 
 
 def _text(record: dict[str, Any], key: str, default: str | None) -> str | None:

@@ -17,7 +17,7 @@ def fork_files(
 ) -> StoredSession:
     """Write the files of ``session_id``, a fork of ``stored``: its visible history (each update framed
     anew with the new id), its conversation and its state; return them as a load reads them."""
-    messages, _ = stored.model_state()  # its /undo records stay with the session that made them
+    messages = stored.model_state().messages  # its /undo records stay with the session that made them
     log = store.create(session_id, cwd, extra)
     try:
         for line in stored.shown.splitlines():

@@ -5,6 +5,8 @@
   through the usual permission-gated path.
 - ``/compact [focus]``: summarise the older conversation, keep the recent turns.
 - ``/undo``: restore the files the last turn changed, unless someone changed them since.
+- ``/rewind [N]``: list the turns (none given), or take the files and the conversation back to before
+  turn ``N`` (:mod:`refagent.session.rewind`).
 - ``/mode <id>``, ``/model <id>``: shortcuts for the config options.
 
 Anything else that starts with ``/`` goes to the model as ordinary text.
@@ -18,12 +20,13 @@ from dataclasses import dataclass
 from importlib import resources
 
 from refagent.acp.types import AvailableCommand, ContentBlock
+from refagent.session.rewind import rewind_to, turns_list
 from refagent.session.state import Session
 from refagent.session.undo import restore_last_turn
 from refagent.tools.modes import MODES
 
 _COMMAND = re.compile(r"^/([a-z][a-z0-9_-]*)(?:\s+(.*))?$", re.DOTALL)
-NAMES = frozenset({"init", "compact", "undo", "mode", "model"})
+NAMES = frozenset({"init", "compact", "undo", "rewind", "mode", "model"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,11 @@ def available_commands(session: Session) -> list[AvailableCommand]:
             "input": {"hint": "what the summary should focus on (optional)"},
         },
         {"name": "undo", "description": "Restore the files changed by the last turn"},
+        {
+            "name": "rewind",
+            "description": "Take the files and the conversation back to before an earlier turn",
+            "input": {"hint": "the turn's number (none: list the turns)"},
+        },
         {"name": "mode", "description": "Switch the session's mode", "input": {"hint": modes}},
         {"name": "model", "description": "Switch the model", "input": {"hint": models}},
     ]
@@ -70,3 +78,14 @@ async def undo(session: Session) -> str:
     now (:func:`refagent.session.undo.restore_last_turn` has the contract). Returns what to tell the user."""
     assert session.workspace is not None  # every session the manager opens has one
     return await restore_last_turn(session.undo_log, session.workspace.context, session.history)
+
+
+async def rewind(session: Session, argument: str) -> str:
+    """``/rewind``: the turns it can go back to (no argument), or back to before turn ``argument``
+    (:mod:`refagent.session.rewind` has the contract). Returns what to tell the user."""
+    assert session.workspace is not None  # every session the manager opens has one
+    if not argument:
+        return turns_list(session.history, session.undo_log)
+    if not argument.isdigit():
+        return f"/rewind takes a turn's number, such as /rewind 3 (not {argument!r}); /rewind alone lists them."
+    return await rewind_to(int(argument), session.history, session.undo_log, session.workspace.context)

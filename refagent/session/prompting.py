@@ -29,7 +29,7 @@ from refagent.ids import new_id
 from refagent.llm.pool import ModelPool
 from refagent.persistence.store import SessionStore, now
 from refagent.sandbox.local import Sandbox
-from refagent.session.commands import Command, init_instruction, undo
+from refagent.session.commands import Command, init_instruction, rewind, undo
 from refagent.session.commands import parse as parse_command
 from refagent.session.compaction import Compactor
 from refagent.session.content import user_message
@@ -85,6 +85,7 @@ class Prompting:
                     turn = await self._turn(session, workspace.sandbox)
                     session.begin_turn()
                     session.record_prompt(typed, new_id("user"))
+                    session.history.mark_turn(session.turns)  # where /rewind can take the conversation back to
                     stop = await run_prompt(turn, message)
         finally:
             session.close_turn(scope)
@@ -128,6 +129,8 @@ class Prompting:
                     session.record_prompt(blocks, new_id("user"))
                     if command.name == "undo":
                         await say(await undo(session))
+                    elif command.name == "rewind":
+                        await say(await rewind(session, command.argument))
                     elif command.name == "compact":
                         await self._compactor(session).compact(command.argument, say, automatic=False)
                     elif command.name in ("mode", "model"):

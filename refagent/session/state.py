@@ -214,11 +214,11 @@ class Session:
         if saved is None:
             return
         try:
-            messages, changes = await anyio.to_thread.run_sync(saved.model_state)
+            messages, changes, starts = await anyio.to_thread.run_sync(saved.model_state)
         except Exception:  # not expected (bad records are skipped); the session goes on without them
             log.exception("could not read the conversation of session %s", self.id)
-            messages, changes = [], []
-        self.history.restore(messages)
+            messages, changes, starts = [], [], {}
+        self.history.restore(messages, starts)
         self.undo_log.restore(changes)
 
     # -- modes and config options ------------------------------------------------------------

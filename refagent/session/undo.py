@@ -20,6 +20,7 @@ reads what was restored. What commands changed is not tracked, and undo says tha
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from refagent.errors import ToolError
@@ -113,32 +114,59 @@ async def restore_last_turn(log: UndoLog, context: ToolContext, history: list[di
     turn = log.last_turn()
     if turn is None:
         return "There is nothing to undo: no turn of this session changed files."
-    changes = [c for c in log.changes if c["turn"] == turn]
+    outcome = await restore_turns(log, context, {turn}, "Undo")
+    if outcome.refused is not None:
+        return outcome.refused
+    if not outcome.restored and not outcome.unsupported and not outcome.failed:
+        return "There is nothing to undo: the files the last turn meant to change are as they were before it."
+    note = _note(turn, outcome.restored, outcome.unsupported, outcome.failed)
+    history.append({"role": "user", "content": f"<system-reminder>{note}</system-reminder>"})
+    return _told(outcome.restored, outcome.unsupported, outcome.failed, "the last turn")
+
+
+@dataclass
+class Restored:
+    """What :func:`restore_turns` did: ``refused`` (why nothing was written), or the files restored, those
+    that could not be (with why), and the changes no text can undo (moves, deleted directories)."""
+
+    refused: str | None = None
+    restored: list[str] = field(default_factory=list)
+    unsupported: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def told(self, since: str) -> str:
+        """What the user reads of it: files restored to their state before ``since``."""
+        if self.refused is not None:
+            return self.refused
+        return _told(self.restored, self.unsupported, self.failed, since)
+
+
+async def restore_turns(log: UndoLog, context: ToolContext, turns: set[int], doing: str) -> Restored:
+    """Put back the files ``turns`` changed as they were before the first of them, all or nothing (``doing``
+    names the command in a refusal: "Undo"), and forget those turns' changes."""
+    changes = [c for c in log.changes if c["turn"] in turns]
     unsupported = [c["path"] for c in changes if "unsupported" in c]
     files = _files(changes)
     outside = _outside(files, context)
     if outside:
-        return (
-            "Undo refused: these files are outside the session's roots now (or a link leads elsewhere), so "
-            f"undo may not write them:\n{_listed(outside)}\nNothing was restored."
+        return Restored(
+            f"{doing} refused: these files are outside the session's roots now (or a link leads elsewhere), "
+            f"so {doing.lower()} may not write them:\n{_listed(outside)}\nNothing was restored."
         )
     conflicts, unchanged = await _compare(files, context)
     if conflicts:
-        return (
-            "Undo refused: these files changed after the agent's last turn wrote them, and undoing would "
-            f"lose those changes:\n{_listed(conflicts)}\nNothing was restored."
+        return Restored(
+            f"{doing} refused: these files changed after the agent's last turn wrote them, and "
+            f"{'undoing' if doing == 'Undo' else 'rewinding'} would lose those changes:\n{_listed(conflicts)}\n"
+            "Nothing was restored."
         )
     for path in unchanged:
         del files[path]
-    if not files and not unsupported:
+    failed = await _write_back(files, context) if files else {}
+    for turn in sorted({c["turn"] for c in changes}):
         log.forget(turn)
-        return "There is nothing to undo: the files the last turn meant to change are as they were before it."
-    failed = await _write_back(files, context)
-    log.forget(turn)
     restored = sorted(path for path in files if path not in failed)
-    note = _note(turn, restored, unsupported, failed)
-    history.append({"role": "user", "content": f"<system-reminder>{note}</system-reminder>"})
-    return _told(restored, unsupported, failed)
+    return Restored(None, restored, unsupported, failed)
 
 
 def _files(changes: Iterable[Change]) -> dict[str, _File]:
@@ -215,11 +243,11 @@ def _note(turn: int, restored: Sequence[str], unsupported: Sequence[str], failed
     return note
 
 
-def _told(restored: Sequence[str], unsupported: Sequence[str], failed: dict[str, str]) -> str:
+def _told(restored: Sequence[str], unsupported: Sequence[str], failed: dict[str, str], since: str) -> str:
     """What the user is told."""
     message = ""
     if restored:
-        message = f"Restored {len(restored)} file(s) to their state before the last turn:\n{_listed(restored)}"
+        message = f"Restored {len(restored)} file(s) to their state before {since}:\n{_listed(restored)}"
     if unsupported:
         message += f"\nNot undone (moves and deleted directories cannot be): {', '.join(unsupported)}"
     if failed:

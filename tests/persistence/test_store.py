@@ -884,7 +884,7 @@ def test_the_conversation_is_read_only_when_asked_for(tmp_path: Path, caplog: py
         stored = new_store(tmp_path).load("s1")
         assert stored is not None
         assert caplog.records == []  # the message records were not parsed: the cut one is not seen yet
-        messages, changes = stored.model_state()
+        messages, changes, _ = stored.model_state()
     assert messages == [{"role": "user", "content": "one"}]
     assert [c["path"] for c in changes] == ["/p/a.py"]
     assert "1 corrupt conversation record" in caplog.records[0].getMessage()
