@@ -102,6 +102,9 @@ async def test_login_appended_to_the_agents_command_line(tmp_path: Path, check: 
             term.type("\r")
             term.expect(r"\(input hidden; Enter: none\): ")
             term.type("\r")
+            # the scripted server says no context window: login asks for it
+            term.expect(r"context window in tokens, e\.g\. 32k \[Enter: [^\]]+\]: ")
+            term.type("32k\r")
             term.expect(r"Name of the profile \[Enter: [^\]]+\]: ")
             term.type("mine\r")
             term.expect(r"Saved the default profile 'mine'")
@@ -109,7 +112,9 @@ async def test_login_appended_to_the_agents_command_line(tmp_path: Path, check: 
         finally:
             term.kill()
         assert code == 0, term.screen + term.stderr.read_text()
-        assert tomllib.loads(path.read_text())["profiles"]["mine"]["base_url"] == server.base_url
+        saved = tomllib.loads(path.read_text())["profiles"]["mine"]
+        assert saved["base_url"] == server.base_url
+        assert saved["context_window"] == 32 * 1024
 
         # the agent started with the same options signs in and answers from the profile just saved
         async with AgentProcess.start(tmp_path, *options, check=check, env=agent_env(tmp_path / "home")) as agent:
