@@ -31,9 +31,62 @@ Params = Mapping[str, Any]
 """A request's ``params`` as the wire has them: an object (the framing refuses anything else)."""
 
 
+SYSTEM_PROMPT_MODES = ("append", "override")
+"""The ``systemPrompt`` modes the agent takes (unstable ``sessionCapabilities.systemPrompt``)."""
+MAX_SYSTEM_PROMPT_CHARS = 100_000
+"""The most a client's system prompt may hold: it goes with every model request of the session."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSystemPrompt:
+    """A client's ``systemPrompt`` on ``session/new``, ``load``, ``resume`` or ``fork`` (unstable): how it
+    combines with the agent's own instructions (``append``, or ``override`` of the built-in ones), and its
+    text (the ``text`` blocks joined by blank lines)."""
+
+    mode: str
+    text: str
+
+    @classmethod
+    def parse(cls, params: Params) -> ClientSystemPrompt | None:
+        """The request's ``systemPrompt``; None when it has none. Anything the agent cannot apply as asked
+        is ``-32602`` (the schema: an agent MUST error rather than create or open the session): an unknown
+        mode, content that is not a non-empty array of ``text`` blocks, or more than
+        :data:`MAX_SYSTEM_PROMPT_CHARS` in all."""
+        value = params.get("systemPrompt")
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise InvalidParams("Invalid params: 'systemPrompt' must be an object with 'mode' and 'content'")
+        mode = p.required(value, "mode", str)
+        if mode not in SYSTEM_PROMPT_MODES:
+            raise InvalidParams(
+                f"Invalid params: system prompt mode {mode[:100]!r} is not supported; the modes are append and override"
+            )
+        content = p.required(value, "content", list)
+        if not content:
+            raise InvalidParams("Invalid params: 'systemPrompt.content' must not be empty")
+        texts: list[str] = []
+        for index, block in enumerate(content):
+            if not isinstance(block, dict) or block.get("type") != "text" or not isinstance(block.get("text"), str):
+                raise InvalidParams(
+                    f"Invalid params: systemPrompt.content[{index}] must be a text block (only text is supported)"
+                )
+            texts.append(block["text"])
+        text = "\n\n".join(texts)
+        if len(text) > MAX_SYSTEM_PROMPT_CHARS:
+            raise InvalidParams(
+                f"Invalid params: the system prompt holds {len(text):,} characters; at most "
+                f"{MAX_SYSTEM_PROMPT_CHARS:,} are taken"
+            )
+        if "\0" in text:
+            raise InvalidParams("Invalid params: the system prompt contains a NUL character")
+        return cls(mode, text)
+
+
 @dataclass(frozen=True, slots=True)
 class NewSessionParams:
-    """``session/new``: a session in ``cwd``, with the client's MCP servers and additional directories."""
+    """``session/new``: a session in ``cwd``, with the client's MCP servers and additional directories, and
+    the client's system prompt if it sent one."""
 
     cwd: str
     """Absolute, with no NUL byte."""
@@ -41,24 +94,27 @@ class NewSessionParams:
     """The ``McpServer`` entries as the client sent them (required, possibly empty)."""
     additional_directories: tuple[str, ...] = ()
     """More roots besides ``cwd``, each absolute."""
+    system_prompt: ClientSystemPrompt | None = None
 
     @classmethod
     def parse(cls, params: Params) -> NewSessionParams:
         cwd = p.absolute_path(params, "cwd")
         servers = p.required(params, "mcpServers", list)
-        return cls(cwd, tuple(servers), tuple(p.absolute_paths(params, "additionalDirectories")))
+        extra = tuple(p.absolute_paths(params, "additionalDirectories"))
+        return cls(cwd, tuple(servers), extra, ClientSystemPrompt.parse(params))
 
 
 @dataclass(frozen=True, slots=True)
 class OpenSessionParams:
     """``session/load``, ``session/resume`` and ``session/fork``: the saved session ``session_id``, opened (or
     forked) in ``cwd`` with the client's MCP servers and additional directories (the client's list is the one
-    in force, not the saved one)."""
+    in force, not the saved one), and the client's system prompt if it sent one (None: the saved one stays)."""
 
     session_id: str
     cwd: str
     mcp_servers: tuple[Any, ...] = ()
     additional_directories: tuple[str, ...] = ()
+    system_prompt: ClientSystemPrompt | None = None
 
     @classmethod
     def parse(cls, params: Params, *, servers_required: bool = False) -> OpenSessionParams:
@@ -69,7 +125,8 @@ class OpenSessionParams:
             servers = p.required(params, "mcpServers", list)
         else:
             servers = p.optional(params, "mcpServers", list, [])
-        return cls(session_id, cwd, tuple(servers), tuple(p.absolute_paths(params, "additionalDirectories")))
+        extra = tuple(p.absolute_paths(params, "additionalDirectories"))
+        return cls(session_id, cwd, tuple(servers), extra, ClientSystemPrompt.parse(params))
 
     @classmethod
     def parse_load(cls, params: Params) -> OpenSessionParams:

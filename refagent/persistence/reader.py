@@ -32,7 +32,8 @@ _RELEASE = b'\n{"kind":"release"'
 _META = b'\n{"kind":"meta",'
 _RECORD = b'{"kind":"'
 _STATE = {"title": str, "modeId": str, "profileId": str, "updatedAt": str, "turns": int}
-"""The fields of a ``meta`` record written whole, and their types."""
+"""The fields of a ``meta`` record written whole, and their types (newer records hold ``reasoningEffort`` and
+``systemPrompt`` too, read from the whole record only)."""
 _MODEL_PREFIXES = tuple(b'{"kind":"%s",' % kind for kind in (b"message", b"history", b"change", b"undo", b"start"))
 
 
@@ -62,6 +63,8 @@ class StoredSession:
     profile_id: str | None = None
     reasoning_effort: str | None = None
     """The session's ``thought_level``, if its model takes a reasoning effort (newer files only)."""
+    system_prompt: tuple[str, str] | None = None
+    """The client's system prompt, ``(mode, text)``, if it sent one (newer files only)."""
     turns: int = 0
     shown: bytes = b""
     held: list[dict[str, Any]] = field(default_factory=list)
@@ -347,11 +350,15 @@ def _last_state(tail: Tail, stored: StoredSession, corrupt: list[int]) -> None:
             effort = record.get("reasoningEffort")
             if isinstance(effort, str):
                 found["reasoningEffort"] = effort
+            prompt = record.get("systemPrompt")
+            if isinstance(prompt, dict) and isinstance(prompt.get("mode"), str) and isinstance(prompt.get("text"), str):
+                found["systemPrompt"] = (prompt["mode"], prompt["text"])
             break
     stored.title, stored.mode_id = found.get("title"), found.get("modeId")
     stored.profile_id, stored.updated_at = found.get("profileId"), found.get("updatedAt")
     stored.turns = found.get("turns", 0)
     stored.reasoning_effort = found.get("reasoningEffort")
+    stored.system_prompt = found.get("systemPrompt")
 
 
 def _checked(shown: bytes, head: bytes, source: str) -> bytes:

@@ -20,8 +20,9 @@ Record kinds (``kind``; unknown kinds are skipped, so older agents can read newe
 
 - ``session``: the first record: ``sessionId``, ``cwd``, ``additionalDirectories``, ``createdAt``.
 - ``meta``: the session's state: ``title``, ``modeId``, ``profileId``, ``updatedAt``, ``turns`` (and, in
-  newer files, ``reasoningEffort``), written whole each time one changes, so the last is all a load
-  reads. (Older files hold partial ``meta`` records and ``turn`` records, which are folded in order.)
+  newer files, ``reasoningEffort`` and the client's ``systemPrompt``: ``{mode, text}`` or null), written
+  whole each time one changes, so the last is all a load reads. (Older files hold partial ``meta``
+  records and ``turn`` records, which are folded in order.)
 - ``message``: one model-facing message (Chat Completions format), appended as the conversation grows.
 - ``history``: the model-facing conversation replaced whole (after compaction or undo).
 - ``change``: a file the agent changed in turn ``turn``: ``path``, ``before`` (None: it did not exist),

@@ -35,6 +35,7 @@ def fork_files(
                 "modeId": stored.mode_id,
                 "profileId": stored.profile_id,
                 "reasoningEffort": stored.reasoning_effort,
+                "systemPrompt": _system_prompt(stored),
                 "updatedAt": stamp,
                 "turns": stored.turns,
             }
@@ -45,6 +46,14 @@ def fork_files(
     forked = store.load(session_id)
     assert forked is not None  # just written
     return forked
+
+
+def _system_prompt(stored: StoredSession) -> dict[str, str] | None:
+    """The client's system prompt of ``stored`` as a ``meta`` record holds it (a fork keeps it)."""
+    if stored.system_prompt is None:
+        return None
+    mode, text = stored.system_prompt
+    return {"mode": mode, "text": text}
 
 
 COMPACTION = b'"sessionUpdate":"compaction_update"'

@@ -1,1 +1,2 @@
-"""System prompt templates, shipped as package data (``system.md``); see :mod:`refagent.session.system_prompt`."""
+"""System prompt templates, shipped as package data (``system.md``, ``tools.md``, ``environment.md``); see
+:mod:`refagent.session.system_prompt`."""

@@ -35,7 +35,8 @@ def answer_initialize(settings: Settings, has_store: bool, params: dict[str, Any
     Raises :class:`~refagent.acp.errors.InvalidParams` when ``protocolVersion`` is missing.
     """
     p.required(params, "protocolVersion", int)
-    session: dict[str, Any] = {"close": {}, "additionalDirectories": {}}
+    # systemPrompt (unstable): a client's instructions appended to ours, or in place of our built-in ones
+    session: dict[str, Any] = {"close": {}, "additionalDirectories": {}, "systemPrompt": {"mode": {"override": {}}}}
     if has_store:  # the rest needs sessions on disk
         session.update({"list": {}, "resume": {}, "delete": {}, "fork": {}})  # fork: unstable
     capabilities: dict[str, Any] = {

@@ -108,6 +108,7 @@ class SessionManager:
         # Its index entry is written after the response (_settle): the index is rewritten whole.
         store_log = self.store.create(session_id, cwd, extra, listed=False) if self.store is not None else None
         session, sandbox = self._open(session_id, cwd, extra, support, store_log, None)
+        session.use_client_prompt(params.system_prompt)
         log.info("session %s in %s", session.id, cwd)
         after = functools.partial(self._settle, session, servers, sandbox)
         return Reply(self._state(session, with_id=True), after=after)
@@ -150,6 +151,7 @@ class SessionManager:
         forked = await anyio.to_thread.run_sync(fork_files, store, stored, session_id, cwd, extra)
         support = await anyio.to_thread.run_sync(self.settings.sandbox_support)
         session, sandbox = self._open(session_id, cwd, extra, support, store.reopen(session_id), forked)
+        session.use_client_prompt(params.system_prompt)  # the fork's own, if the client sent one
         log.info("session %s forked from %s in %s", session_id, source_id, cwd)
         after = functools.partial(self._settle, session, servers, sandbox)
         return Reply(self._state(session, with_id=True), after=after)
@@ -171,6 +173,7 @@ class SessionManager:
         if stored is None:
             raise ResourceNotFound(f"Session not found: {session_id[:100]}")
         session, sandbox = self._open(session_id, cwd, extra, support, store.reopen(session_id), stored)
+        session.use_client_prompt(params.system_prompt)  # sent again: it replaces the saved one
         log.info("session %s reopened in %s", session_id, cwd)
         return session, stored, functools.partial(self._settle, session, servers, sandbox)
 

@@ -107,7 +107,7 @@ class Prompting:
             history=session.history,
             send_update=session.send_update,
             system_prompt=await make_system_prompt(
-                session.cwd, session.roots, policy=sandbox.policy, disk=sandbox.disk
+                session.cwd, session.roots, policy=sandbox.policy, disk=sandbox.disk, client=session.client_prompt
             ),
             tools=session.tools,
             max_requests=self.max_requests,

@@ -33,6 +33,7 @@ import anyio
 
 from refagent.acp import updates
 from refagent.acp.errors import InternalError, InvalidParams
+from refagent.acp.requests import ClientSystemPrompt
 from refagent.confine.confinement import Support
 from refagent.llm.pool import require_key
 from refagent.llm.profiles import ModelProfile
@@ -93,6 +94,9 @@ class Session:
         """Tokens and the cumulative cost of the session's model responses."""
         self.title: str | None = None
         self.updated_at: str | None = None
+        self.client_prompt: ClientSystemPrompt | None = None
+        """The client's system prompt (unstable ``systemPrompt``), saved: a load, resume or fork that sends
+        none keeps it (:meth:`use_client_prompt`)."""
         self.turns = 0
         """Prompt turns so far (saved sessions count on from where they were)."""
         self.undo_log = UndoLog(self.save)
@@ -170,6 +174,8 @@ class Session:
             self.reasoning_effort = self.profile.default_reasoning_effort
         if stored.reasoning_effort in self.profile.reasoning_efforts:  # the level chosen, if it still applies
             self.reasoning_effort = stored.reasoning_effort
+        if stored.system_prompt is not None:
+            self.client_prompt = ClientSystemPrompt(*stored.system_prompt)
         self._saved = stored
 
     def attach(
@@ -316,8 +322,9 @@ class Session:
             self.log.append(record)
 
     def save_state(self) -> None:
-        """Record the session's title, mode, model, reasoning effort, time and turn count, whole (a ``meta``
-        record)."""
+        """Record the session's title, mode, model, reasoning effort, client system prompt, time and turn
+        count, whole (a ``meta`` record)."""
+        prompt = self.client_prompt
         self.save(
             {
                 "kind": "meta",
@@ -325,10 +332,18 @@ class Session:
                 "modeId": self.mode_id,
                 "profileId": self.profile_id,
                 "reasoningEffort": self.reasoning_effort,
+                "systemPrompt": {"mode": prompt.mode, "text": prompt.text} if prompt is not None else None,
                 "updatedAt": self.updated_at,
                 "turns": self.turns,
             }
         )
+
+    def use_client_prompt(self, prompt: ClientSystemPrompt | None) -> None:
+        """The client's system prompt sent with the request that opened the session: it replaces the saved
+        one, and is saved (None: a client that sent none keeps what the session has)."""
+        if prompt is not None and prompt != self.client_prompt:
+            self.client_prompt = prompt
+            self.save_state()
 
     def begin_turn(self) -> None:
         """A prompt turn starts: count it (its changes are recorded under its number)."""

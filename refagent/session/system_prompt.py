@@ -1,4 +1,13 @@
-"""The system prompt: ``prompts/system.md`` filled with the session's environment.
+"""The system prompt: the agent's instructions, the tool contract, and the session's environment.
+
+It has three parts, each a template in ``refagent/prompts``: ``system.md``, the built-in instructions (who
+the agent is and how it works); ``tools.md``, the tool contract the loop relies on (plans, paths,
+permissions and declined calls, the sandbox and how to ask past it, tool errors); and ``environment.md``,
+filled with the session's environment. A client's system prompt (unstable ``systemPrompt`` on the session
+requests, :class:`~refagent.acp.requests.ClientSystemPrompt`) either follows all three under its own
+heading (``append``), or takes the place of the built-in instructions (``override``): the tool contract
+and the environment stay, since the tools, the permissions and the sandbox are unchanged whatever the
+client says, and a model that was not told of them fights them.
 
 The environment is what a model needs to act sensibly without asking: the roots, the OS and shell, the
 date, whether the project is a git repository and on which branch, and the project's own instructions
@@ -27,6 +36,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import PurePosixPath
 
+from refagent.acp.requests import ClientSystemPrompt
 from refagent.errors import ToolError
 from refagent.seams import Disk, PathPolicy
 
@@ -42,8 +52,13 @@ _BRANCH = re.compile(r"ref: refs/heads/([^\x00-\x20\x7f~^:?*\[\\]{1,255})")  # w
 _COMMIT = re.compile(r"[0-9a-f]{4,64}")
 
 
-def template() -> str:
-    return resources.files("refagent.prompts").joinpath("system.md").read_text(encoding="utf-8")
+CLIENT_HEADING = "# Instructions from the user's editor"
+"""What an appended client system prompt comes under: the model can tell whose instructions they are."""
+
+
+def template(name: str = "system.md") -> str:
+    """The text of a prompt template of ``refagent/prompts``."""
+    return resources.files("refagent.prompts").joinpath(name).read_text(encoding="utf-8")
 
 
 async def _first_line(disk: Disk, path: str) -> str | None:
@@ -121,24 +136,34 @@ async def project_instructions(roots: Sequence[str], policy: PathPolicy, disk: D
 
 
 async def make_system_prompt(
-    cwd: str, roots: Sequence[str], *, policy: PathPolicy, disk: Disk, today: dt.date | None = None
+    cwd: str,
+    roots: Sequence[str],
+    *,
+    policy: PathPolicy,
+    disk: Disk,
+    today: dt.date | None = None,
+    client: ClientSystemPrompt | None = None,
 ) -> str:
     """The system prompt for a session with these roots, its files read through its sandbox's ``policy``
-    and ``disk`` (each read in a worker thread by the local disk: never on the event loop)."""
+    and ``disk`` (each read in a worker thread by the local disk: never on the event loop), with the
+    ``client``'s system prompt appended or in place of the built-in instructions (see the module's
+    docstring)."""
     shell = os.environ.get("SHELL") or "/bin/sh"
     git = await git_state(cwd, disk)
     instructions = await project_instructions(roots, policy, disk)
-    return (
-        template()
-        .format(
-            cwd=cwd,
-            roots=", ".join(roots),
-            os=f"{platform.system()} {platform.release()} ({platform.machine()})",
-            shell=f"{shell} (run_command runs commands with /bin/sh -c)",
-            date=(today or dt.date.today()).isoformat(),
-            git=git,
-            project_instructions=instructions,
-        )
-        .rstrip()
-        + "\n"
+    environment = template("environment.md").format(
+        cwd=cwd,
+        roots=", ".join(roots),
+        os=f"{platform.system()} {platform.release()} ({platform.machine()})",
+        shell=f"{shell} (run_command runs commands with /bin/sh -c)",
+        date=(today or dt.date.today()).isoformat(),
+        git=git,
+        project_instructions=instructions,
     )
+    own = template("system.md").strip()
+    if client is not None and client.mode == "override":
+        own = client.text.strip()
+    parts = [own, template("tools.md").strip(), environment.strip()]
+    if client is not None and client.mode == "append":
+        parts.append(f"{CLIENT_HEADING}\n{client.text.strip()}")
+    return "\n\n".join(part for part in parts if part) + "\n"

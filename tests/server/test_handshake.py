@@ -60,7 +60,10 @@ def test_answer_is_valid_and_honest() -> None:
     assert with_store["authMethods"][0]["id"] == "api-key"
     without = answer_initialize(Settings(store=None), False, {"protocolVersion": 1})
     assert without["agentCapabilities"]["loadSession"] is False
-    assert set(without["agentCapabilities"]["sessionCapabilities"]) == {"close", "additionalDirectories"}
+    session = without["agentCapabilities"]["sessionCapabilities"]
+    assert set(session) == {"close", "additionalDirectories", "systemPrompt"}
+    # a client's system prompt, appended or in place of the built-in instructions (unstable)
+    assert without["agentCapabilities"]["sessionCapabilities"]["systemPrompt"] == {"mode": {"override": {}}}
     assert without["authMethods"] == []
     with pytest.raises(InvalidParams, match="protocolVersion"):
         answer_initialize(Settings(), True, {})

@@ -595,6 +595,7 @@ async def test_capabilities_with_a_store(sessions_dir: Path, check: Any) -> None
         "delete": {},
         "fork": {},  # unstable
         "additionalDirectories": {},
+        "systemPrompt": {"mode": {"override": {}}},  # unstable
     }
 
 
@@ -602,7 +603,11 @@ async def test_capabilities_without_a_store(project: Path, check: Any) -> None:
     async with connect(Settings(make_model=lambda p: ScriptedModel(), store=None), check=check) as editor:
         capabilities = (await editor.initialize())["agentCapabilities"]
         assert capabilities.get("loadSession", False) is False
-        assert capabilities["sessionCapabilities"] == {"close": {}, "additionalDirectories": {}}
+        assert capabilities["sessionCapabilities"] == {
+            "close": {},
+            "additionalDirectories": {},
+            "systemPrompt": {"mode": {"override": {}}},  # a session's, saved or not
+        }
         sid = await editor.new_session(str(project))
         assert await editor.request("session/close", {"sessionId": sid}) == {}
 
