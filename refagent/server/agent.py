@@ -257,6 +257,13 @@ class Agent:
 
         return await self.manager().prompt(PromptParams.parse(params))
 
+    async def steer(self, params: Params) -> dict[str, Any]:
+        """``_session/steering`` (an extension, as Claude's and Codex's adapters have it): a message for the
+        running turn, with a prompt's params (:mod:`refagent.session.steering`)."""
+        from refagent.acp.requests import PromptParams
+
+        return await self.manager().steer(PromptParams.parse(params))
+
     async def set_mode(self, params: Params) -> dict[str, Any]:
         from refagent.acp.requests import SetModeParams
 
@@ -302,6 +309,7 @@ REQUESTS: Final[Mapping[str, Route]] = {
     "session/prompt": Route(Agent.prompt),
     "session/set_mode": Route(Agent.set_mode),
     "session/set_config_option": Route(Agent.set_config_option),
+    "_session/steering": Route(Agent.steer),  # an extension: advertised in initialize's _meta
 }
 """Every request method the agent answers (ACP v1, agent side), and the method of :class:`Agent` that does."""
 

@@ -44,6 +44,8 @@ def answer_initialize(settings: Settings, has_store: bool, params: dict[str, Any
         "promptCapabilities": {"image": settings.active_profile().images, "audio": False, "embeddedContext": True},
         "mcpCapabilities": {"http": True, "sse": True},
         "sessionCapabilities": session,
+        # _session/steering, as Claude's and Codex's adapters advertise it (refagent.session.steering)
+        "_meta": {"steering": {"supported": True}},
     }
     if settings.config_file is not None:  # the stored keys can be forgotten
         capabilities["auth"] = {"logout": {}}

@@ -362,6 +362,14 @@ class SessionManager:
         prompting = Prompting(self.models, self.settings.max_requests, self.store)
         return await prompting.prompt(session, params.prompt)
 
+    async def steer(self, params: PromptParams) -> dict[str, Any]:
+        """``_session/steering``: :meth:`refagent.session.prompting.Prompting.steer` (the steer's outcome)."""
+        session = self._session(params.session_id)
+        from refagent.session.prompting import Prompting
+
+        prompting = Prompting(self.models, self.settings.max_requests, self.store)
+        return await prompting.steer(session, params.prompt)
+
     def cancel(self, params: SessionParams) -> None:
         """``session/cancel`` (a notification): for an unknown or idle session, nothing to do."""
         session = self.sessions.get(params.session_id)

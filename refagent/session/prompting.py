@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 
 from refagent.acp import updates
-from refagent.acp.errors import RequestError
+from refagent.acp.errors import InvalidRequest, RequestError
 from refagent.acp.types import ContentBlock, StopReason
 from refagent.ids import new_id
 from refagent.llm.pool import ModelPool
@@ -86,13 +86,29 @@ class Prompting:
                     session.begin_turn()
                     session.record_prompt(typed, new_id("user"))
                     session.history.mark_turn(session.turns)  # where /rewind can take the conversation back to
-                    stop = await run_prompt(turn, message)
+                    turn.steers = session.steers
+                    session.steers.open()
+                    try:
+                        stop = await run_prompt(turn, message)
+                    finally:
+                        session.steers.close()  # what the turn did not take is dropped, and said so
         finally:
             session.close_turn(scope)
         await self._after(session, typed)
         if turn is not None and turn.failure is not None and stop == "end_turn":
             return {"stopReason": stop, "_meta": turn.failure.meta()}
         return {"stopReason": stop}
+
+    async def steer(self, session: Session, blocks: Sequence[ContentBlock]) -> dict[str, Any]:
+        """Answer one ``_session/steering`` of ``session`` (:mod:`refagent.session.steering`): queue the
+        message for the running turn and answer with its outcome once known. ``-32600`` with no turn running
+        or for a slash command; the blocks are judged as a prompt's (``-32602``)."""
+        session.steers.require_open()
+        if parse_command(blocks) is not None:
+            raise InvalidRequest("A slash command cannot steer a turn: send it with session/prompt when the turn ends")
+        message = await user_message(blocks, images=session.profile.images, read_text=_reader(session))
+        steer = session.steers.add(blocks, message)
+        return {"outcome": await steer.wait()}
 
     async def _turn(self, session: Session, sandbox: Sandbox) -> Turn:
         """The turn of ``session`` as it is now: its model and reasoning effort, its system prompt (which

@@ -42,6 +42,7 @@ from refagent.persistence.reader import StoredSession
 from refagent.persistence.recorder import Recorder
 from refagent.persistence.writer import SessionLog
 from refagent.session.modes import DEFAULT_MODE, MODE_IDS, modes_for
+from refagent.session.steering import Steers
 from refagent.session.undo import UndoLog
 from refagent.session.usage import UsageMeter
 
@@ -94,6 +95,8 @@ class Session:
         """Tokens and the cumulative cost of the session's model responses."""
         self.title: str | None = None
         self.updated_at: str | None = None
+        self.steers = Steers()
+        """Messages sent while a turn runs, for that turn (:mod:`refagent.session.steering`)."""
         self.client_prompt: ClientSystemPrompt | None = None
         """The client's system prompt (unstable ``systemPrompt``), saved: a load, resume or fork that sends
         none keeps it (:meth:`use_client_prompt`)."""

@@ -45,6 +45,7 @@ from refagent.llm.protocol import (
 from refagent.session.compaction import Compactor
 from refagent.session.failure import Failure, ended_by
 from refagent.session.messages import CUT_SHORT, assistant_message, changed_files_note, tool_message
+from refagent.session.steering import Steers
 from refagent.session.tool_calls import run_tool_calls
 from refagent.settings import DEFAULT_MAX_REQUESTS
 from refagent.tools.runner import NoTools, Tools
@@ -75,6 +76,9 @@ class Turn:
     """How hard the model should reason (the session's ``thought_level``), if its profile takes one."""
     changed_files: Callable[[], list[str]] | None = None
     """Files changed outside the agent since last asked; the model hears of them before its next request."""
+    steers: Steers | None = None
+    """Messages the user sent during the turn (``_session/steering``), taken at each step
+    (:mod:`refagent.session.steering`)."""
     failure: Failure | None = field(default=None, init=False)
     """Why the model failed the turn, once :func:`run_prompt` has ended it so (the response says it too)."""
 
@@ -87,10 +91,27 @@ class Turn:
                 return "max_tokens"
             if reason == "refusal":
                 return "refusal"
-            if not calls:
+            if calls:
+                await run_tool_calls(self.tools, calls, self.history)
+            # A steer sent meanwhile is the next step: after the tool results, or after an answer that
+            # would have ended the turn (the user spoke again before it ended).
+            if not await self._take_steers() and not calls:
                 return "end_turn"
-            await run_tool_calls(self.tools, calls, self.history)
         return "max_turn_requests"
+
+    async def _take_steers(self) -> bool:
+        """Deliver the steers waiting now: each joins the conversation as a user message, is decided
+        delivered, and is echoed (and so recorded in place). Whether there were any."""
+        if self.steers is None:
+            return False
+        taken = self.steers.take()
+        for steer in taken:
+            self.history.append(steer.message)
+            steer.decide("delivered")
+        for steer in taken:
+            for block in steer.blocks:
+                await self.send_update(updates.user_message_chunk(block, steer.message_id))
+        return bool(taken)
 
     async def _ask_model(self) -> tuple[str, list[ToolCallRequest]]:
         """One model request: the response streamed out as updates and appended to the history; its finish
