@@ -226,6 +226,19 @@ class SetConfigOptionParams:
 
 
 @dataclass(frozen=True, slots=True)
+class SetTitleParams:
+    """``session/set_title`` (unstable): the title ``title`` for the session ``session_id`` (the session
+    manager normalises it, and refuses one empty once normalised)."""
+
+    session_id: str
+    title: str
+
+    @classmethod
+    def parse(cls, params: Params) -> SetTitleParams:
+        return cls(p.required(params, "sessionId", str), p.required(params, "title", str))
+
+
+@dataclass(frozen=True, slots=True)
 class AuthenticateParams:
     """``authenticate``: sign in with the method ``method_id`` (the agent judges it)."""
 

@@ -1,10 +1,11 @@
 """Replay files written anew: for a fork (the same history under a new session id), and for a client that
-does not show ``compaction_update`` (the compactions as the messages it would have seen). The format is
-:mod:`refagent.persistence.records`'s."""
+does not show ``compaction_update`` (the compactions as the messages it would have seen); and the title a
+user gives a saved session that is not open. The format is :mod:`refagent.persistence.records`'s."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from refagent.acp import jsonrpc, updates
 from refagent.persistence.reader import StoredSession
@@ -28,18 +29,7 @@ def fork_files(
         log.append({"kind": "history", "messages": messages})
         title = f"{stored.title} (fork)" if stored.title else None
         stamp = now()
-        log.append(
-            {
-                "kind": "meta",
-                "title": title,
-                "modeId": stored.mode_id,
-                "profileId": stored.profile_id,
-                "reasoningEffort": stored.reasoning_effort,
-                "systemPrompt": _system_prompt(stored),
-                "updatedAt": stamp,
-                "turns": stored.turns,
-            }
-        )
+        log.append(_meta(stored, title, stamp))
     finally:
         log.close()
     store.touch(session_id, title=title, updated_at=stamp)
@@ -48,12 +38,31 @@ def fork_files(
     return forked
 
 
-def _system_prompt(stored: StoredSession) -> dict[str, str] | None:
-    """The client's system prompt of ``stored`` as a ``meta`` record holds it (a fork keeps it)."""
-    if stored.system_prompt is None:
-        return None
-    mode, text = stored.system_prompt
-    return {"mode": mode, "text": text}
+def retitle(store: SessionStore, stored: StoredSession, title: str) -> None:
+    """Give the saved session ``stored``, not open here, the ``title`` a user chose: a ``meta`` record with
+    its state and the new title, and its index entry."""
+    stamp = stored.updated_at or now()
+    log = store.reopen(stored.session_id)
+    try:
+        log.append(_meta(stored, title, stamp))
+    finally:
+        log.close()
+    store.touch(stored.session_id, title=title, updated_at=stamp)
+
+
+def _meta(stored: StoredSession, title: str | None, stamp: str) -> dict[str, Any]:
+    """A whole ``meta`` record of ``stored``'s state, with ``title`` and the time ``stamp``."""
+    prompt = stored.system_prompt
+    return {
+        "kind": "meta",
+        "title": title,
+        "modeId": stored.mode_id,
+        "profileId": stored.profile_id,
+        "reasoningEffort": stored.reasoning_effort,
+        "systemPrompt": {"mode": prompt[0], "text": prompt[1]} if prompt is not None else None,
+        "updatedAt": stamp,
+        "turns": stored.turns,
+    }
 
 
 COMPACTION = b'"sessionUpdate":"compaction_update"'

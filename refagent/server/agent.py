@@ -257,6 +257,11 @@ class Agent:
 
         return await self.manager().prompt(PromptParams.parse(params))
 
+    async def set_title(self, params: Params) -> dict[str, Any]:
+        from refagent.acp.requests import SetTitleParams
+
+        return await self.manager().set_title(SetTitleParams.parse(params))
+
     async def steer(self, params: Params) -> dict[str, Any]:
         """``_session/steering`` (an extension, as Claude's and Codex's adapters have it): a message for the
         running turn, with a prompt's params (:mod:`refagent.session.steering`)."""
@@ -306,6 +311,7 @@ REQUESTS: Final[Mapping[str, Route]] = {
     "session/list": Route(Agent.list_sessions, needs_store=True),
     "session/close": Route(Agent.close_session),
     "session/delete": Route(Agent.delete_session, needs_store=True),
+    "session/set_title": Route(Agent.set_title, needs_store=True),  # unstable
     "session/prompt": Route(Agent.prompt),
     "session/set_mode": Route(Agent.set_mode),
     "session/set_config_option": Route(Agent.set_config_option),

@@ -38,7 +38,7 @@ def answer_initialize(settings: Settings, has_store: bool, params: dict[str, Any
     # systemPrompt (unstable): a client's instructions appended to ours, or in place of our built-in ones
     session: dict[str, Any] = {"close": {}, "additionalDirectories": {}, "systemPrompt": {"mode": {"override": {}}}}
     if has_store:  # the rest needs sessions on disk
-        session.update({"list": {}, "resume": {}, "delete": {}, "fork": {}})  # fork: unstable
+        session.update({"list": {}, "resume": {}, "delete": {}, "fork": {}, "title": {}})  # fork, title: unstable
     capabilities: dict[str, Any] = {
         "loadSession": has_store,
         "promptCapabilities": {"image": settings.active_profile().images, "audio": False, "embeddedContext": True},

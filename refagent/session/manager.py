@@ -33,7 +33,8 @@ import anyio.abc
 from refagent.acp import updates
 from refagent.acp.client import Client
 from refagent.acp.connection import Peer, Reply
-from refagent.acp.errors import ResourceNotFound
+from refagent.acp.errors import InvalidParams, ResourceNotFound
+from refagent.acp.text import one_line
 from refagent.confine.confinement import Support
 from refagent.ids import new_id
 from refagent.llm.pool import ModelPool, require_key
@@ -52,6 +53,7 @@ if TYPE_CHECKING:  # annotations; the modules themselves load after the first se
         SessionParams,
         SetConfigOptionParams,
         SetModeParams,
+        SetTitleParams,
     )
     from refagent.acp.types import ClientCapabilities
     from refagent.mcp import McpHub
@@ -64,6 +66,8 @@ if TYPE_CHECKING:  # annotations; the modules themselves load after the first se
 log = logging.getLogger(__name__)
 
 CLOSE_WAIT_SECONDS = 5
+MAX_TITLE_CHARS = 200
+"""The longest title a user may give a session (``session/set_title``); a longer one is cut."""
 
 
 class SessionManager:
@@ -339,6 +343,35 @@ class SessionManager:
         if self.store is not None:
             self.store.delete(session_id)
         return {}
+
+    async def set_title(self, params: SetTitleParams) -> dict[str, Any]:
+        """``session/set_title`` (unstable): the title a user chose, on one line and at most
+        :data:`MAX_TITLE_CHARS`, for an open session or a saved one (``-32002`` for neither; ``-32602`` for a
+        title empty once normalised). Answered with the title stored, after it is; an open session also
+        says it in a ``session_info_update``. The agent never replaces it with a title of its own (it names
+        only a session that has none)."""
+        title = one_line(params.title)
+        if not title:
+            raise InvalidParams("Invalid params: the title is empty")
+        if len(title) > MAX_TITLE_CHARS:
+            title = title[: MAX_TITLE_CHARS - 1].rstrip() + "…"
+        session = self.sessions.get(params.session_id)
+        store = self.store
+        assert store is not None  # offered only with a store
+        if session is not None:
+            await session.wait_settled()  # its announcements first
+            session.title = title
+            session.save_state()
+            await anyio.to_thread.run_sync(functools.partial(store.touch, session.id, title=title))
+            await session.send_update(updates.session_info(title=title))
+            return {"title": title}
+        stored = await anyio.to_thread.run_sync(load_session, store, params.session_id)
+        if stored is None:
+            raise ResourceNotFound(f"Session not found: {params.session_id[:100]}")
+        from refagent.persistence.replays import retitle
+
+        await anyio.to_thread.run_sync(retitle, store, stored, title)
+        return {"title": title}
 
     async def set_mode(self, params: SetModeParams) -> dict[str, Any]:
         """``session/set_mode`` (its updates follow the session's announcements)."""

@@ -594,6 +594,7 @@ async def test_capabilities_with_a_store(sessions_dir: Path, check: Any) -> None
         "close": {},
         "delete": {},
         "fork": {},  # unstable
+        "title": {},  # unstable
         "additionalDirectories": {},
         "systemPrompt": {"mode": {"override": {}}},  # unstable
     }
