@@ -91,13 +91,15 @@ class ChatClient:
                 return cancelled()
             self.view.pause()
             try:
-                keys = self.view.permission(params)
                 if self.approve is not None:
                     chosen = pick(options, "allow_once") or pick(options, "allow_always")
-                    self.view.answered(
-                        f"{chosen.get('name')} (auto-approved: {self.approve})" if chosen else "nothing allows it"
-                    )
-                    return selected(chosen) if chosen else cancelled()
+                    if chosen is not None:  # one line: what was approved, and by what (no menu to choose from)
+                        self.view.approved(params, f"{chosen.get('name')}, {self.approve}")
+                        return selected(chosen)
+                    self.view.permission(params)
+                    self.view.answered("no option allows it: cancelled")
+                    return cancelled()
+                keys = self.view.permission(params)
                 chosen = None
                 with anyio.CancelScope() as scope:  # cancel_prompts() cancels it: the answer is "cancelled"
                     self._asking.add(scope)

@@ -376,6 +376,22 @@ class ChatView:
         self._last = "answer"
         return " / ".join(dict.fromkeys(option_key(o) for o in options))
 
+    def approved(self, params: dict[str, Any], how: str) -> None:
+        """A permission question approved without asking (``--yes``): one line, and the change's diff (the
+        menu is not drawn: there is nothing to choose). Every string of ``params`` is made visible first."""
+        self._finish_stream()
+        params = visible_strings(params)
+        tool = params.get("toolCall") or {}
+        call = self.calls.get(str(tool.get("toolCallId", ""))) or _Call("a tool call", "")
+        content: list[Any] = tool["content"] if isinstance(tool.get("content"), list) else call.content
+        line = Text("  ")
+        line.append("✓ Approved:", style="green")
+        line.append(" ")
+        line.append(_title(tool, call.title), style="bold")
+        line.append(f" ({one_line(how)})", style="dim")
+        self.print(Group(line, *self._diffs(call, content)), "permission")
+        self._last = "permission"
+
     def answered(self, text: str) -> None:
         """The answer to a permission question, on one line (it may hold the option's name)."""
         self.console.print(Text(f"    → {one_line(text)}", style="magenta"))

@@ -176,7 +176,10 @@ async def test_yes_approves(tmp_path: Path) -> None:
     assert code == 0
     assert (tmp_path / "hello.txt").exists()
     assert typed.questions == []
-    assert "(auto-approved: --yes)" in shown
+    assert "✓ Approved: Create hello.txt (Allow, --yes)" in shown  # one line, and no menu
+    assert "+hi" in shown
+    assert "Allow?" not in shown
+    assert "Always allow" not in shown
 
 
 @pytest.mark.slow
