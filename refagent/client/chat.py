@@ -44,7 +44,14 @@ from refagent.client.chat_client import ChatClient
 from refagent.client.chat_input import ChatInput, LineInput, PromptInput, history_file, quiet_tty
 from refagent.client.chat_state import CLIENT_COMMANDS, CLIENT_NAMES, ChatState
 from refagent.client.chat_view import ChatView
-from refagent.client.opening import NoEarlierSession, SessionError, list_sessions, open_session, session_capability
+from refagent.client.opening import (
+    NoEarlierSession,
+    SessionError,
+    can_load,
+    list_sessions,
+    open_session,
+    session_capability,
+)
 from refagent.client.render import EXIT_OUTPUT_CLOSED, point_at_devnull
 from refagent.client.run import add_session_arguments, agent_command, on_signals
 
@@ -90,6 +97,8 @@ class Chat:
         self._scope = anyio.CancelScope()
         self._quit = False
         self.code = EXIT_OK
+        self.prompted: set[str] = set()
+        """The sessions a prompt was sent in (saved, so worth coming back to: :meth:`_goodbye`)."""
 
     # -- Ctrl-C and quitting ---------------------------------------------------------------------
 
@@ -144,7 +153,18 @@ class Chat:
             except AgentStartError as exc:
                 self.view.error(str(exc))
                 self.quit(EXIT_FAILED)
+        self._goodbye()
         return self.code
+
+    def _goodbye(self) -> None:
+        """On the way out, how to come back to the session in use, if it had a prompt and the agent can
+        reopen sessions (not when the output went away: no one reads it)."""
+        session_id = self.state.session_id
+        if self.code == EXIT_OUTPUT_CLOSED or session_id not in self.prompted:
+            return
+        if not (session_capability(self.init, "resume") or can_load(self.init)):
+            return
+        self.view.note(f"To go on with this session: refagent chat --resume {one_line(session_id)}")
 
     async def _chat(self, connection: Connection) -> int:
         try:
@@ -209,6 +229,7 @@ class Chat:
         result: Any = None
         error = ""
         params = {"sessionId": self.state.session_id, "prompt": [{"type": "text", "text": text}]}
+        self.prompted.add(self.state.session_id)
         try:
             result = await self.connection.request("session/prompt", params)
         except ConnectionClosed:
@@ -274,7 +295,9 @@ class Chat:
         if reopening:
             self.view.begin("Loading the session")
         try:
-            opened = await open_session(self.connection, self.init, self.cwd, resume=resume, latest=latest, replay=True)
+            opened = await open_session(
+                self.connection, self.init, self.cwd, resume=resume, latest=latest, replay=True, before=self._resuming
+            )
         finally:
             if reopening:
                 self.view.end()
@@ -287,12 +310,26 @@ class Chat:
         if previous and previous != opened.session_id and session_capability(self.init, "close"):
             with contextlib.suppress(RequestError):  # the agent frees it; nothing is lost if it cannot
                 await self.connection.request("session/close", {"sessionId": previous})
-        line = Text("Resumed session " if opened.resumed else "New session ", "bold")
+        details = [f"model {self.state.model}" if self.state.model else "", f"mode {self.state.mode_name()}"]
+        shown = "".join(f" · {d}" for d in details if d and not d.endswith(" "))
+        if opened.resumed:  # its name came before its history (_resuming); what it runs on comes after
+            self.view.print(Text(f"  {shown.removeprefix(' · ')}", "dim"), "session")
+            return
+        line = Text("New session ", "bold")
         line.append(one_line(opened.session_id), "cyan")
         if self.state.title:
             line.append(f" “{self.state.title}”")
-        details = [f"model {self.state.model}" if self.state.model else "", f"mode {self.state.mode_name()}"]
-        line.append("".join(f" · {d}" for d in details if d and not d.endswith(" ")), "dim")
+        line.append(shown, "dim")
+        self.view.print(line, "session")
+
+    def _resuming(self, session_id: str, entry: dict[str, Any]) -> None:
+        """Name the session being reopened before its history is drawn again (``open_session``'s
+        ``before``)."""
+        line = Text("Resumed session ", "bold")
+        line.append(one_line(session_id), "cyan")
+        title = entry.get("title")
+        if isinstance(title, str) and title.strip():
+            line.append(f" “{one_line(title)}”")
         self.view.print(line, "session")
 
 

@@ -22,6 +22,7 @@ Spec: ACP "Session Setup" (``session/new``, ``session/load``), "Session List", "
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -177,6 +178,7 @@ async def open_session(
     resume: str | None = None,
     latest: bool = False,
     replay: bool = False,
+    before: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> OpenedSession:
     """Open the session a client works in: a new one in ``cwd`` (an absolute path; ``session/new``) unless
     asked otherwise.
@@ -198,6 +200,9 @@ async def open_session(
     that happened. :class:`NotSupported` if the agent offers neither. (No callback for the replayed
     updates: they are notifications, and the handler the caller gave ``open_agent`` draws them as it draws
     a live turn's; the replay is over when this returns, since the agent answers after it.)
+
+    ``before``: called with the session's id and its ``session/list`` entry (``{}`` if not listed) just
+    before it is reopened, so a client can say which session it is before its history is drawn.
 
     Raises :class:`NoSuchSession` for an id the agent does not have (it answers ``-32002``), and the
     agent's other errors as :class:`~refagent.acp.errors.RequestError`.
@@ -228,6 +233,8 @@ async def open_session(
     extra = entry.get("additionalDirectories")
     if extra and isinstance(extra, list) and session_capability(init, "additionalDirectories"):
         params["additionalDirectories"] = extra
+    if before is not None:
+        before(session_id, entry)
     try:
         result = await connection.request(f"session/{how}", params)
     except RequestError as exc:

@@ -259,10 +259,22 @@ async def test_sessions_new_and_resume(tmp_path: Path) -> None:
     listing = shown.split("/resume <id or number>")[0].rsplit("Fresh answer.", 1)[1]
     assert [line.split()[0] for line in listing.strip().splitlines()] == ["1"]  # the session in use is not listed
     assert "first question" in listing
-    resumed = shown.split("Resumed session")[0].rsplit("Fresh answer.", 1)[1]
-    assert "› first question" in resumed  # the earlier conversation, drawn again
+    resumed = shown.split("Resumed session", 1)[1]  # named first, then the earlier conversation drawn again
+    assert "Fresh answer." not in resumed
+    assert "› first question" in resumed
     assert "First answer." in resumed
     assert shown.count("New session sess_") == 2
+    # on quitting, how to come back to the session in use: the first one, resumed
+    first = shown.split("Resumed session ", 1)[1].split()[0]
+    assert shown.rstrip().splitlines()[-1].strip() == f"To go on with this session: refagent chat --resume {first}"
+
+
+@pytest.mark.slow
+async def test_no_resume_hint_for_a_session_without_a_prompt(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed("/quit"))
+    assert code == 0
+    assert "--resume" not in shown
 
 
 @pytest.mark.slow
