@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import run_in_terminal, set_app
+from prompt_toolkit.buffer import Buffer, CompletionState
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.enums import DEFAULT_BUFFER
@@ -145,15 +146,50 @@ def _bindings(completer: SlashCompleter) -> KeyBindings:
     def _newline(event: KeyPressEvent) -> None:
         event.current_buffer.insert_text("\n")
 
+    def take(buffer: Buffer, completion: Completion) -> bool:
+        """Apply ``completion``; a command that takes an argument gets its space. Whether it did."""
+        buffer.apply_completion(completion)
+        name = buffer.text[1:].strip()
+        if buffer.text.startswith("/") and " " not in buffer.text and completer.takes_argument(name):
+            buffer.insert_text(" ")  # and go on to its argument
+            return True
+        return False
+
+    def only(buffer: Buffer) -> Completion | None:
+        """The one completion of what is typed, if there is exactly one that changes it (asked of the
+        completer now: the menu's own list may not have been made yet)."""
+        found = list(completer.get_completions(buffer.document, CompleteEvent()))
+        if len(found) != 1:
+            return None
+        completion = found[0]
+        before = buffer.document.text_before_cursor
+        changed = before[: len(before) + completion.start_position] + completion.text != before
+        return completion if changed else None
+
+    def chosen(buffer: Buffer) -> Completion | None:
+        """The completion Enter or Tab takes: the one selected in the menu, or the only one there is."""
+        state: CompletionState | None = buffer.complete_state
+        if state is not None and state.current_completion is not None:
+            return state.current_completion
+        return only(buffer)
+
+    @keys.add("tab", filter=editing)
+    def _tab(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        completion = only(buffer)
+        if completion is not None:  # the only match: completed at once, not selected first
+            take(buffer, completion)
+        elif buffer.complete_state is None:
+            buffer.start_completion(insert_common_part=True)
+        else:
+            buffer.complete_next()
+
     @keys.add("enter", filter=editing)
     def _enter(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
-        state = buffer.complete_state
-        if state is not None and state.current_completion is not None:  # a completion is chosen: take it
-            buffer.apply_completion(state.current_completion)
-            name = buffer.text[1:].strip()
-            if buffer.text.startswith("/") and " " not in buffer.text and completer.takes_argument(name):
-                buffer.insert_text(" ")  # and go on to its argument
+        completion = chosen(buffer)
+        if completion is not None:  # the menu's choice, or its only entry: take it, not the half-typed word
+            if take(buffer, completion):
                 return
         elif buffer.document.is_cursor_at_the_end and buffer.text.endswith("\\"):
             buffer.delete_before_cursor()  # a line continued, as in a shell

@@ -195,3 +195,30 @@ def test_multi_line_input_pasting_and_clearing_the_line(tmp_path: Path, project:
         assert user_and_assistant(server, 0) == [("user", "line one\nline two\nline three")]
         assert user_and_assistant(server)[-1] == ("user", "pasted one\npasted two")
     check_transcript(tmp_path / "chat.jsonl")
+
+
+def test_a_single_match_completes_with_one_tab_and_enter_takes_it(tmp_path: Path, project: Path) -> None:
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        term = start(tmp_path, server, "chat")
+        try:
+            term.expect(PROMPT_READY)
+            term.type("/hel")
+            term.expect("/hel")
+            term.type("\t")  # one Tab completes the only match at once
+            term.expect("p")
+            term.type("\r")
+            term.expect("Show the commands and the keys")  # /help's own list
+            term.expect(PROMPT_READY)
+            term.type("/sess")  # one command starts so: Enter runs it, not the half-typed word
+            term.expect("/sess")
+            term.type("\r")
+            term.expect(r"No other saved session in")
+            term.expect(PROMPT_READY)
+            term.type("\x04")
+            assert term.wait() == 0
+        finally:
+            term.kill()
+    assert server.chat_requests == []  # nothing went to the model
+    sent = [m.get("method") for m in check_transcript(tmp_path / "chat.jsonl")]
+    assert "session/prompt" not in sent
+    assert "session/list" in sent  # /sessions ran
