@@ -165,9 +165,7 @@ class ChatView:
         for call_id, call in list(self.calls.items()):
             if call.status not in ("completed", "failed"):
                 self._print_call(call_id, call)
-        if self._plan and not self._plan_printed:
-            self._plan_printed = True
-            self.print(blocks.plan_block(self._plan), "plan")
+        self._print_plan()
         self.pause()
         self._active = False
         if error:
@@ -182,6 +180,14 @@ class ChatView:
         if self._last:
             self.console.print()
         self._last = ""
+
+    def _print_plan(self) -> None:
+        """Print the plan as it stands if only the live region shows it: at the end of a turn, and before a
+        permission question (which takes the live region off the screen: the plan stays in sight while the
+        user decides). A later change shows in the live region again."""
+        if self._plan and not self._plan_printed:
+            self._plan_printed = True
+            self.print(blocks.plan_block(self._plan), "plan")
 
     def cancelling(self) -> None:
         """``session/cancel`` was sent: the spinner says so (the turn's end will say ``Cancelled.``)."""
@@ -348,6 +354,7 @@ class ChatView:
         """Show what the agent asks to do (title, preview, diff) and the answers; returns them (``y / a / n``).
         Every string of ``params`` is made visible first."""
         self._finish_stream()
+        self._print_plan()
         params = visible_strings(params)
         tool = params.get("toolCall") or {}
         call_id = str(tool.get("toolCallId", ""))
@@ -380,6 +387,7 @@ class ChatView:
         """A permission question approved without asking (``--yes``): one line, and the change's diff (the
         menu is not drawn: there is nothing to choose). Every string of ``params`` is made visible first."""
         self._finish_stream()
+        self._print_plan()
         params = visible_strings(params)
         tool = params.get("toolCall") or {}
         call = self.calls.get(str(tool.get("toolCallId", ""))) or _Call("a tool call", "")

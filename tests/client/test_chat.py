@@ -525,3 +525,27 @@ def test_slash_commands_complete_with_their_descriptions() -> None:
     assert completions(state, "/resume sess_a") == [("sess_abc", "fix the bug")]
     assert [text for text, _ in completions(state, "/mode a")] == ["ask", "auto"]
     assert completions(state, "hello /un") == []
+
+
+def test_the_plan_stays_in_sight_while_a_permission_question_is_asked() -> None:
+    """The live region (where a changing plan is drawn) goes off the screen for a question: the plan is
+    printed above the question first, once per change."""
+    out = io.StringIO()
+    view = ChatView(Console(file=out, width=100, color_system=None), live=True)
+    view.begin()
+    plan = [
+        {"content": "Read the code", "priority": "high", "status": "completed"},
+        {"content": "Fix the bug", "priority": "high", "status": "in_progress"},
+    ]
+    view.update({"sessionUpdate": "plan", "entries": plan})
+    assert "Fix the bug" not in out.getvalue()  # in the live region only, so far
+    view.pause()
+    view.permission(ASK)
+    view.answered("Allow")
+    shown = out.getvalue()
+    assert shown.index("Fix the bug") < shown.index("Run `make`")
+    view.permission(ASK)  # the same plan: not printed again
+    assert out.getvalue().count("Fix the bug") == 1
+    view.update({"sessionUpdate": "plan", "entries": [*plan[:1], {**plan[1], "status": "completed"}]})
+    view.end({"stopReason": "end_turn"})
+    assert out.getvalue().count("Fix the bug") == 2  # done: printed for good
