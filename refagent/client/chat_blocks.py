@@ -281,6 +281,7 @@ def help_block(client: Sequence[Command], agent: Sequence[Command]) -> Group:
         ("Enter", "send"),
         ("Alt-Enter, Esc Enter", "a new line (so does a line that ends with \\); pasted lines stay lines"),
         ("Tab", "complete a command (and /resume ids, /mode and /model values)"),
+        ("Shift-Tab", "on an empty line: switch to the next mode (/mode)"),
         ("Up, Down, Ctrl-R", "history, kept across chats"),
         ("Ctrl-X Ctrl-E", "edit the prompt in $EDITOR"),
         ("Ctrl-C", "cancel the turn (twice: quit); at the prompt, clear the line (twice on an empty line: quit)"),

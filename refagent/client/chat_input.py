@@ -197,6 +197,18 @@ def _bindings(completer: SlashCompleter) -> KeyBindings:
             return
         buffer.validate_and_handle()
 
+    @keys.add("s-tab", filter=editing)
+    def _next_mode(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        if buffer.complete_state is not None:  # a menu is open: Shift-Tab goes back in it
+            buffer.complete_previous()
+            return
+        following = completer.state.next_mode()
+        if buffer.text or following is None:
+            return  # a line being written is not thrown away; a session with one mode has nothing to cycle
+        buffer.text = f"/mode {following}"  # sent as typed: the agent switches and says so in the thread
+        buffer.validate_and_handle()
+
     @keys.add("c-c", filter=editing)
     def _interrupt(event: KeyPressEvent) -> None:
         if event.current_buffer.text:

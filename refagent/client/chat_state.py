@@ -114,6 +114,15 @@ class ChatState:
                 if not self.modes:
                     self.modes = [(_line(c["value"]), _line(c.get("name") or c["value"])) for c in choices]
 
+    def next_mode(self) -> str | None:
+        """The mode after the current one, in the session's order (round to the first): what Shift-Tab
+        switches to. None when there is nothing to cycle."""
+        ids = [mode for mode, _ in self.modes]
+        if len(ids) < 2:
+            return None
+        at = ids.index(self.mode) if self.mode in ids else -1
+        return ids[(at + 1) % len(ids)]
+
     def mode_name(self) -> str:
         return next((name for mode, name in self.modes if mode == self.mode), self.mode)
 

@@ -222,3 +222,20 @@ def test_a_single_match_completes_with_one_tab_and_enter_takes_it(tmp_path: Path
     sent = [m.get("method") for m in check_transcript(tmp_path / "chat.jsonl")]
     assert "session/prompt" not in sent
     assert "session/list" in sent  # /sessions ran
+
+
+def test_shift_tab_on_an_empty_line_switches_to_the_next_mode(tmp_path: Path, project: Path) -> None:
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        term = start(tmp_path, server, "chat")
+        try:
+            term.expect(PROMPT_READY)
+            term.type("\x1b[Z")  # Shift-Tab
+            term.expect(r"The mode is now (\S+)\.")
+            term.expect(PROMPT_READY)
+            term.type("\x04")
+            assert term.wait() == 0
+        finally:
+            term.kill()
+    assert server.chat_requests == []
+    sent = [m for m in check_transcript(tmp_path / "chat.jsonl") if m.get("method") == "session/prompt"]
+    assert [m["params"]["prompt"][0]["text"] for m in sent] == ["/mode accept-edits"]  # type: ignore[index]
