@@ -410,7 +410,8 @@ class Confinement:
             options += ["--tmp", self.private_tmp()]
             if support.landlock:
                 options += ["--landlock", str(support.landlock)]
-                if level == "workspace" and support.landlock >= 4:
+                # With a network namespace there is no way out to deny, and its own loopback stays usable.
+                if level == "workspace" and support.landlock >= 4 and not (support.namespaces and support.netns):
                     options.append("--deny-tcp")
             if support.namespaces:
                 options.append("--namespaces")

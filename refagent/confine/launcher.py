@@ -168,6 +168,8 @@ def _run_in_namespaces(options: Options) -> None:
     if options.netns:
         flags |= namespaces.CLONE_NEWNET
     namespaces.unshare(flags)
+    if options.netns:
+        namespaces.loopback_up()
     namespaces.map_ids(uid, gid)
     alive_read, alive_write = os.pipe()  # closed when this process dies: init checks it once
     status_read, status_write = os.pipe()  # init reports the command's wait status here

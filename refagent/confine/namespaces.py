@@ -2,7 +2,8 @@
 namespace (everything read-only but the roots; a private ``/tmp``, ``/dev/shm`` and ``/run``; a ``/proc``
 of its own), a PID namespace (its processes
 see no others, and all die with its first one), and, for the ``workspace`` level, a network namespace
-(no interface but a loopback that is down: no way out at all).
+(no interface but its own loopback, brought up: a server the command starts is reachable from it, and
+there is no way out at all).
 
 Standard library and ``ctypes`` only: :mod:`refagent.confine.launcher` runs this in a fresh
 ``python -I -S``. ``os.unshare`` exists only from Python 3.12 on, so the calls go through libc.
@@ -60,6 +61,29 @@ def _check(result: int, what: str) -> None:
 def unshare(flags: int) -> None:
     """Move this (single-threaded) process into new namespaces; a new PID namespace takes its next child."""
     _check(libc.unshare(ctypes.c_int(flags)), "unshare")
+
+
+SIOCSIFFLAGS = 0x8914
+IFF_UP = 0x1
+IFF_LOOPBACK = 0x8
+IFF_RUNNING = 0x40
+_IFREQ_SIZE = 40  # struct ifreq: a 16-byte name, then a 24-byte union whose first field is the flags
+
+
+def loopback_up() -> None:
+    """Bring up the loopback of this process's new network namespace (it starts down), so a command can
+    talk to the servers it starts itself (a test suite's, a dev server's) on 127.0.0.1 and ::1. The
+    namespace's loopback is its own: the host's servers stay out of reach."""
+    fd = libc.socket(2, 2, 0)  # AF_INET, SOCK_DGRAM: any socket takes interface ioctls
+    if fd < 0:
+        _check(-1, "a socket to configure the loopback")
+    try:
+        request = ctypes.create_string_buffer(_IFREQ_SIZE)
+        request[0:2] = b"lo"
+        struct.pack_into("=h", request, 16, IFF_UP | IFF_LOOPBACK | IFF_RUNNING)
+        _check(libc.ioctl(fd, ctypes.c_ulong(SIOCSIFFLAGS), request), "bringing the loopback up")
+    finally:
+        os.close(fd)
 
 
 def map_ids(uid: int, gid: int) -> None:
