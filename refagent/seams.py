@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
 
 Level = Literal["workspace", "network", "none"]
 """How far a command is confined (:mod:`refagent.confine.confinement` says what each level promises):
@@ -130,9 +133,45 @@ class Terminals(Protocol):
         """
         ...
 
+    async def start(
+        self, command: str, cwd: str, tasks: TaskGroup, *, sandbox: Level = "workspace", time_limit: float | None = None
+    ) -> Job:
+        """Start ``command`` in the background, confined as :meth:`run` confines it, and return once it runs
+        (an editor terminal exists, or a local process). It is watched by a task in ``tasks``: it runs until
+        it ends, :meth:`Job.stop` stops it, ``time_limit`` s pass (None: no limit), or ``tasks`` is
+        cancelled, which kills it. Raises :class:`~refagent.errors.ToolError` if it cannot start."""
+        ...
+
     def not_confined(self, level: Level) -> list[str]:
         """What a command at ``level`` would *not* be confined from here, in words for the user
         ([] when it is confined as the level promises)."""
+        ...
+
+
+class Job(Protocol):
+    """A command running in the background (:meth:`Terminals.start`)."""
+
+    terminal_id: str | None
+    """The editor terminal that shows it live (None: a local process)."""
+    result: CommandResult | None
+    """How it ended, once it has (None while it runs). Its ``output`` is what was kept of all of it."""
+
+    async def wait(self) -> CommandResult:
+        """Wait until it has ended, and return :attr:`result`."""
+        ...
+
+    async def output(self) -> str:
+        """All of its output kept so far (the head and tail of a long one, a marker between)."""
+        ...
+
+    async def new_output(self) -> str:
+        """What it printed since the last call (the first: since it started), stdout and stderr merged;
+        a long stretch keeps its head and tail with a marker between. After its end, the rest."""
+        ...
+
+    async def stop(self) -> None:
+        """Kill it (the whole process group, or the editor's terminal) and wait for its end; nothing if it
+        has ended already."""
         ...
 
 

@@ -79,7 +79,7 @@ def loopback_up() -> None:
         _check(-1, "a socket to configure the loopback")
     try:
         request = ctypes.create_string_buffer(_IFREQ_SIZE)
-        request[0:2] = b"lo"
+        request.value = b"lo"  # the interface's name, NUL-terminated (the rest is zeros already)
         struct.pack_into("=h", request, 16, IFF_UP | IFF_LOOPBACK | IFF_RUNNING)
         _check(libc.ioctl(fd, ctypes.c_ulong(SIOCSIFFLAGS), request), "bringing the loopback up")
     finally:

@@ -64,6 +64,8 @@ from refagent.seams import CommandResult, Level
 
 DEFAULT_OUTPUT_LIMIT = 40_000
 """Bytes of output kept: the first and the last 20 000."""
+BACKGROUND_CPU_BASIS = 24 * 3600.0
+"""The time limit a background command with none is given its CPU limit for (:class:`ResourceLimits`)."""
 
 _PROVIDER_PREFIXES = ("OPENAI_", "ANTHROPIC_", "REFAGENT_")
 _SECRET_PARTS = (
@@ -188,26 +190,10 @@ class LocalTerminals:
 
         Cancellation kills the group too (and waits for it, shielded, before re-raising).
         """
-        if not time_limit > 0:
-            raise ToolError(f"The time limit must be a positive number of seconds, got {time_limit}.")
-        if "\x00" in command:
-            raise ToolError("The command contains a NUL byte, which no shell command can contain.")
-        if not await anyio.Path(cwd).is_dir():
-            raise ToolError(f"Cannot run the command: the working directory {cwd} does not exist.")
+        await _check(command, cwd, time_limit)
         output = _Output(self.output_limit)
         with anyio.CancelScope(shield=True):  # once spawned, the process must reach the cleanup below
-            try:
-                process = await anyio.open_process(
-                    self._argv(command, time_limit, sandbox),
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    cwd=cwd,
-                    env=self._env,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                raise ToolError(f"Cannot start the shell {self.shell}: {exc.strerror or exc}.") from None
+            process = await self._spawn(command, cwd, time_limit, sandbox)
         timed_out = False
         try:
             async with anyio.create_task_group() as tasks:
@@ -226,11 +212,39 @@ class LocalTerminals:
             with anyio.CancelScope(shield=True):
                 await end_group(process.pid, self.kill_grace)
                 await process.aclose()
-        text, truncated = output.text()
-        code = process.returncode
-        if code is not None and code < 0:
-            return CommandResult(text, None, _signal_name(-code), truncated, timed_out)
-        return CommandResult(text, code, None, truncated, timed_out)
+        return _result(process, output, timed_out)
+
+    async def start(
+        self,
+        command: str,
+        cwd: str,
+        tasks: anyio.abc.TaskGroup,
+        *,
+        sandbox: Level = "workspace",
+        time_limit: float | None = None,
+    ) -> LocalJob:
+        """Start ``command`` as :meth:`run` would, watched by a task in ``tasks`` (:class:`LocalJob`)."""
+        await _check(command, cwd, time_limit)
+        job = LocalJob(_Output(self.output_limit), self.kill_grace, self.drain_seconds)
+        with anyio.CancelScope(shield=True):  # once spawned, the process must reach the job's cleanup
+            # Resource limits want a time: a command with none gets the CPU time of a day's run.
+            process = await self._spawn(command, cwd, time_limit or BACKGROUND_CPU_BASIS, sandbox)
+            tasks.start_soon(job.watch, process, time_limit)
+        return job
+
+    async def _spawn(self, command: str, cwd: str, time_limit: float, level: Level) -> anyio.abc.Process:
+        try:
+            return await anyio.open_process(
+                self._argv(command, time_limit, level),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=self._env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ToolError(f"Cannot start the shell {self.shell}: {exc.strerror or exc}.") from None
 
     def _argv(self, command: str, time_limit: float, level: Level) -> list[str]:
         shell = self.shell or "/bin/sh"
@@ -244,6 +258,81 @@ class LocalTerminals:
             lc_ctype=self._env.get("LC_CTYPE"),
             parent=os.getpid(),
         )
+
+
+async def _check(command: str, cwd: str, time_limit: float | None) -> None:
+    """Refuse what no shell could run: a time limit that is not positive, a NUL, a missing directory."""
+    if time_limit is not None and not time_limit > 0:
+        raise ToolError(f"The time limit must be a positive number of seconds, got {time_limit}.")
+    if "\x00" in command:
+        raise ToolError("The command contains a NUL byte, which no shell command can contain.")
+    if not await anyio.Path(cwd).is_dir():
+        raise ToolError(f"Cannot run the command: the working directory {cwd} does not exist.")
+
+
+def _result(process: anyio.abc.Process, output: _Output, timed_out: bool) -> CommandResult:
+    text, truncated = output.text()
+    code = process.returncode
+    if code is not None and code < 0:
+        return CommandResult(text, None, _signal_name(-code), truncated, timed_out)
+    return CommandResult(text, code, None, truncated, timed_out)
+
+
+class LocalJob:
+    """A local command in the background (:meth:`LocalTerminals.start`): its process group, watched by
+    :meth:`watch` (a task of the caller's task group), which ends the group as :meth:`LocalTerminals.run`
+    does when the shell exits, the time limit passes, :meth:`stop` is called or the task is cancelled."""
+
+    terminal_id: str | None = None
+
+    def __init__(self, output: _Output, kill_grace: float, drain_seconds: float) -> None:
+        self.result: CommandResult | None = None
+        self._output = output
+        self._kill_grace = kill_grace
+        self._drain_seconds = drain_seconds
+        self._read = 0
+        """Bytes of output :meth:`new_output` has given so far."""
+        self._scope = anyio.CancelScope()
+        self._ended = anyio.Event()
+
+    async def watch(self, process: anyio.abc.Process, time_limit: float | None) -> None:
+        """Read its output until it ends (or is stopped, or out of time), then end its group and reap it."""
+        timed_out = False
+        try:
+            with self._scope:
+                async with anyio.create_task_group() as tasks:
+                    read_all = anyio.Event()
+                    assert process.stdout is not None
+                    tasks.start_soon(_pump, process.stdout, self._output, read_all)
+                    with anyio.move_on_after(math.inf if time_limit is None else time_limit) as deadline:
+                        await process.wait()
+                    timed_out = deadline.cancelled_caught
+                    await end_group(process.pid, self._kill_grace)
+                    with anyio.move_on_after(self._drain_seconds):
+                        await read_all.wait()
+                    tasks.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await end_group(process.pid, self._kill_grace)
+                await process.aclose()
+                self.result = _result(process, self._output, timed_out)
+                self._ended.set()
+
+    async def wait(self) -> CommandResult:
+        await self._ended.wait()
+        assert self.result is not None
+        return self.result
+
+    async def output(self) -> str:
+        return self._output.text()[0]
+
+    async def new_output(self) -> str:
+        text, self._read = self._output.since(self._read, final=self._ended.is_set())
+        return text
+
+    async def stop(self) -> None:
+        self._scope.cancel()
+        await self._ended.wait()
 
 
 async def _pump(stream: anyio.abc.ByteReceiveStream, output: _Output, done: anyio.Event) -> None:
@@ -346,6 +435,30 @@ class _Output:
             if len(self.tail) > 2 * self.tail_limit:  # trim now and then, not on every chunk
                 del self.tail[: len(self.tail) - self.tail_limit]
 
+    def since(self, position: int, *, final: bool) -> tuple[str, int]:
+        """What came after byte ``position`` (one this returned, or 0), as text, and the position it ends
+        at. What was not kept is a marker; a character not complete yet waits for the next call, unless
+        the stream is ``final``."""
+        head_end = len(self.head)
+        tail_start = self.total - len(self.tail)
+        first = bytes(self.head[position:]) if position < head_end else b""
+        after_head = max(position, head_end)
+        tail = bytes(self.tail[max(after_head - tail_start, 0) :])
+        if len(tail) > self.tail_limit:
+            tail = tail[len(tail) - self.tail_limit :]
+        skipped = self.total - after_head - len(tail)
+        end = self.total
+        if not final:
+            held = _incomplete_end(tail or first)
+            end -= held
+            if tail:
+                tail = tail[: len(tail) - held]
+            else:
+                first = first[: len(first) - held]
+        if skipped <= 0:
+            return (first + tail).decode("utf-8", "replace"), end
+        return f"{_decode_head(first)}\n[... {skipped} bytes not kept ...]\n{_decode_tail(tail)}", end
+
     def text(self) -> tuple[str, bool]:
         """The output as text, and whether some of it was left out."""
         tail = bytes(self.tail[-self.tail_limit :]) if self.tail_limit else b""
@@ -355,6 +468,18 @@ class _Output:
         head = _decode_head(bytes(self.head))
         tail_text = _decode_tail(tail)
         return f"{head}\n[... {omitted} bytes omitted ...]\n{tail_text}", True
+
+
+def _incomplete_end(data: bytes) -> int:
+    """How many bytes at the end of ``data`` begin a UTF-8 character that is not complete (0 to 3)."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return 0
+        if byte >= 0xC0:  # a lead byte: the sequence it starts needs this many bytes
+            needed = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return back if back < needed else 0
+    return 0
 
 
 def _decode_head(data: bytes) -> str:

@@ -11,17 +11,19 @@ success, error, timeout and cancellation. With the sandbox's confinement the edi
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 from collections.abc import Awaitable, Callable
 
 import anyio
+import anyio.abc
 
-from refagent.acp.client import ExitStatus, SessionClient
+from refagent.acp.client import ExitStatus, SessionClient, TerminalOutput
 from refagent.acp.errors import RequestError
 from refagent.acp.text import has_surrogates
 from refagent.confine.confinement import UNCONFINED, Confinement
-from refagent.confine.process import ResourceLimits, is_secret_name
+from refagent.confine.process import BACKGROUND_CPU_BASIS, ResourceLimits, is_secret_name
 from refagent.errors import ToolError
 from refagent.seams import CommandResult, Level
 
@@ -75,18 +77,7 @@ class EditorTerminals:
         *,
         sandbox: Level = "workspace",
     ) -> CommandResult:
-        if has_surrogates(command) or has_surrogates(cwd):
-            # The wire would send U+FFFD for it: the editor would run another command than this one.
-            raise ToolError(
-                "The command or its working directory holds a byte of a file name that is not UTF-8 (such as "
-                "\\udcff), which the editor's terminal cannot be sent: ACP carries Unicode text only. Match "
-                "that name with a shell pattern instead (? for the byte)."
-            )
-        executable, args = self._command(command, sandbox, time_limit)
-        try:
-            terminal_id = await self.client.create_terminal(executable, args, cwd, self.output_byte_limit)
-        except RequestError as exc:
-            raise ToolError(f"The editor could not start a terminal: {exc.message}") from None
+        terminal_id = await self._create(command, cwd, sandbox, time_limit)
         try:
             if on_start is not None:
                 await on_start(terminal_id)
@@ -110,8 +101,133 @@ class EditorTerminals:
         except RequestError as exc:
             raise ToolError(f"The editor's terminal failed: {exc.message}") from None
         finally:
+            await _release(self.client, terminal_id)
+
+    async def start(
+        self,
+        command: str,
+        cwd: str,
+        tasks: anyio.abc.TaskGroup,
+        *,
+        sandbox: Level = "workspace",
+        time_limit: float | None = None,
+    ) -> EditorJob:
+        """Start ``command`` in a terminal of the editor's, watched by a task in ``tasks`` (:class:`EditorJob`)."""
+        # Resource limits want a time: a command with none gets the CPU time of a day's run.
+        terminal_id = await self._create(command, cwd, sandbox, time_limit or BACKGROUND_CPU_BASIS)
+        job = EditorJob(self.client, terminal_id)
+        tasks.start_soon(job.watch, time_limit)
+        return job
+
+    async def _create(self, command: str, cwd: str, level: Level, time_limit: float) -> str:
+        """``terminal/create`` for ``command``; the terminal's id."""
+        if has_surrogates(command) or has_surrogates(cwd):
+            # The wire would send U+FFFD for it: the editor would run another command than this one.
+            raise ToolError(
+                "The command or its working directory holds a byte of a file name that is not UTF-8 (such as "
+                "\\udcff), which the editor's terminal cannot be sent: ACP carries Unicode text only. Match "
+                "that name with a shell pattern instead (? for the byte)."
+            )
+        executable, args = self._command(command, level, time_limit)
+        try:
+            return await self.client.create_terminal(executable, args, cwd, self.output_byte_limit)
+        except RequestError as exc:
+            raise ToolError(f"The editor could not start a terminal: {exc.message}") from None
+
+
+class EditorJob:
+    """A command in the background in an editor's terminal (:meth:`EditorTerminals.start`). :meth:`watch`
+    (a task of the caller's) waits for its exit, kills it when the time limit passes, :meth:`stop` is
+    called or the task is cancelled, keeps its last output and releases the terminal, always. The tool
+    call that embeds the terminal keeps showing it after that.
+
+    The editor keeps the last ``outputByteLimit`` bytes and says only whether it dropped some, so what is
+    new since the last read is found by where the last read's end appears in the output now."""
+
+    def __init__(self, client: SessionClient, terminal_id: str) -> None:
+        self.client = client
+        self.terminal_id: str | None = terminal_id
+        self.result: CommandResult | None = None
+        self._seen = ""
+        """The output as of the last :meth:`new_output`."""
+        self._scope = anyio.CancelScope()
+        self._ended = anyio.Event()
+
+    async def watch(self, time_limit: float | None) -> None:
+        assert self.terminal_id is not None
+        terminal_id = self.terminal_id
+        timed_out = False
+        status = ExitStatus()
+        try:
+            with self._scope:
+                with anyio.move_on_after(math.inf if time_limit is None else time_limit) as deadline:
+                    status = await self.client.wait_for_terminal_exit(terminal_id)
+                timed_out = deadline.cancelled_caught
+        except RequestError as exc:
+            log.warning("terminal/wait_for_exit failed: %s", exc)
+        finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CLEANUP_SECONDS):
+                output = TerminalOutput("", False, None)
                 try:
-                    await self.client.release_terminal(terminal_id)
-                except Exception as exc:  # the client may be gone; nothing else to do
-                    log.warning("terminal/release failed: %s", exc)
+                    if self._scope.cancel_called or timed_out:
+                        await self.client.kill_terminal(terminal_id)
+                    output = await self.client.terminal_output(terminal_id)
+                except Exception as exc:  # the client may be gone; what it said so far stands
+                    log.warning("the editor's terminal failed: %s", exc)
+            ended = output.exit_status
+            if ended is not None and ended != ExitStatus():
+                status = ended
+            self.result = CommandResult(
+                output=output.output.replace("\r\n", "\n"),
+                exit_code=status.exit_code,
+                signal=status.signal,
+                truncated=output.truncated,
+                timed_out=timed_out,
+            )
+            await _release(self.client, terminal_id)  # what is read from now on is the result's
+            self._ended.set()
+
+    async def wait(self) -> CommandResult:
+        await self._ended.wait()
+        assert self.result is not None
+        return self.result
+
+    async def output(self) -> str:
+        if self.result is not None:
+            return self.result.output
+        try:
+            now = await self.client.terminal_output(self.terminal_id or "")
+        except RequestError as exc:
+            raise ToolError(f"The editor's terminal failed: {exc.message}") from None
+        return self.result.output if self.result is not None else now.output.replace("\r\n", "\n")
+
+    async def new_output(self) -> str:
+        now = await self.output()
+        seen, self._seen = self._seen, now
+        return _after(seen, now)
+
+    async def stop(self) -> None:
+        self._scope.cancel()
+        await self._ended.wait()
+
+
+def _after(seen: str, now: str) -> str:
+    """What ``now`` (a terminal's output) has beyond ``seen`` (the same earlier): the editor may have dropped
+    the start of it meanwhile, so the end of ``seen`` (200 characters) is looked for in ``now``; not found,
+    all of ``now`` is new (with a marker)."""
+    if now.startswith(seen):
+        return now[len(seen) :]
+    anchor = seen[-200:]
+    found = now.rfind(anchor) if anchor else -1
+    if found >= 0:
+        return now[found + len(anchor) :]
+    return f"[... earlier output not kept by the editor ...]\n{now}"
+
+
+async def _release(client: SessionClient, terminal_id: str) -> None:
+    """``terminal/release``, whatever happens (shielded, bounded): the agent must release what it creates."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(_CLEANUP_SECONDS):
+        try:
+            await client.release_terminal(terminal_id)
+        except Exception as exc:  # the client may be gone; nothing else to do
+            log.warning("terminal/release failed: %s", exc)

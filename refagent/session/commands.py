@@ -7,6 +7,8 @@
 - ``/undo``: restore the files the last turn changed, unless someone changed them since.
 - ``/rewind [N]``: list the turns (none given), or take the files and the conversation back to before
   turn ``N`` (:mod:`refagent.session.rewind`).
+- ``/jobs``: list the background commands; ``/stop [job | all]``: stop one, or all of them (the way the user
+  stops them: ``session/cancel`` leaves them running, :mod:`refagent.tools.jobs`).
 - ``/mode <id>``, ``/model <id>``: shortcuts for the config options.
 
 Anything else that starts with ``/`` goes to the model as ordinary text.
@@ -19,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
+from refagent.acp.text import one_line
 from refagent.acp.types import AvailableCommand, ContentBlock
 from refagent.session.rewind import rewind_to, turns_list
 from refagent.session.state import Session
@@ -26,7 +29,7 @@ from refagent.session.undo import restore_last_turn
 from refagent.tools.modes import MODES
 
 _COMMAND = re.compile(r"^/([a-z][a-z0-9_-]*)(?:\s+(.*))?$", re.DOTALL)
-NAMES = frozenset({"init", "compact", "undo", "rewind", "mode", "model"})
+NAMES = frozenset({"init", "compact", "undo", "rewind", "jobs", "stop", "mode", "model"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +53,12 @@ def available_commands(session: Session) -> list[AvailableCommand]:
             "name": "rewind",
             "description": "Take the files and the conversation back to before an earlier turn",
             "input": {"hint": "the turn's number (none: list the turns)"},
+        },
+        {"name": "jobs", "description": "List the commands running in the background"},
+        {
+            "name": "stop",
+            "description": "Stop background commands",
+            "input": {"hint": "a job's id, such as job-1 (none: all of them)"},
         },
         {"name": "mode", "description": "Switch the session's mode", "input": {"hint": modes}},
         {"name": "model", "description": "Switch the model", "input": {"hint": models}},
@@ -89,3 +98,35 @@ async def rewind(session: Session, argument: str) -> str:
     if not argument.isdigit():
         return f"/rewind takes a turn's number, such as /rewind 3 (not {argument!r}); /rewind alone lists them."
     return await rewind_to(int(argument), session.history, session.undo_log, session.workspace.context)
+
+
+def jobs_list(session: Session) -> str:
+    """``/jobs``: the session's background commands and how each stands."""
+    jobs = session.workspace.jobs if session.workspace is not None else None
+    entries = jobs.entries() if jobs is not None else []
+    if not entries:
+        return "No commands have been started in the background in this session."
+    lines = [f"- {entry.id}: `{one_line(entry.command)}`: {entry.state()}" for entry in entries]
+    return "Background commands:\n" + "\n".join(lines) + "\n"
+
+
+async def stop_jobs(session: Session, argument: str) -> str:
+    """``/stop [job | all]``: stop one background command, or (none given, or ``all``) every one running."""
+    jobs = session.workspace.jobs if session.workspace is not None else None
+    if jobs is None:
+        return "No commands have been started in the background in this session."
+    if argument and argument != "all":
+        entry = jobs.get_or_none(argument)
+        if entry is None:
+            known = ", ".join(e.id for e in jobs.entries()) or "none"
+            return f"There is no background command {one_line(argument)!r} (known: {known})."
+        if not entry.running:
+            return f"{entry.id} has ended already: {entry.state()}."
+        await jobs.stop(entry, "user")
+        return f"Stopped {entry.id} (`{one_line(entry.command)}`)."
+    running = [entry for entry in jobs.entries() if entry.running]
+    if not running:
+        return "No background command is running."
+    for entry in running:
+        await jobs.stop(entry, "user")
+    return "Stopped " + ", ".join(f"{entry.id} (`{one_line(entry.command)}`)" for entry in running) + "."

@@ -275,7 +275,10 @@ class SessionManager:
             send_update=session.send_update,
             cancel_turn=session.cancel,
             before_change=session.before_change,
+            show_update=session.client.send_update,
         )
+        if self.background is not None and workspace.jobs is not None:
+            self.background.start_soon(workspace.jobs.serve)
         watcher = sandbox.watcher if self.background is not None else None
         session.attach(workspace, mcp=hub, changed_files=watcher.drain if watcher is not None else None)
         if watcher is not None and self.background is not None:

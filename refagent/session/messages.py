@@ -78,3 +78,21 @@ def changed_files_note(changed: Sequence[str]) -> Message | None:
     )
     # A user message keeps every provider happy (some reject system messages mid-conversation).
     return {"role": "user", "content": note}
+
+
+def background_note(lines: Sequence[str]) -> Message | None:
+    """What the model is told before its next request about the background commands that ended since
+    (``job-1 (`npm test`): exited with code 0.``); None if none did."""
+    if not lines:
+        return None
+    note = (
+        "<system-reminder>Background commands ended since your last request (read what they printed with "
+        "command_output):\n" + "\n".join(lines) + "</system-reminder>"
+    )
+    return {"role": "user", "content": note}
+
+
+def reminders(changed: Sequence[str], ended: Sequence[str]) -> list[Message]:
+    """What the model is told before its next request: the files changed outside its calls, and the
+    background commands that ended (:func:`changed_files_note`, :func:`background_note`)."""
+    return [note for note in (changed_files_note(changed), background_note(ended)) if note is not None]

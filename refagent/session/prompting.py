@@ -29,7 +29,7 @@ from refagent.ids import new_id
 from refagent.llm.pool import ModelPool
 from refagent.persistence.store import SessionStore, now
 from refagent.sandbox.local import Sandbox
-from refagent.session.commands import Command, init_instruction, rewind, undo
+from refagent.session.commands import Command, init_instruction, jobs_list, rewind, stop_jobs, undo
 from refagent.session.commands import parse as parse_command
 from refagent.session.compaction import Compactor
 from refagent.session.content import user_message
@@ -37,6 +37,7 @@ from refagent.session.speaker import Say, speaker
 from refagent.session.state import Session
 from refagent.session.system_prompt import make_system_prompt
 from refagent.session.turn import Turn, run_prompt, user_text
+from refagent.tools.jobs import BackgroundJobs
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,7 @@ class Prompting:
             notices=session.notices,
             reasoning_effort=session.reasoning_effort,
             changed_files=session.changed_files,
+            background_news=jobs.news if (jobs := _jobs(session)) is not None else None,
         )
 
     async def _run_command(self, session: Session, command: Command, blocks: Sequence[ContentBlock]) -> StopReason:
@@ -147,6 +149,10 @@ class Prompting:
                         await say(await undo(session))
                     elif command.name == "rewind":
                         await say(await rewind(session, command.argument))
+                    elif command.name == "jobs":
+                        await say(jobs_list(session))
+                    elif command.name == "stop":
+                        await say(await stop_jobs(session, command.argument))
                     elif command.name == "compact":
                         await self._compactor(session).compact(command.argument, say, automatic=False)
                     elif command.name in ("mode", "model"):
@@ -213,3 +219,7 @@ def _reader(session: Session) -> Callable[[str], Awaitable[str]]:
         return text
 
     return read
+
+
+def _jobs(session: Session) -> BackgroundJobs | None:
+    return session.workspace.jobs if session.workspace is not None else None

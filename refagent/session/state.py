@@ -404,6 +404,9 @@ class Session:
         self.cancel()
         self.background.cancel()
         self.mcp_scope.cancel()
+        if self.workspace is not None and self.workspace.jobs is not None:
+            for ended in self.workspace.jobs.close():  # killed now: their calls end so in the record
+                self.recorder.record(ended)
         if self.log is not None:
             self.recorder.settle()
             self.log.close()

@@ -44,7 +44,7 @@ from refagent.llm.protocol import (
 )
 from refagent.session.compaction import Compactor
 from refagent.session.failure import Failure, ended_by
-from refagent.session.messages import CUT_SHORT, assistant_message, changed_files_note, tool_message
+from refagent.session.messages import CUT_SHORT, assistant_message, reminders, tool_message
 from refagent.session.steering import Steers
 from refagent.session.tool_calls import run_tool_calls
 from refagent.settings import DEFAULT_MAX_REQUESTS
@@ -76,6 +76,8 @@ class Turn:
     """How hard the model should reason (the session's ``thought_level``), if its profile takes one."""
     changed_files: Callable[[], list[str]] | None = None
     """Files changed outside the agent since last asked; the model hears of them before its next request."""
+    background_news: Callable[[], list[str]] | None = None
+    """The background commands that ended since last asked (:meth:`refagent.tools.jobs.BackgroundJobs.news`)."""
     steers: Steers | None = None
     """Messages the user sent during the turn (``_session/steering``), taken at each step
     (:mod:`refagent.session.steering`)."""
@@ -116,9 +118,11 @@ class Turn:
     async def _ask_model(self) -> tuple[str, list[ToolCallRequest]]:
         """One model request: the response streamed out as updates and appended to the history; its finish
         reason and the tool calls to run (none if the response did not end normally)."""
-        note = changed_files_note(self.changed_files() if self.changed_files is not None else [])
-        if note is not None:
-            self.history.append(note)
+        changed, ended = (
+            source() if source is not None else [] for source in (self.changed_files, self.background_news)
+        )
+        for note in reminders(changed, ended):
+            self.history.append(note)  # one by one: the conversation cleans and records what is appended
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         tools = self.tools.specs()
         if self.compactor is not None:

@@ -18,6 +18,7 @@ from refagent.acp.client import SessionClient
 from refagent.editor.questions import EditorQuestions
 from refagent.sandbox.local import Sandbox
 from refagent.tools.base import BaseTool, Plan, ToolContext
+from refagent.tools.jobs import BackgroundJobs
 from refagent.tools.permissions import Permissions
 from refagent.tools.runner import ToolRunner
 
@@ -30,6 +31,8 @@ class Workspace:
     context: ToolContext
     runner: ToolRunner
     permissions: Permissions = field(default_factory=Permissions)
+    jobs: BackgroundJobs | None = None
+    """The session's background commands (their tasks run in :meth:`BackgroundJobs.serve`)."""
 
 
 def build(
@@ -44,11 +47,14 @@ def build(
     cancel_turn: Callable[[], None],
     before_change: Callable[[str, Plan], None] | None = None,
     permissions: Permissions | None = None,
+    show_update: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
 ) -> Workspace:
     """The workspace of a session with roots ``[cwd, *additional]``: its tool context over ``sandbox`` and
     the backends of the ``client`` it joins, and the runner of ``tools`` under ``permissions`` (the user's
-    remembered answers; a new session starts with none) and the session's ``mode``."""
+    remembered answers; a new session starts with none) and the session's ``mode``. ``show_update`` shows an
+    update without recording it (the frames of a background command's output; default ``send_update``)."""
     permissions = permissions if permissions is not None else Permissions()
+    jobs = BackgroundJobs(send_update, show_update or send_update)
     context = ToolContext(
         session_id=client.session_id,
         cwd=cwd,
@@ -61,10 +67,11 @@ def build(
         search=sandbox.search,
         send_update=send_update,
         questions=EditorQuestions(client, cancel_turn=cancel_turn),
+        jobs=jobs,
     )
 
     on_changed = sandbox.watcher.note_own_write if sandbox.watcher is not None else None
     runner = ToolRunner(
         tools, context, permissions, mode, client.request_permission, cancel_turn, on_changed, before_change
     )
-    return Workspace(sandbox, context, runner, permissions)
+    return Workspace(sandbox, context, runner, permissions, jobs)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from refagent.acp.types import ToolCallContent, ToolCallLocation, ToolKind
 from refagent.seams import (
@@ -38,6 +38,9 @@ from refagent.seams import (
     TextFiles,
     TreePreview,
 )
+
+if TYPE_CHECKING:
+    from refagent.tools.jobs import BackgroundJobs
 
 __all__ = [
     "CANCEL_NOTE",
@@ -92,6 +95,8 @@ class ToolContext:
     the context (``dataclasses.replace``), so a tool can update its own call (e.g. embed a terminal)."""
     questions: Questions | None = None
     """Asking the user a question (the editor's form or permission dialog); None: no way to ask."""
+    jobs: BackgroundJobs | None = None
+    """The session's background commands (:mod:`refagent.tools.jobs`); None: none can be started."""
 
 
 @dataclass
@@ -104,6 +109,9 @@ class ToolResult:
     locations: list[ToolCallLocation] | None = None
     failed: bool = False
     """Ran, but failed (e.g. a command with a non-zero exit): shown as ``failed``; the model reads output."""
+    running: bool = False
+    """Still at work after answering the model (a background command): the call stays ``in_progress``,
+    and whoever runs that work ends it later."""
 
 
 @dataclass

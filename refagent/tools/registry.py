@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from refagent.tools.ask import AskUser
+from refagent.tools.background import CommandOutput, StopCommand
 from refagent.tools.base import BaseTool
 from refagent.tools.files import EditFile, ReadFile, WriteFile
 from refagent.tools.patch import ApplyPatch
@@ -30,6 +31,8 @@ def default_tools() -> list[BaseTool]:
         DeletePath(),
         MovePath(),
         RunCommand(),
+        CommandOutput(),
+        StopCommand(),
         UpdatePlan(),
         AskUser(),
     ]

@@ -32,7 +32,7 @@ import anyio
 
 from refagent.acp import updates
 from refagent.acp.text import cut, json_size, one_line, shorten, text_length
-from refagent.acp.types import ToolCallContent
+from refagent.acp.types import ToolCallContent, ToolCallStatus
 from refagent.errors import ToolError
 from refagent.ids import new_id
 from refagent.llm.protocol import ToolCallRequest, ToolSpec
@@ -224,10 +224,11 @@ class ToolRunner:
         if not content and result.output:
             content = [{"type": "content", "content": updates.text(result.output)}]
         raw_output = result.raw_output if result.raw_output is not None else {"output": result.output}
+        status: ToolCallStatus = "in_progress" if result.running else "failed" if result.failed else "completed"
         await self.context.send_update(
             updates.tool_call_update(
                 call_id,
-                status="failed" if result.failed else "completed",
+                status=status,
                 content=bounded_content(content),
                 locations=result.locations,
                 raw_output=bounded_raw(raw_output),

@@ -16,20 +16,21 @@ the user watches the output live; the runner gives each call its ``ctx.current_c
 
 from __future__ import annotations
 
-import re
 from typing import Any, ClassVar
 
 from refagent.acp import updates
 from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
 from refagent.seams import LEVELS, Level
-from refagent.tools.args import arg_int, arg_str, shown
+from refagent.tools.args import arg_bool, arg_int, arg_str, shown
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
 from refagent.tools.command_scope import permission_scope
-from refagent.tools.text import text_content
+from refagent.tools.text import fenced, text_content
 
 DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 600
+MAX_BACKGROUND_TIMEOUT = 24 * 3600
+"""A background command has no time limit unless it is given one, of at most a day."""
 MAX_OUTPUT_CHARS = 30_000
 """What the model reads of the output: the head and the tail, the middle elided."""
 
@@ -40,6 +41,7 @@ LEVEL_WORDS: dict[Level, str] = {
 }
 LEVEL_TAGS: dict[str, str] = {"network": "network access", "none": "unconfined"}
 """What a title says of a level above ``workspace``."""
+BACKGROUND = "in the background"
 
 
 def _tag(*words: str) -> str:
@@ -53,10 +55,11 @@ class RunCommand(BaseTool):
     description = (
         "Run a shell command (`sh -c`) in the workspace; returns its output (long output cut in the middle) "
         "and exit code. No stdin; killed after `timeout_seconds`. Use it for tests, builds and git; prefer "
-        "read_file, grep and glob to read and search. `sandbox`: `workspace` (the default) may write only "
-        "inside the workspace and its private /tmp, has no network (not even localhost) and sees no other "
-        "process. Ask for `network` only when the command needs it (installing packages, downloads, local "
-        "servers), for `none` only to write outside the workspace; then give a short `reason` for the user."
+        "read_file, grep and glob to read and search. `sandbox`: `workspace` (the default) writes only in the "
+        "workspace and its private /tmp, sees no other process, and has no network but a loopback of its own. "
+        "Ask for `network` only when the command needs it (installs, downloads, a server others must reach), "
+        "for `none` only to write outside the workspace, with a short `reason` for the user. `background`: "
+        "for servers, watchers and long builds."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -79,6 +82,14 @@ class RunCommand(BaseTool):
                 "type": "string",
                 "description": "Why the command needs `network` or `none`, in a few words for the user.",
             },
+            "background": {
+                "type": "boolean",
+                "description": (
+                    "Start it in the background and answer at once with its job id (default false): read its "
+                    "output with command_output, stop it with stop_command. It runs until it ends, is stopped "
+                    "or the session ends; no time limit unless `timeout_seconds` is given (up to a day)."
+                ),
+            },
         },
         "required": ["command"],
         "additionalProperties": False,
@@ -87,14 +98,20 @@ class RunCommand(BaseTool):
 
     def title(self, args: dict[str, Any]) -> str:
         level = args.get("sandbox")
-        tag = _tag(LEVEL_TAGS.get(level, "")) if isinstance(level, str) else ""
-        return f"Run `{shown(args.get('command', ''), 80)}`{tag}"
+        level_tag = LEVEL_TAGS.get(level, "") if isinstance(level, str) else ""
+        background_tag = BACKGROUND if args.get("background") is True else ""
+        return f"Run `{shown(args.get('command', ''), 80)}`{_tag(level_tag, background_tag)}"
 
     async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Plan:
         command = arg_str(args, "command", kind="name")
         if not command.strip():
             raise ToolError("The command is empty.")
-        timeout = arg_int(args, "timeout_seconds", DEFAULT_TIMEOUT, minimum=1, maximum=MAX_TIMEOUT)
+        background = arg_bool(args, "background")
+        limit: int | None
+        if background:
+            limit = arg_int(args, "timeout_seconds", 0, minimum=1, maximum=MAX_BACKGROUND_TIMEOUT) or None
+        else:
+            limit = arg_int(args, "timeout_seconds", DEFAULT_TIMEOUT, minimum=1, maximum=MAX_TIMEOUT)
         level = _level(args)
         reason = (arg_str(args, "reason", required=False, empty=True) or "").strip()
         resolved = ctx.policy.resolve(arg_str(args, "cwd", required=False, kind="name") or ".")
@@ -108,7 +125,7 @@ class RunCommand(BaseTool):
             key = key.replace(":", f"@{level}:", 1)
             label += _tag(LEVEL_TAGS[level])
         where = f" in {resolved.display}" if resolved.display not in ("", ".") else ""
-        tag = _tag(LEVEL_TAGS.get(level, ""), "not sandboxed here" if missing else "")
+        tag = _tag(LEVEL_TAGS.get(level, ""), BACKGROUND if background else "", "not sandboxed here" if missing else "")
         title = f"Run `{shown(command, 80)}`{where}{tag}"
         # The permission request shows exactly what will run, where, and how confined.
         sandbox = f"Sandbox: {level}: {LEVEL_WORDS[level]}."
@@ -116,11 +133,17 @@ class RunCommand(BaseTool):
             sandbox += " This machine cannot confine it from " + ", ".join(missing) + "."
         if reason:
             sandbox += f"\nReason: {shown(reason, 300)}"
-        details = f"{_fenced(command, 'sh')}\nWorking directory: {resolved.path}\n{sandbox}"
+        details = f"{fenced(command, 'sh')}\nWorking directory: {resolved.path}\n{sandbox}"
+        if background:
+            ends = f"after {limit} s, " if limit else ""
+            details += f"\nIn the background: it runs until it ends, is stopped, {ends}or the session ends."
         preview: list[ToolCallContent] = [text_content(details)]
 
         async def execute() -> ToolResult:
-            return await _run(ctx, command, resolved.path, timeout, level)
+            if background:
+                return await _start(ctx, command, resolved.path, limit, level)
+            assert limit is not None
+            return await _run(ctx, command, resolved.path, limit, level)
 
         return Plan(
             title=title,
@@ -141,6 +164,26 @@ def _level(args: dict[str, Any]) -> Level:
         if value == level:
             return level
     raise ToolError(f"`sandbox` must be one of {', '.join(LEVELS)}; got {value!r}.")
+
+
+async def _start(ctx: ToolContext, command: str, cwd: str, seconds: int | None, level: Level) -> ToolResult:
+    """Start ``command`` in the background (:mod:`refagent.tools.jobs`): the model gets its job id at once,
+    the call stays ``in_progress`` while it runs."""
+    if ctx.jobs is None:
+        raise ToolError("Background commands cannot be started here; run the command without `background`.")
+    entry = await ctx.jobs.start(
+        ctx.terminals, command, cwd, level=level, time_limit=seconds, call_id=ctx.current_call_id
+    )
+    text = (
+        f"Started in the background as {entry.id}. Read what it prints with command_output (job_id "
+        f"{entry.id!r}; wait_seconds to wait for more), stop it with stop_command. You will hear when it ends."
+    )
+    content: list[ToolCallContent]
+    if entry.job.terminal_id is not None:
+        content = [{"type": "terminal", "terminalId": entry.job.terminal_id}]
+    else:
+        content = [text_content(f"Running in the background as {entry.id}.")]
+    return ToolResult(text, content=content, raw_output={"job": entry.id}, running=True)
 
 
 async def _run(ctx: ToolContext, command: str, cwd: str, seconds: int, level: Level) -> ToolResult:
@@ -174,7 +217,7 @@ async def _run(ctx: ToolContext, command: str, cwd: str, seconds: int, level: Le
     if terminals and call_id:
         content = [{"type": "terminal", "terminalId": terminals[-1]}]
     else:
-        content = [text_content(_fenced(output.rstrip("\n"), "") + f"\n\n{status}{notes}")]
+        content = [text_content(fenced(output.rstrip("\n"), "") + f"\n\n{status}{notes}")]
     raw = {
         "exit_code": result.exit_code,
         "signal": result.signal,
@@ -183,10 +226,3 @@ async def _run(ctx: ToolContext, command: str, cwd: str, seconds: int, level: Le
         "output": output,
     }
     return ToolResult(text, content=content, raw_output=raw, failed=failed)
-
-
-def _fenced(text: str, language: str) -> str:
-    """A Markdown code block whose fence is longer than any backtick run inside ``text``."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{language}\n{text}\n{fence}"

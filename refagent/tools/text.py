@@ -7,6 +7,7 @@ Contract: pure functions of strings, shared by the tool modules. Lines are split
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from refagent.acp.types import DiffContent, ToolCallContent, ToolCallLocation
@@ -62,3 +63,10 @@ def numbered(lines: Sequence[str], first: int, *, cut: bool = True) -> str:
     """``cat -n`` style: the 1-based line number right-aligned in 6 columns, a tab, the line (cut to
     :data:`MAX_LINE_CHARS` unless ``cut`` is false: a page's lines come cut already)."""
     return "\n".join(f"{number:6}\t{cut_line(line) if cut else line}" for number, line in enumerate(lines, first))
+
+
+def fenced(text: str, language: str = "") -> str:
+    """A Markdown code block whose fence is longer than any backtick run inside ``text``."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text}\n{fence}"

@@ -207,3 +207,24 @@ def assert_untouched(outside: Path, host_tmp_file: Path, workspace: Path, before
     assert (outside / "keep").read_text() == "keep\n"
     assert (after.st_mode, after.st_mtime, after.st_nlink) == (before.st_mode, before.st_mtime, 1)
     assert not (workspace / "hard").exists()
+
+
+@pytest.mark.parametrize("ending", ["stdin closed", "SIGKILL"])
+async def test_a_background_command_dies_with_the_agent(tmp_path: Path, check: Any, ending: str) -> None:
+    """The turn ends while the command runs; the agent's exit, clean or killed, ends it and all it started."""
+    marker = f"7{os.getpid() % 10000:04d}"
+    server_like = f"sleep {marker}.1 & setsid sleep {marker}.2 & sleep {marker}.3"
+    turns = [Turn(tool_calls=[ToolCall("run_command", {"command": server_like, "background": True})]), Turn(text="up")]
+    with ScriptedOpenAIServer(turns, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            sid = await full_access_session(agent, tmp_path)
+            assert await agent.result("session/prompt", prompt(sid)) == {"stopReason": "end_turn"}
+            while len(survivors(marker)) < 3:  # noqa: ASYNC110 - processes of another namespace
+                await anyio.sleep(0.02)
+            if ending == "SIGKILL":
+                agent.process.kill()
+            else:
+                await agent.close_stdin()
+            with anyio.fail_after(20):
+                await agent.process.wait()
+    assert await gone(marker) == []

@@ -449,9 +449,9 @@ async def test_commands_are_offered_with_input_hints(project: Path, sessions_dir
         update = await editor.transcript.wait_for_update("available_commands_update")
     assert editor.updates(sid)[0] == update
     commands = {c["name"]: c for c in update["availableCommands"]}
-    assert set(commands) == {"init", "compact", "undo", "rewind", "mode", "model"}
+    assert set(commands) == {"init", "compact", "undo", "rewind", "jobs", "stop", "mode", "model"}
     assert all(c["description"] for c in commands.values())
-    for name in ("compact", "rewind", "mode", "model"):
+    for name in ("compact", "rewind", "stop", "mode", "model"):
         assert commands[name]["input"]["hint"]
     assert "read-only" in commands["mode"]["input"]["hint"]
     assert "smart" in commands["model"]["input"]["hint"]

@@ -25,7 +25,9 @@ CONTRACT = {
     "apply_patch": ("edit", {"patch"}, set()),
     "delete_path": ("delete", {"path"}, {"recursive"}),
     "move_path": ("move", {"source", "destination"}, set()),
-    "run_command": ("execute", {"command"}, {"timeout_seconds"}),
+    "run_command": ("execute", {"command"}, {"timeout_seconds", "background"}),
+    "command_output": ("read", set(), {"job_id", "wait_seconds"}),
+    "stop_command": ("execute", {"job_id"}, set()),
     "update_plan": ("think", {"entries"}, set()),
     "ask_user": ("other", {"question"}, {"choices", "allow_other"}),
 }
