@@ -32,6 +32,7 @@ from refagent.acp import updates
 from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
 from refagent.seams import CommandResult, Job, Level, Terminals
+from refagent.tools.args import shown
 from refagent.tools.text import fenced
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ class BackgroundJobs:
         entry = self.get_or_none(job_id)
         if entry is None:
             known = ", ".join(self._entries) or "none"
-            raise ToolError(f"There is no background command {job_id!r}. Known: {known}.")
+            raise ToolError(f"There is no background command {shown(job_id, 40)!r}. Known: {known}.")
         return entry
 
     def entries(self) -> list[Entry]:
@@ -222,7 +223,7 @@ class BackgroundJobs:
 def ended_words(result: CommandResult, stopped_by: Stopper | None) -> str:
     """How a job ended, in words."""
     if stopped_by == "model":
-        return "stopped (by you)"
+        return "stopped with stop_command"
     if stopped_by == "user":
         return "stopped by the user"
     if stopped_by == "session":

@@ -99,7 +99,7 @@ async def test_a_background_command_outlives_its_turn_and_is_read_and_stopped(
         assert "running" in output
         assert "started" in output
         assert "more" in output
-        assert "stopped (by you)" in stopped
+        assert "stopped with stop_command" in stopped
         assert stopped.endswith("(no new output)")  # what was read is not read again
         assert "job-1 (`echo started" in listing
         assert "stopped" in listing
