@@ -59,6 +59,8 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 AGENT_GONE = "The agent stopped (what it said, if anything, is above)."
 TICK_SECONDS = 0.1
+LEAVE_SECONDS = 2.0
+"""How long quitting waits for the agent to delete a session left unused."""
 """How often the live region is redrawn (the spinner, the time taken)."""
 
 
@@ -99,6 +101,8 @@ class Chat:
         self.code = EXIT_OK
         self.prompted: set[str] = set()
         """The sessions a prompt was sent in (saved, so worth coming back to: :meth:`_goodbye`)."""
+        self.made: set[str] = set()
+        """The sessions this chat made new: left without a prompt, they are deleted (:meth:`_leave`)."""
 
     # -- Ctrl-C and quitting ---------------------------------------------------------------------
 
@@ -149,12 +153,28 @@ class Chat:
                     log=self.agent_log,
                 ) as connection:
                     self.connection = connection
-                    self.quit(await self._chat(connection))
+                    code = await self._chat(connection)
+                    with anyio.move_on_after(LEAVE_SECONDS):  # before quit(), which ends the connection
+                        await self._leave(self.state.session_id, close=False)
+                    self.quit(code)
             except AgentStartError as exc:
                 self.view.error(str(exc))
                 self.quit(EXIT_FAILED)
         self._goodbye()
         return self.code
+
+    async def _leave(self, session_id: str, *, close: bool) -> None:
+        """The chat leaves ``session_id``: one it made and never prompted in is deleted, so that quitting at
+        once, or ``/new`` twice, leaves no empty session to list; another is closed if ``close`` (the
+        agent frees it) and the agent can. Nothing is lost if the agent cannot."""
+        if not session_id or self.connection is None:
+            return
+        unused = session_id in self.made and session_id not in self.prompted
+        method = "session/delete" if unused and session_capability(self.init, "delete") else "session/close"
+        if method == "session/close" and not (close and session_capability(self.init, "close")):
+            return
+        with contextlib.suppress(RequestError, ConnectionClosed, OSError, anyio.BrokenResourceError):
+            await self.connection.request(method, {"sessionId": session_id})
 
     def _goodbye(self) -> None:
         """On the way out, how to come back to the session in use, if it had a prompt and the agent can
@@ -307,9 +327,10 @@ class Chat:
         if opened.cwd != self.cwd:
             self.view.note(f"(in its own directory, {one_line(opened.cwd)})")
             self.cwd = self.view.cwd = opened.cwd
-        if previous and previous != opened.session_id and session_capability(self.init, "close"):
-            with contextlib.suppress(RequestError):  # the agent frees it; nothing is lost if it cannot
-                await self.connection.request("session/close", {"sessionId": previous})
+        if not opened.resumed:
+            self.made.add(opened.session_id)
+        if previous and previous != opened.session_id:
+            await self._leave(previous, close=True)
         details = [f"model {self.state.model}" if self.state.model else "", f"mode {self.state.mode_name()}"]
         shown = "".join(f" · {d}" for d in details if d and not d.endswith(" "))
         if opened.resumed:  # its name came before its history (_resuming); what it runs on comes after

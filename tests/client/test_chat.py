@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -275,6 +276,24 @@ async def test_no_resume_hint_for_a_session_without_a_prompt(tmp_path: Path) -> 
         code, shown = await run_chat(tmp_path, server, Typed("/quit"))
     assert code == 0
     assert "--resume" not in shown
+    assert saved_sessions() == set()  # and no empty session is left to list
+
+
+@pytest.mark.slow
+async def test_sessions_left_without_a_prompt_are_not_kept(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([Turn(text="Kept.")], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed("/new", "/new", "a question", "/new"))
+    assert code == 0
+    assert shown.count("New session sess_") == 4
+    kept = saved_sessions()
+    assert len(kept) == 1  # the one with a prompt
+    assert next(iter(kept)) in shown.split("Kept.")[0].rsplit("New session ", 1)[1]
+
+
+def saved_sessions() -> set[str]:
+    """The ids of the sessions saved (the agents under test share the test's ``XDG_DATA_HOME``)."""
+    root = Path(os.environ["XDG_DATA_HOME"]) / "refagent" / "sessions"
+    return {path.name.split(".")[0] for path in root.glob("sess_*")} if root.is_dir() else set()
 
 
 @pytest.mark.slow
