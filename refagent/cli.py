@@ -244,10 +244,13 @@ def _answer_early(line: bytes, write_fd: int, settings: Settings) -> dict[str, A
     from refagent.acp import jsonrpc
     from refagent.acp.errors import RequestError
     from refagent.server.handshake import answer_initialize
+    from refagent.server.v2 import wants_v2
 
     message = jsonrpc.parse_line(line)
     if not isinstance(message, jsonrpc.Request) or message.method != "initialize":
         return None
+    if wants_v2(message.params):
+        return None  # the agent answers it, in v2 (refagent.server.v2)
     try:
         result = answer_initialize(settings, settings.saves_sessions(), message.params)
     except RequestError:

@@ -179,6 +179,9 @@ class PromptParams:
     prompt: tuple[ContentBlock, ...]
     """Each an object with a string ``type``; what each type must hold is checked where the blocks are read
     (:func:`refagent.session.content.user_message`), which also refuses an empty prompt."""
+    message_id: str | None = None
+    """The id the user's message is recorded under (unstable ``messageId``; v2 gives each one); None: one of
+    the agent's own."""
 
     @classmethod
     def parse(cls, params: Params) -> PromptParams:
@@ -187,7 +190,10 @@ class PromptParams:
         for index, block in enumerate(blocks):
             if not isinstance(block, dict) or not isinstance(block.get("type"), str):
                 raise InvalidParams(f"Invalid params: prompt[{index}] is not a content block")
-        return cls(session_id, tuple(blocks))
+        message_id = p.optional(params, "messageId", str, None)
+        if message_id is not None and not 0 < len(message_id) <= 200:
+            raise InvalidParams("Invalid params: messageId must be 1 to 200 characters")
+        return cls(session_id, tuple(blocks), message_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,12 +33,14 @@ from refagent.confine.confinement import machine_support, remove_stale_private_d
 from refagent.errors import ConfigError
 from refagent.llm.pool import ModelPool, require_key
 from refagent.server.handshake import AUTH_METHOD, answer_initialize
+from refagent.server.v2 import wants_v2
 from refagent.settings import Settings
 
 __all__ = ["NOTIFICATIONS", "REQUESTS", "Agent", "Settings"]
 
 if TYPE_CHECKING:
     from refagent.acp.types import ClientCapabilities
+    from refagent.server.v2.bridge import V2Bridge
     from refagent.session.manager import SessionManager
     from refagent.session.state import Session
 
@@ -64,6 +66,8 @@ class Agent:
         self.client_info: dict[str, Any] = {}
         self.models = ModelPool(self.settings.make_model)
         self._background: TaskGroup | None = None
+        self.v2: V2Bridge | None = None
+        """Set when the client negotiated ACP v2 (:mod:`refagent.server.v2`)."""
         self._manager: SessionManager | None = None
         self.first_session = anyio.Event()
         """Set once the first session's response is written and its own after-work done (its workspace
@@ -80,6 +84,11 @@ class Agent:
             await background.__aexit__(None, None, None)
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_SECONDS):
             await self.models.aclose()  # their connection pools, now, on this event loop
+
+    @property
+    def background_tasks(self) -> TaskGroup | None:
+        """The task group of the sessions' background work (None outside ``async with``)."""
+        return self._background
 
     @property
     def sessions(self) -> dict[str, Session]:
@@ -104,6 +113,17 @@ class Agent:
     # -- dispatch (the connection's Handler protocol) -----------------------------------------
 
     async def handle_request(self, method: str, params: Params) -> Any:
+        if self.v2 is not None:  # the client negotiated v2: its requests are translated for the methods below
+            return await self.v2.handle_request(method, params)
+        if method == "initialize" and wants_v2(params):
+            from refagent.server.v2.bridge import V2Bridge
+
+            self.v2 = V2Bridge(self)
+            return await self.v2.handle_request(method, params)
+        return await self.handle_v1_request(method, params)
+
+    async def handle_v1_request(self, method: str, params: Params) -> Any:
+        """Answer a v1 request (:data:`REQUESTS`)."""
         route = REQUESTS.get(method)
         if route is None or (route.needs_store and self.store is None):
             raise MethodNotFound(f"Method not found: {_short(method)}")

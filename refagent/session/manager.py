@@ -396,7 +396,7 @@ class SessionManager:
         from refagent.session.prompting import Prompting  # loaded by now, in the first session's after-work
 
         prompting = Prompting(self.models, self.settings.max_requests, self.store)
-        return await prompting.prompt(session, params.prompt)
+        return await prompting.prompt(session, params.prompt, message_id=params.message_id)
 
     async def steer(self, params: PromptParams) -> dict[str, Any]:
         """``_session/steering``: :meth:`refagent.session.prompting.Prompting.steer` (the steer's outcome)."""

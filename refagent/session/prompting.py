@@ -54,7 +54,9 @@ class Prompting:
     max_requests: int
     store: SessionStore | None
 
-    async def prompt(self, session: Session, blocks: Sequence[ContentBlock]) -> dict[str, Any]:
+    async def prompt(
+        self, session: Session, blocks: Sequence[ContentBlock], *, message_id: str | None = None
+    ) -> dict[str, Any]:
         """Answer one ``session/prompt`` of ``session``: run its command or its turn. The response: its stop
         reason, ``cancelled`` if ``session/cancel`` (or ``session/close``) ended it, and ``_meta`` with the
         failure if the model failed the turn.
@@ -85,7 +87,7 @@ class Prompting:
                     message = await user_message(blocks, images=session.profile.images, read_text=_reader(session))
                     turn = await self._turn(session, workspace.sandbox)
                     session.begin_turn()
-                    session.record_prompt(typed, new_id("user"))
+                    session.record_prompt(typed, message_id or new_id("user"))
                     session.history.mark_turn(session.turns)  # where /rewind can take the conversation back to
                     turn.steers = session.steers
                     session.steers.open()

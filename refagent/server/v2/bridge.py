@@ -1,0 +1,270 @@
+"""ACP v2 on the wire, the v1 machinery behind it: :class:`V2Bridge` answers a v2 client's requests by
+translating them for :class:`~refagent.server.agent.Agent`, and :class:`V2Peer` stands in for the client,
+translating what the sessions send it (:mod:`refagent.server.v2.translate`).
+
+The one change of flow is the prompt's. A v2 ``session/prompt`` is answered at once with the user message's
+id; the turn runs in the agent's background task group, and the session says where it stands with
+``state_update``: ``running`` when its foreground work starts, ``requires_action`` while a permission
+question waits on the user, ``idle`` with the stop reason when the last prompt queued in it has ended (an
+error that ended it, as the ``error`` stop reason). The user's message is echoed as ``user_message`` under
+that id, and recorded under it, so a replay shows it so.
+
+``session/resume`` with ``replayFrom: {type: "start"}`` is v1's ``session/load`` (the history replayed);
+without, v1's ``session/resume``. ``auth/login`` and ``auth/logout`` are ``authenticate`` and ``logout``.
+The client has no file system or terminals in v2: the sessions use the sandbox's own.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+
+from refagent.acp import jsonrpc
+from refagent.acp import params as p
+from refagent.acp.connection import Peer, Reply
+from refagent.acp.errors import InvalidParams, MethodNotFound, RequestError, ResourceNotFound
+from refagent.ids import new_id
+from refagent.server.v2 import translate
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from refagent.session.state import Session
+
+log = logging.getLogger(__name__)
+
+Params = dict[str, Any]
+
+
+class V1Agent(Protocol):
+    """What the bridge needs of :class:`refagent.server.agent.Agent`: its v1 methods, its client and store."""
+
+    peer: Peer
+
+    @property
+    def store(self) -> object | None: ...
+
+    @property
+    def background_tasks(self) -> TaskGroup | None: ...
+
+    @property
+    def sessions(self) -> dict[str, Session]: ...
+
+    async def handle_v1_request(self, method: str, params: Params) -> Any: ...
+    async def handle_notification(self, method: str, params: Params) -> None: ...
+    async def initialize(self, params: Params) -> Reply: ...
+    async def authenticate(self, params: Params) -> dict[str, Any]: ...
+    async def logout(self, params: Params) -> dict[str, Any]: ...
+    async def new_session(self, params: Params) -> Reply: ...
+    async def load_session(self, params: Params) -> Reply: ...
+    async def resume_session(self, params: Params) -> Reply: ...
+    async def list_sessions(self, params: Params) -> dict[str, Any]: ...
+    async def close_session(self, params: Params) -> dict[str, Any]: ...
+    async def delete_session(self, params: Params) -> dict[str, Any]: ...
+    async def set_config_option(self, params: Params) -> dict[str, Any]: ...
+    async def prompt(self, params: Params) -> dict[str, Any]: ...
+
+
+class V2Peer:
+    """The client, as the v1 machinery calls it, spoken to in v2."""
+
+    def __init__(self, connection: Peer, bridge: V2Bridge) -> None:
+        self.connection = connection
+        self.bridge = bridge
+
+    async def notify(self, method: str, params: Params) -> None:
+        if method == "session/update":
+            session_id = params["sessionId"]
+            update = translate.update(session_id, params["update"], self.bridge.kinds(session_id))
+            if update is not None:
+                await self.connection.notify(method, {"sessionId": session_id, "update": update})
+            return
+        await self.connection.notify(method, params)
+
+    async def request(self, method: str, params: Params) -> Any:
+        if method != "session/request_permission":
+            return await self.connection.request(method, params)
+        session_id = params["sessionId"]
+        await self.bridge.state(session_id, "requires_action")
+        try:
+            return await self.connection.request(method, translate.permission_request(params))
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                await self.bridge.state(session_id, "running")
+
+    async def send_lines(self, data: bytes) -> None:
+        """Lines the agent wrote itself (a replay): each notification translated, the rest as it is."""
+        out = bytearray()
+        for line in data.splitlines():
+            message = json.loads(line)
+            params = message.get("params")
+            if message.get("method") == "session/update" and isinstance(params, dict):
+                update = translate.update(params["sessionId"], params["update"], self.bridge.kinds(params["sessionId"]))
+                if update is None:
+                    continue
+                message = {**message, "params": {**params, "update": update}}
+            out += jsonrpc.encode(message)
+        await self.connection.send_lines(bytes(out))
+
+
+class V2Bridge:
+    """Serves a client that negotiated v2 through ``agent`` (which it gives a :class:`V2Peer`)."""
+
+    def __init__(self, agent: V1Agent) -> None:
+        self.agent = agent
+        self.connection = agent.peer
+        agent.peer = V2Peer(agent.peer, self)
+        self._kinds: dict[str, dict[str, str]] = {}
+        self._running: dict[str, int] = {}
+        """Prompts accepted and not ended, per session (a prompt sent during a turn waits for it)."""
+
+    def kinds(self, session_id: str) -> dict[str, str]:
+        """The kinds of the session's tool calls so far, by id (for the diffs of deletions)."""
+        return self._kinds.setdefault(session_id, {})
+
+    async def state(self, session_id: str, state: str, **fields: Any) -> None:
+        update = {"sessionUpdate": "state_update", "state": state, **fields}
+        await self.connection.notify("session/update", {"sessionId": session_id, "update": update})
+
+    # -- requests ------------------------------------------------------------------------------------
+
+    async def handle_request(self, method: str, params: Params) -> Any:
+        handler = _REQUESTS.get(method)
+        if handler is None and method.startswith("_"):  # extensions (_session/steering) are the same in v2
+            return await self.agent.handle_v1_request(method, params)
+        if handler is None:
+            raise MethodNotFound(f"Method not found: {method[:100]}")
+        return await handler(self, params)
+
+    async def handle_notification(self, method: str, params: Params) -> None:
+        await self.agent.handle_notification(method, params)
+
+    async def initialize(self, params: Params) -> Reply:
+        p.required(params, "protocolVersion", int)
+        info = p.optional(params, "info", dict, {})
+        capabilities = p.optional(params, "capabilities", dict, {})
+        v1 = {
+            "protocolVersion": 1,
+            "clientCapabilities": translate.client_capabilities(capabilities),
+            "clientInfo": info,
+        }
+        reply = await self.agent.initialize(v1)
+        return Reply(translate.initialize_result(reply.result, has_store=self.agent.store is not None), reply.after)
+
+    async def login(self, params: Params) -> dict[str, Any]:
+        await self.agent.authenticate({"methodId": p.required(params, "methodId", str)})
+        return {}
+
+    async def logout(self, params: Params) -> dict[str, Any]:
+        await self.agent.logout({})
+        return {}
+
+    async def new_session(self, params: Params) -> Reply:
+        reply = await self.agent.new_session(self._opening(params))
+        return Reply(translate.session_result(reply.result, with_id=True), reply.after)
+
+    async def resume_session(self, params: Params) -> Reply:
+        if self.agent.store is None:
+            raise ResourceNotFound(f"Session not found: {str(params.get('sessionId'))[:100]}")
+        replay = p.optional(params, "replayFrom", dict, None)
+        if replay is not None and replay.get("type") != "start":
+            raise InvalidParams(f"Invalid params: replayFrom {str(replay.get('type'))[:40]!r} (known: start)")
+        v1 = self._opening(params)
+        v1["sessionId"] = p.required(params, "sessionId", str)
+        reply = await (self.agent.load_session(v1) if replay is not None else self.agent.resume_session(v1))
+        session_id = v1["sessionId"]
+
+        async def after() -> None:
+            await reply.after()
+            await self.state(session_id, "running" if self._running.get(session_id) else "idle")
+
+        return Reply(translate.session_result(reply.result, with_id=False), after)
+
+    def _opening(self, params: Params) -> Params:
+        v1 = {key: value for key, value in params.items() if key in ("cwd", "additionalDirectories", "_meta")}
+        v1["mcpServers"] = translate.mcp_servers(p.optional(params, "mcpServers", list, []))
+        return v1
+
+    async def list_sessions(self, params: Params) -> Any:
+        if self.agent.store is None:  # baseline in v2: with nothing saved, there is nothing to list
+            return {"sessions": []}
+        return await self.agent.list_sessions(params)
+
+    async def close_session(self, params: Params) -> Any:
+        return await self.agent.close_session(params)
+
+    async def delete_session(self, params: Params) -> Any:
+        if self.agent.store is None:
+            raise MethodNotFound("Method not found: session/delete")
+        return await self.agent.delete_session(params)
+
+    async def set_config_option(self, params: Params) -> dict[str, Any]:
+        kind = p.required(params, "type", str)
+        if kind != "id":
+            raise InvalidParams(f"Invalid params: this agent's options take values of type id, not {kind[:40]!r}")
+        v1 = {
+            "sessionId": p.required(params, "sessionId", str),
+            "configId": p.required(params, "configId", str),
+            "value": p.required(params, "value", str),
+        }
+        result = await self.agent.set_config_option(v1)
+        return {"configOptions": translate.config_options(result["configOptions"])}
+
+    async def prompt(self, params: Params) -> Reply:
+        """Accept the prompt (its message id at once), then run it in the background (module docstring)."""
+        session_id = p.required(params, "sessionId", str)
+        blocks = p.required(params, "prompt", list)
+        if not blocks:
+            raise InvalidParams("Invalid params: prompt is empty")
+        if session_id not in self.agent.sessions:
+            raise ResourceNotFound(f"Session not found: {session_id[:100]}")
+        message_id = params.get("messageId") if isinstance(params.get("messageId"), str) else new_id("user")
+        v1 = {"sessionId": session_id, "prompt": blocks, "messageId": message_id}
+
+        async def run() -> None:
+            self._running[session_id] = self._running.get(session_id, 0) + 1
+            ended: dict[str, Any] = {"stopReason": "cancelled"}
+            try:
+                if self._running[session_id] == 1:
+                    await self.state(session_id, "running")
+                echo = {"sessionUpdate": "user_message", "messageId": message_id, "content": blocks}
+                await self.connection.notify("session/update", {"sessionId": session_id, "update": echo})
+                result = await self.agent.prompt(v1)
+                ended = {"stopReason": result["stopReason"]}
+            except RequestError as exc:
+                ended = {"stopReason": "error", "error": {"code": exc.code, "message": exc.message}}
+            except Exception as exc:  # a bug must not leave the client waiting for idle
+                log.exception("a v2 prompt failed")
+                ended = {"stopReason": "error", "error": {"code": -32603, "message": f"Internal error: {exc}"}}
+            finally:
+                self._running[session_id] -= 1
+                if not self._running[session_id]:
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                        await self.state(session_id, "idle", **ended)
+
+        async def start() -> None:
+            tasks = self.agent.background_tasks
+            if tasks is None:
+                await run()
+            else:
+                tasks.start_soon(run)
+
+        return Reply({"messageId": message_id}, start)
+
+
+_REQUESTS = {
+    "initialize": V2Bridge.initialize,
+    "auth/login": V2Bridge.login,
+    "auth/logout": V2Bridge.logout,
+    "session/new": V2Bridge.new_session,
+    "session/resume": V2Bridge.resume_session,
+    "session/list": V2Bridge.list_sessions,
+    "session/close": V2Bridge.close_session,
+    "session/delete": V2Bridge.delete_session,
+    "session/set_config_option": V2Bridge.set_config_option,
+    "session/prompt": V2Bridge.prompt,
+}
+"""Every v2 request method the agent answers (``tool_call/cancel`` and ``terminal/cancel`` are not offered)."""

@@ -1,0 +1,271 @@
+"""ACP v2 beside v1 (``REFAGENT_ACP_V2=1``): a client that asks for version 2 is served v2 from the same
+session machinery; every message the agent sends it is checked against the v2 draft schema, strictly
+(:mod:`tests.support.acp_schema_v2`). Without the flag, or for a v1 client, nothing changes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from refagent.acp.errors import RequestError
+from refagent.llm.protocol import ToolCallRequest
+from refagent.llm.scripted import ScriptedModel, text
+from refagent.persistence.store import SessionStore
+from refagent.server.v2 import ENV
+from refagent.settings import Settings
+from refagent.testing.memory import Editor, FakeClient, allow_once, connect
+from tests.support.acp_schema_v2 import validate_agent_message_v2
+from tests.support.helpers_process import AgentProcess, agent_env
+
+pytestmark = pytest.mark.anyio
+
+V2_INIT = {
+    "protocolVersion": 2,
+    "info": {"name": "v2-editor", "version": "0"},
+    "capabilities": {"auth": {"terminal": {}}},
+}
+
+
+@pytest.fixture
+def v2_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, "1")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    (path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    return path
+
+
+def settings(tmp_path: Path, model: ScriptedModel) -> Settings:
+    return Settings(make_model=lambda profile: model, store=lambda: SessionStore(tmp_path / "sessions"))
+
+
+def updates(editor: Editor, session_id: str) -> list[dict[str, Any]]:
+    return [
+        n["params"]["update"]
+        for n in editor.client.notifications
+        if n["method"] == "session/update" and n["params"]["sessionId"] == session_id
+    ]
+
+
+async def idle(editor: Editor, session_id: str, count: int = 1) -> dict[str, Any]:
+    """Wait for the session's ``count``-th ``idle`` state update; return it."""
+
+    def ended() -> list[dict[str, Any]]:
+        return [
+            u for u in updates(editor, session_id) if u.get("sessionUpdate") == "state_update" and u["state"] == "idle"
+        ]
+
+    with anyio.fail_after(10):
+        while len(ended()) < count:  # noqa: ASYNC110 - notifications arrive on the editor's own task
+            await anyio.sleep(0.01)
+    return ended()[count - 1]
+
+
+def edit_call() -> ToolCallRequest:
+    args = {"path": "calc.py", "old_string": "a - b", "new_string": "a + b"}
+    return ToolCallRequest(id="call_1", name="edit_file", arguments=json.dumps(args))
+
+
+async def test_without_the_flag_a_v2_client_gets_v1(tmp_path: Path, check: Any) -> None:
+    async with connect(settings(tmp_path, ScriptedModel()), check=check) as editor:
+        result = await editor.request("initialize", V2_INIT)
+    assert result["protocolVersion"] == 1
+    assert "agentCapabilities" in result
+
+
+async def test_a_v1_client_is_served_v1_with_the_flag(tmp_path: Path, check: Any, v2_on: None) -> None:
+    async with connect(settings(tmp_path, ScriptedModel([text("hi")])), check=check) as editor:
+        assert (await editor.initialize())["protocolVersion"] == 1
+        sid = await editor.new_session(str(tmp_path))
+        assert await editor.prompt(sid, "hello") == {"stopReason": "end_turn"}
+
+
+async def test_initialize_in_v2(tmp_path: Path, v2_on: None) -> None:
+    async with connect(settings(tmp_path, ScriptedModel()), check=validate_agent_message_v2) as editor:
+        result = await editor.request("initialize", V2_INIT)
+    assert result["protocolVersion"] == 2
+    assert result["info"]["name"] == "refagent"
+    session = result["capabilities"]["session"]
+    assert session["delete"] == {}
+    assert session["mcp"] == {"stdio": {}, "http": {}}
+    assert "agentCapabilities" not in result
+
+
+async def test_a_prompt_turn_in_v2(tmp_path: Path, project: Path, v2_on: None) -> None:
+    model = ScriptedModel([[edit_call()], text("Fixed.")])
+    asked: list[dict[str, Any]] = []
+
+    async def permission(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return await allow_once(params)
+
+    client = FakeClient(permission=permission)
+    async with connect(settings(tmp_path, model), client=client, check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        new = await editor.request("session/new", {"cwd": str(project), "mcpServers": []})
+        sid = new["sessionId"]
+        assert {o["configId"] for o in new["configOptions"]} >= {"mode", "model"}
+        assert "modes" not in new
+        accepted = await editor.request(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "fix add"}]}
+        )
+        message_id = accepted["messageId"]
+        end = await idle(editor, sid)
+        seen = updates(editor, sid)
+    assert end == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+    assert (project / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    kinds = [u["sessionUpdate"] for u in seen]
+    assert "tool_call" not in kinds
+    assert "current_mode_update" not in kinds
+    echo = next(u for u in seen if u["sessionUpdate"] == "user_message")
+    assert echo == {
+        "sessionUpdate": "user_message",
+        "messageId": message_id,
+        "content": [{"type": "text", "text": "fix add"}],
+    }
+    states = [u["state"] for u in seen if u["sessionUpdate"] == "state_update"]
+    assert states == ["running", "requires_action", "running", "idle"]
+    calls = [u for u in seen if u["sessionUpdate"] == "tool_call_update"]
+    assert calls[0]["title"]
+    assert calls[0]["kind"] == "edit"  # the first update creates the call, whole
+    assert calls[-1]["status"] == "completed"
+    diffs = [c for u in calls for c in u.get("content") or [] if c["type"] == "diff"]
+    assert diffs
+    assert diffs[-1]["changes"] == [{"operation": "modify", "path": str(project / "calc.py")}]
+    patch = diffs[-1]["patch"]["text"]
+    assert patch.startswith(f"diff --git a{project}/calc.py b{project}/calc.py\n")
+    assert "-    return a - b\n+    return a + b\n" in patch
+    (question,) = asked
+    assert question["subject"]["type"] == "tool_call"
+    assert question["subject"]["toolCall"]["kind"] == "edit"
+    assert question["title"] == question["subject"]["toolCall"]["title"]
+    assert "toolCall" not in question
+    answer = [u for u in seen if u["sessionUpdate"] == "agent_message_chunk"]
+    assert "".join(u["content"]["text"] for u in answer) == "Fixed."
+    assert all(u["messageId"] for u in answer)
+
+
+async def test_config_options_and_their_values_in_v2(tmp_path: Path, v2_on: None) -> None:
+    async with connect(settings(tmp_path, ScriptedModel()), check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        sid = (await editor.request("session/new", {"cwd": str(tmp_path)}))["sessionId"]
+        result = await editor.request(
+            "session/set_config_option", {"sessionId": sid, "configId": "mode", "type": "id", "value": "read-only"}
+        )
+        mode = next(o for o in result["configOptions"] if o["configId"] == "mode")
+        assert mode["currentValue"] == "read-only"
+        with pytest.raises(RequestError) as wrong:
+            await editor.request(
+                "session/set_config_option", {"sessionId": sid, "configId": "mode", "type": "boolean", "value": True}
+            )
+        assert wrong.value.code == -32602
+        with pytest.raises(RequestError) as gone:
+            await editor.request("session/set_mode", {"sessionId": sid, "modeId": "ask"})
+        assert gone.value.code == -32601  # modes are config options only in v2
+
+
+async def test_cancel_ends_the_turn_idle_cancelled(tmp_path: Path, project: Path, v2_on: None) -> None:
+    held = anyio.Event()
+
+    async def never(params: dict[str, Any]) -> dict[str, Any]:
+        held.set()
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    client = FakeClient(permission=never)
+    model = ScriptedModel([[edit_call()], text("never")])
+    async with connect(settings(tmp_path, model), client=client, check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        sid = (await editor.request("session/new", {"cwd": str(project)}))["sessionId"]
+        await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "fix"}]})
+        with anyio.fail_after(10):
+            await held.wait()
+        await editor.notify("session/cancel", {"sessionId": sid})
+        end = await idle(editor, sid)
+    assert end["stopReason"] == "cancelled"
+    assert (project / "calc.py").read_text().endswith("a - b\n")
+
+
+async def test_resume_replays_from_the_start_in_v2(tmp_path: Path, project: Path, v2_on: None) -> None:
+    model = ScriptedModel([text("Hello there.")])
+    async with connect(settings(tmp_path, model), check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        sid = (await editor.request("session/new", {"cwd": str(project)}))["sessionId"]
+        accepted = await editor.request(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}
+        )
+        await idle(editor, sid)
+    async with connect(settings(tmp_path, ScriptedModel()), check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        listed = await editor.request("session/list", {})
+        assert [s["sessionId"] for s in listed["sessions"]] == [sid]
+        resumed = await editor.request(
+            "session/resume", {"sessionId": sid, "cwd": str(project), "replayFrom": {"type": "start"}}
+        )
+        assert "configOptions" in resumed
+        await idle(editor, sid)
+        replayed = updates(editor, sid)
+        await editor.request("session/close", {"sessionId": sid})
+    user = [u for u in replayed if u["sessionUpdate"] in ("user_message_chunk", "user_message")]
+    assert user[0]["messageId"] == accepted["messageId"]  # replayed under the id the prompt was answered with
+    answer = [u for u in replayed if u["sessionUpdate"] == "agent_message_chunk"]
+    assert "".join(u["content"]["text"] for u in answer) == "Hello there."
+
+
+async def test_v2_requests_that_cannot_be_answered(tmp_path: Path, v2_on: None) -> None:
+    async with connect(settings(tmp_path, ScriptedModel()), check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        with pytest.raises(RequestError) as unknown:
+            await editor.request(
+                "session/prompt", {"sessionId": "sess_nope", "prompt": [{"type": "text", "text": "x"}]}
+            )
+        assert unknown.value.code == -32002
+        with pytest.raises(RequestError) as empty:
+            await editor.request("session/prompt", {"sessionId": "sess_nope", "prompt": []})
+        assert empty.value.code == -32602
+        with pytest.raises(RequestError) as load:
+            await editor.request("session/load", {"sessionId": "x", "cwd": str(tmp_path), "mcpServers": []})
+        assert load.value.code == -32601
+        with pytest.raises(RequestError) as replay:
+            await editor.request(
+                "session/resume", {"sessionId": "x", "cwd": str(tmp_path), "replayFrom": {"type": "end"}}
+            )
+        assert replay.value.code == -32602
+        with pytest.raises(RequestError) as login:
+            await editor.request("auth/login", {"methodId": "nope"})
+        assert login.value.code == -32602
+
+
+@pytest.mark.slow
+async def test_a_real_agent_process_speaks_v2_from_its_first_answer(tmp_path: Path) -> None:
+    """The CLI answers a v1 ``initialize`` before its loop starts; a v2 one is left to the agent, in v2."""
+    env = agent_env(tmp_path / "home", **{ENV: "1"})
+    async with AgentProcess.start(tmp_path, check=validate_agent_message_v2, env=env) as agent:
+        result = await agent.result("initialize", V2_INIT)
+        assert result["protocolVersion"] == 2
+        new = await agent.result("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        assert new["sessionId"].startswith("sess_")
+
+
+def test_diffs_in_v2_say_what_happened_to_the_file() -> None:
+    from refagent.server.v2.translate import diff
+
+    made = diff({"type": "diff", "path": "/w/new.txt", "oldText": None, "newText": "one\ntwo"})
+    assert made["changes"] == [{"operation": "add", "path": "/w/new.txt"}]
+    assert made["patch"]["text"] == (
+        "diff --git a/w/new.txt b/w/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/w/new.txt\n"
+        "@@ -0,0 +1,2 @@\n+one\n+two\n\\ No newline at end of file\n"
+    )
+    gone = diff({"type": "diff", "path": "/w/old.txt", "oldText": "x\n", "newText": ""}, deleting=True)
+    assert gone["changes"] == [{"operation": "delete", "path": "/w/old.txt"}]
+    assert "deleted file mode 100644\n--- a/w/old.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n" in gone["patch"]["text"]
+    emptied = diff({"type": "diff", "path": "/w/old.txt", "oldText": "x\n", "newText": ""})
+    assert emptied["changes"] == [{"operation": "modify", "path": "/w/old.txt"}]
