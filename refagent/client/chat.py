@@ -42,6 +42,7 @@ from refagent.client.agent_process import AgentStartError, initialize, open_agen
 from refagent.client.chat_blocks import help_block, sessions_block
 from refagent.client.chat_client import ChatClient
 from refagent.client.chat_input import ChatInput, LineInput, PromptInput, history_file, quiet_tty
+from refagent.client.chat_pickers import PICKED, picked, picker_block
 from refagent.client.chat_state import CLIENT_COMMANDS, CLIENT_NAMES, ChatState
 from refagent.client.chat_view import ChatView
 from refagent.client.opening import (
@@ -233,7 +234,9 @@ class Chat:
             if not self.input.echoes:
                 self.view.console.print(Text("› " + visible(text, layout=True).replace("\n", "\n  "), "bold"))
             name, _, argument = text[1:].partition(" ") if text.startswith("/") else ("", "", "")
-            if name in CLIENT_NAMES:
+            if name in PICKED and (name == "effort" or not argument.strip()):
+                await self._command(name, argument.strip())  # a picker: the chat's, not the agent's
+            elif name in CLIENT_NAMES:
                 if name in ("quit", "exit"):
                     return EXIT_OK
                 await self._command(name, argument.strip())
@@ -276,12 +279,48 @@ class Chat:
             elif name == "new":
                 self.view.console.print()
                 await self._open()
+            elif name in PICKED:
+                self.view.console.print()
+                await self._pick(name, argument)
         except ConnectionClosed:
             self.view.error(AGENT_GONE)
             self.quit(EXIT_FAILED)
         except (SessionError, RequestError) as exc:
             self.view.error(exc.message if isinstance(exc, RequestError) else str(exc))
         self.view.console.print()
+
+    async def _pick(self, what: str, given: str) -> None:
+        """``/mode``, ``/model`` or ``/effort`` with no argument: pick from the session's choices
+        (:mod:`refagent.client.chat_pickers`); ``/effort <value>`` sets it at once."""
+        assert self.connection is not None
+        category, label = PICKED[what]
+        choices, current = self.state.choices(what)
+        if not choices:
+            self.view.note(f"This session offers no {label.lower()} to choose.")
+            return
+        if not given:
+            self.view.print(picker_block(label, choices, current), "picker")
+            given = await self.input.ask(f"{label} (a number; Enter keeps the current one): ")
+            if not given.strip():
+                return
+        value = picked(given, choices)
+        if value is None:
+            self.view.error(f"No {label.lower()} {one_line(given.strip())!r} here.")
+            return
+        option = self.state.option_ids.get(category)
+        try:
+            if option is not None:
+                params = {"sessionId": self.state.session_id, "configId": option, "value": value}
+                result = await self.connection.request("session/set_config_option", params)
+                self.state.apply({"sessionUpdate": "config_option_update", **(result or {})})
+            else:  # an agent with modes and no mode option
+                await self.connection.request("session/set_mode", {"sessionId": self.state.session_id, "modeId": value})
+                self.state.mode = value
+        except RequestError as exc:
+            self.view.error(exc.message)
+            return
+        name = next((n for v, n in choices if v == value), value)
+        self.view.note(f"{label}: {name}.")
 
     async def _sessions(self) -> None:
         """``/sessions``: this directory's other sessions, newest first, numbered for ``/resume``."""

@@ -280,7 +280,7 @@ def help_block(client: Sequence[Command], agent: Sequence[Command]) -> Group:
     keys: list[tuple[str, str | Text]] = [
         ("Enter", "send"),
         ("Alt-Enter, Esc Enter", "a new line (so does a line that ends with \\); pasted lines stay lines"),
-        ("Tab", "complete a command (and /resume ids, /mode and /model values)"),
+        ("Tab", "complete a command (and /resume ids, /mode, /model and /effort values)"),
         ("Shift-Tab", "on an empty line: switch to the next mode (/mode)"),
         ("Up, Down, Ctrl-R", "history, kept across chats"),
         ("Ctrl-X Ctrl-E", "edit the prompt in $EDITOR"),

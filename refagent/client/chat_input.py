@@ -130,6 +130,8 @@ class SlashCompleter(Completer):
             return self.state.modes
         if name == "model":
             return self.state.models
+        if name == "effort":
+            return self.state.efforts
         return []
 
 

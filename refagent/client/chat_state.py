@@ -35,6 +35,7 @@ CLIENT_COMMANDS = (
     Command("sessions", "List this directory's saved sessions"),
     Command("resume", "Go on with a saved session (it is shown again)", "its id, or its number in /sessions"),
     Command("new", "Start a fresh session (same agent)"),
+    Command("effort", "Choose the model's reasoning effort, where it takes one", "low, medium, high..."),
     Command("quit", "Leave (Ctrl-D does too)"),
 )
 """The commands the chat answers itself; every other ``/...`` goes to the agent as the prompt."""
@@ -52,8 +53,15 @@ class ChatState:
     """(id, name) of the modes the session offers."""
     model: str = ""
     """The current model's display name."""
+    model_id: str = ""
+    """The current model's value (its ``model`` config option's ``currentValue``)."""
     models: list[tuple[str, str]] = field(default_factory=list)
     """(value, name) of the models the session offers (its ``model`` config option)."""
+    effort: str = ""
+    efforts: list[tuple[str, str]] = field(default_factory=list)
+    """(value, name) of the reasoning efforts the model takes (a ``thought_level`` option), if any."""
+    option_ids: dict[str, str] = field(default_factory=dict)
+    """The config options' ids by category (``mode``, ``model``, ``thought_level``): what a picker sets."""
     used: int | None = None
     size: int | None = None
     cost: tuple[float, str] | None = None
@@ -106,13 +114,28 @@ class ChatState:
             category = option.get("category") or option.get("id")
             current = _line(option.get("currentValue"))
             choices = [c for c in option.get("options") or [] if isinstance(c, dict) and "value" in c]
+            if isinstance(category, str) and isinstance(option.get("id"), str):
+                self.option_ids[category] = option["id"]  # sent back as the agent gave it
             if category == "model":
                 self.models = [(_line(c["value"]), _line(c.get("name") or c["value"])) for c in choices]
                 self.model = next((name for value, name in self.models if value == current), current)
+                self.model_id = current
+            elif category == "thought_level":
+                self.efforts = [(_line(c["value"]), _line(c.get("name") or c["value"])) for c in choices]
+                self.effort = current
             elif category == "mode" and current:
                 self.mode = current
                 if not self.modes:
                     self.modes = [(_line(c["value"]), _line(c.get("name") or c["value"])) for c in choices]
+
+    def choices(self, what: str) -> tuple[list[tuple[str, str]], str]:
+        """What a picker offers for ``what`` (``mode``, ``model`` or ``effort``): (value, name) pairs, and
+        the current value."""
+        if what == "mode":
+            return self.modes, self.mode
+        if what == "model":
+            return self.models, self.model_id
+        return self.efforts, self.effort
 
     def next_mode(self) -> str | None:
         """The mode after the current one, in the session's order (round to the first): what Shift-Tab

@@ -538,11 +538,13 @@ def test_slash_commands_complete_with_their_descriptions() -> None:
     state.modes = [("ask", "Ask"), ("auto", "Auto")]
     state.listed = [{"sessionId": "sess_abc", "title": "fix the bug"}, {"sessionId": "sess_def"}]
     names = [text for text, _ in completions(state, "/")]
-    assert names[:5] == ["/help", "/sessions", "/resume", "/new", "/quit"]
+    assert names[:6] == ["/help", "/sessions", "/resume", "/new", "/effort", "/quit"]
     assert "/undo" in names
     assert completions(state, "/un") == [("/undo", "Restore the files")]
     assert completions(state, "/resume sess_a") == [("sess_abc", "fix the bug")]
     assert [text for text, _ in completions(state, "/mode a")] == ["ask", "auto"]
+    state.efforts = [("low", "Low"), ("high", "High")]
+    assert completions(state, "/effort h") == [("high", "High")]
     assert completions(state, "hello /un") == []
 
 
@@ -568,3 +570,54 @@ def test_the_plan_stays_in_sight_while_a_permission_question_is_asked() -> None:
     view.update({"sessionUpdate": "plan", "entries": [*plan[:1], {**plan[1], "status": "completed"}]})
     view.end({"stopReason": "end_turn"})
     assert out.getvalue().count("Fix the bug") == 2  # done: printed for good
+
+
+def test_a_picker_marks_the_current_value_and_takes_a_number_a_value_or_a_name() -> None:
+    from refagent.client.chat_pickers import picked, picker_block
+
+    choices = [("ask", "Ask"), ("auto", "Auto"), ("full-access", "Full access")]
+    shown = picker_block("Mode", choices, "auto").plain
+    assert shown.splitlines() == [
+        "Mode:",
+        "  1. ○ Ask  (ask)",
+        "  2. ● Auto  (auto)  current",
+        "  3. ○ Full access  (full-access)",
+    ]
+    assert [picked(a, choices) for a in ("1", " 3 ", "AUTO", "full access", "full-access")] == [
+        "ask",
+        "full-access",
+        "auto",
+        "full-access",
+        "full-access",
+    ]
+    assert [picked(a, choices) for a in ("0", "4", "nope", "")] == [None, None, None, None]
+
+
+def test_the_state_knows_the_efforts_and_the_options_ids() -> None:
+    state = ChatState()
+    state.apply(
+        {
+            "sessionUpdate": "config_option_update",
+            "configOptions": [
+                {
+                    "id": "model",
+                    "name": "Model",
+                    "category": "model",
+                    "type": "select",
+                    "currentValue": "m2",
+                    "options": [{"value": "m1", "name": "One"}, {"value": "m2", "name": "Two"}],
+                },
+                {
+                    "id": "effort_x",
+                    "name": "Effort",
+                    "category": "thought_level",
+                    "type": "select",
+                    "currentValue": "low",
+                    "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}],
+                },
+            ],
+        }
+    )
+    assert state.choices("model") == ([("m1", "One"), ("m2", "Two")], "m2")
+    assert state.choices("effort") == ([("low", "Low"), ("high", "High")], "low")
+    assert state.option_ids == {"model": "model", "thought_level": "effort_x"}

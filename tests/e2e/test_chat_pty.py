@@ -239,3 +239,38 @@ def test_shift_tab_on_an_empty_line_switches_to_the_next_mode(tmp_path: Path, pr
     assert server.chat_requests == []
     sent = [m for m in check_transcript(tmp_path / "chat.jsonl") if m.get("method") == "session/prompt"]
     assert [m["params"]["prompt"][0]["text"] for m in sent] == ["/mode accept-edits"]  # type: ignore[index]
+
+
+def test_mode_and_model_alone_open_a_picker_with_the_current_value(tmp_path: Path, project: Path) -> None:
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        term = start(tmp_path, server, "chat")
+        try:
+            term.expect(PROMPT_READY)
+            term.type("/mode")
+            term.expect(r"/mode")
+            term.type("\r")
+            term.expect(r"1\. ● Ask\s+\(ask\)\s+current")
+            term.expect(r"3\. ○ Auto\s+\(auto\)")
+            term.expect(r"Mode \(a number; Enter keeps the current one\):")
+            term.type("3\r")
+            term.expect(r"Mode: Auto\.")
+            term.expect(r"auto · m")  # the status line says it
+            term.type("/model")
+            term.expect(r"/model")
+            term.type("\r")
+            term.expect(r"1\. ● m\b.*current")
+            term.expect(r"Model \(a number; Enter keeps the current one\):")
+            term.type("\r")  # keeps it
+            term.expect(PROMPT_READY)
+            term.type("/effort\r")
+            term.expect(r"This session offers no reasoning effort to choose\.")
+            term.expect(PROMPT_READY)
+            term.type("\x04")
+            assert term.wait() == 0
+        finally:
+            term.kill()
+    assert server.chat_requests == []
+    sent = check_transcript(tmp_path / "chat.jsonl")
+    options = [m["params"] for m in sent if m.get("method") == "session/set_config_option"]
+    assert options == [{"sessionId": options[0]["sessionId"], "configId": "mode", "value": "auto"}]  # type: ignore[index]
+    assert not [m for m in sent if m.get("method") == "session/prompt"]  # the pickers are the chat's
