@@ -38,11 +38,13 @@ from rich.text import Text
 from refagent.acp.connection import Connection
 from refagent.acp.errors import ConnectionClosed, RequestError
 from refagent.acp.text import one_line, visible
+from refagent.client import chat_blocks as blocks
 from refagent.client.agent_process import AgentStartError, initialize, open_agent
 from refagent.client.chat_blocks import help_block, sessions_block
 from refagent.client.chat_client import ChatClient
 from refagent.client.chat_input import ChatInput, LineInput, PromptInput, history_file, quiet_tty
 from refagent.client.chat_pickers import PICKED, picked, picker_block
+from refagent.client.chat_shell import ShellRun, run_shell
 from refagent.client.chat_state import CLIENT_COMMANDS, CLIENT_NAMES, ChatState
 from refagent.client.chat_view import ChatView
 from refagent.client.opening import (
@@ -104,12 +106,18 @@ class Chat:
         """The sessions a prompt was sent in (saved, so worth coming back to: :meth:`_goodbye`)."""
         self.made: set[str] = set()
         """The sessions this chat made new: left without a prompt, they are deleted (:meth:`_leave`)."""
+        self.shell_run: ShellRun | None = None
+        """The last ``!command`` (what ``/share`` sends)."""
+        self._shell_scope: anyio.CancelScope | None = None
 
     # -- Ctrl-C and quitting ---------------------------------------------------------------------
 
     async def interrupt(self) -> None:
-        """SIGINT (Ctrl-C while a turn runs): cancel the turn; the second time, or between turns, quit."""
-        if self.turn and not self._cancel_sent:
+        """SIGINT (Ctrl-C while a turn runs): cancel the turn; the second time, or between turns, quit.
+        While a ``!command`` runs: kill it."""
+        if self._shell_scope is not None:
+            self._shell_scope.cancel()
+        elif self.turn and not self._cancel_sent:
             await self.cancel_turn()
         else:
             self.quit()
@@ -234,7 +242,9 @@ class Chat:
             if not self.input.echoes:
                 self.view.console.print(Text("› " + visible(text, layout=True).replace("\n", "\n  "), "bold"))
             name, _, argument = text[1:].partition(" ") if text.startswith("/") else ("", "", "")
-            if name in PICKED and (name == "effort" or not argument.strip()):
+            if text.startswith("!") and text[1:].strip():
+                await self._shell(text[1:].strip())
+            elif name in PICKED and (name == "effort" or not argument.strip()):
                 await self._command(name, argument.strip())  # a picker: the chat's, not the agent's
             elif name in CLIENT_NAMES:
                 if name in ("quit", "exit"):
@@ -282,12 +292,51 @@ class Chat:
             elif name in PICKED:
                 self.view.console.print()
                 await self._pick(name, argument)
+            elif name == "share":
+                await self._share(argument)
+                return
         except ConnectionClosed:
             self.view.error(AGENT_GONE)
             self.quit(EXIT_FAILED)
         except (SessionError, RequestError) as exc:
             self.view.error(exc.message if isinstance(exc, RequestError) else str(exc))
         self.view.console.print()
+
+    async def _shell(self, command: str) -> None:
+        """``!command``: run it in the user's shell, show what it printed, keep it for ``/share``
+        (:mod:`refagent.client.chat_shell`); never sent to the model."""
+        self.view.print(Text(f"$ {visible(command, layout=True)}", "bold"), "shell")
+        self._shell_scope = anyio.CancelScope()
+        run: ShellRun | None = None
+        try:
+            with self._shell_scope:
+                run = await run_shell(command, self.cwd)
+        except OSError as exc:
+            self.view.error(f"Could not run it: {exc.strerror or exc}")
+        finally:
+            self._shell_scope = None
+        if run is None:
+            if not self._quit:
+                self.view.note("Stopped.")
+            self.view.console.print()
+            return
+        self.shell_run = run
+        lines = run.output.rstrip("\n").splitlines()
+        if lines:
+            self.view.console.print(blocks.output_block(blocks.trim(lines)))  # under its command line
+        ending = run.ending()
+        self.view.console.print(
+            Text(f"    {ending + ' · ' if ending else ''}not sent to the model (/share sends it)", "dim")
+        )
+        self.view.console.print()
+
+    async def _share(self, words: str) -> None:
+        """``/share [words]``: the last ``!command`` and its output, after ``words``, as a prompt."""
+        if self.shell_run is None:
+            self.view.note("Nothing to share yet: run a command with !, such as !git status.")
+            self.view.console.print()
+            return
+        await self._turn(self.shell_run.prompt(words))
 
     async def _pick(self, what: str, given: str) -> None:
         """``/mode``, ``/model`` or ``/effort`` with no argument: pick from the session's choices

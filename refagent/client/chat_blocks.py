@@ -282,6 +282,7 @@ def help_block(client: Sequence[Command], agent: Sequence[Command]) -> Group:
         ("Alt-Enter, Esc Enter", "a new line (so does a line that ends with \\); pasted lines stay lines"),
         ("Tab", "complete a command (and /resume ids, /mode, /model and /effort values)"),
         ("Shift-Tab", "on an empty line: switch to the next mode (/mode)"),
+        ("!command", "run a line in your own shell; shown, not sent to the model (/share sends it)"),
         ("Up, Down, Ctrl-R", "history, kept across chats"),
         ("Ctrl-X Ctrl-E", "edit the prompt in $EDITOR"),
         ("Ctrl-C", "cancel the turn (twice: quit); at the prompt, clear the line (twice on an empty line: quit)"),

@@ -36,6 +36,7 @@ CLIENT_COMMANDS = (
     Command("resume", "Go on with a saved session (it is shown again)", "its id, or its number in /sessions"),
     Command("new", "Start a fresh session (same agent)"),
     Command("effort", "Choose the model's reasoning effort, where it takes one", "low, medium, high..."),
+    Command("share", "Send the last !command and its output to the model", "your words to go with it (optional)"),
     Command("quit", "Leave (Ctrl-D does too)"),
 )
 """The commands the chat answers itself; every other ``/...`` goes to the agent as the prompt."""

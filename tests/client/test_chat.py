@@ -538,7 +538,7 @@ def test_slash_commands_complete_with_their_descriptions() -> None:
     state.modes = [("ask", "Ask"), ("auto", "Auto")]
     state.listed = [{"sessionId": "sess_abc", "title": "fix the bug"}, {"sessionId": "sess_def"}]
     names = [text for text, _ in completions(state, "/")]
-    assert names[:6] == ["/help", "/sessions", "/resume", "/new", "/effort", "/quit"]
+    assert names[:7] == ["/help", "/sessions", "/resume", "/new", "/effort", "/share", "/quit"]
     assert "/undo" in names
     assert completions(state, "/un") == [("/undo", "Restore the files")]
     assert completions(state, "/resume sess_a") == [("sess_abc", "fix the bug")]
@@ -621,3 +621,19 @@ def test_the_state_knows_the_efforts_and_the_options_ids() -> None:
     assert state.choices("model") == ([("m1", "One"), ("m2", "Two")], "m2")
     assert state.choices("effort") == ([("low", "Low"), ("high", "High")], "low")
     assert state.option_ids == {"model": "model", "thought_level": "effort_x"}
+
+
+async def test_a_bang_command_runs_in_the_users_shell_and_a_cancel_kills_it(tmp_path: Path) -> None:
+    from refagent.client.chat_shell import KEPT_CHARS, run_shell
+
+    done = await run_shell("echo $0 >/dev/null; pwd; echo oops >&2; exit 2", str(tmp_path))
+    assert done.output == f"{tmp_path}\noops\n"
+    assert (done.exit_code, done.ending()) == (2, "exit 2")
+    big = await run_shell(f"head -c {3 * KEPT_CHARS} /dev/zero | tr '\\0' x; echo END", str(tmp_path))
+    assert big.output.endswith("END\n")
+    assert f"\n[... {KEPT_CHARS + 4} bytes not shown ...]\n" in big.output  # 3 x KEPT + "END\n", both ends kept
+    with anyio.fail_after(5), anyio.move_on_after(0.5):
+        await run_shell(f"sleep 30; touch {tmp_path}/late", str(tmp_path))
+    await anyio.sleep(0.2)
+    assert not (tmp_path / "late").exists()
+    assert done.prompt("why?").startswith("why?\n\nI ran `echo $0")

@@ -274,3 +274,34 @@ def test_mode_and_model_alone_open_a_picker_with_the_current_value(tmp_path: Pat
     options = [m["params"] for m in sent if m.get("method") == "session/set_config_option"]
     assert options == [{"sessionId": options[0]["sessionId"], "configId": "mode", "value": "auto"}]  # type: ignore[index]
     assert not [m for m in sent if m.get("method") == "session/prompt"]  # the pickers are the chat's
+
+
+def test_a_bang_line_runs_in_the_users_shell_and_share_sends_it(tmp_path: Path, project: Path) -> None:
+    (project / "notes.txt").write_text("remember the milk\n")
+    with ScriptedOpenAIServer([Turn(text="Buy milk, then.")], api_key=KEY) as server:
+        term = start(tmp_path, server, "chat")
+        try:
+            term.expect(PROMPT_READY)
+            term.type("!cat notes.txt; printf '\\033[31mred\\n'; exit 3")
+            term.expect(r"exit 3")
+            term.type("\r")
+            term.expect(r"\$ cat notes.txt; printf '\\033\[31mred\\n'; exit 3")  # what runs is shown
+            term.expect(r"│ remember the milk")
+            term.expect(r"│ \\x1b\[31mred")  # what it printed: its escape sequence made visible, not obeyed
+            term.expect(r"exit 3 · not sent to the model \(/share sends it\)")
+            term.expect(PROMPT_READY)
+            term.type("/share what does it say?")
+            term.expect(r"what does it say\?")
+            term.type("\r")
+            term.expect(r"Buy milk, then\.")
+            term.expect(PROMPT_READY)
+            term.type("\x04")
+            assert term.wait() == 0
+        finally:
+            term.kill()
+    assert len(server.chat_requests) == 1  # the ! line itself never reached the model
+    said = user_and_assistant(server)[-1][1]
+    assert said.startswith(
+        "what does it say?\n\nI ran `cat notes.txt; printf '\\033[31mred\\n'; exit 3` in my shell (exit 3)"
+    )
+    assert "remember the milk" in said
