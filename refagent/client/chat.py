@@ -47,6 +47,7 @@ from refagent.client.chat_pickers import PICKED, picked, picker_block
 from refagent.client.chat_shell import ShellRun, run_shell
 from refagent.client.chat_state import CLIENT_COMMANDS, CLIENT_NAMES, ChatState
 from refagent.client.chat_view import ChatView
+from refagent.client.mentions import prompt_blocks
 from refagent.client.opening import (
     NoEarlierSession,
     SessionError,
@@ -95,6 +96,7 @@ class Chat:
         approve = "--yes" if options.yes else None
         self.client = ChatClient(view, state, typed, self.cancel_turn, approve=approve)
         self.cwd = options.cwd
+        self.state.cwd = self.cwd  # what @ completes paths under
         self.connection: Connection | None = None
         self.init: dict[str, Any] = {}
         self.turn = False
@@ -261,7 +263,9 @@ class Chat:
         self.view.begin()
         result: Any = None
         error = ""
-        params = {"sessionId": self.state.session_id, "prompt": [{"type": "text", "text": text}]}
+        images = bool((self.init.get("agentCapabilities") or {}).get("promptCapabilities", {}).get("image"))
+        blocks = await anyio.to_thread.run_sync(lambda: prompt_blocks(text, self.cwd, images=images))
+        params = {"sessionId": self.state.session_id, "prompt": blocks}
         self.prompted.add(self.state.session_id)
         try:
             result = await self.connection.request("session/prompt", params)
@@ -414,7 +418,7 @@ class Chat:
         self.state.adopt(opened.session_id, opened.result, str(opened.info.get("title") or ""))
         if opened.cwd != self.cwd:
             self.view.note(f"(in its own directory, {one_line(opened.cwd)})")
-            self.cwd = self.view.cwd = opened.cwd
+            self.cwd = self.view.cwd = self.state.cwd = opened.cwd
         if not opened.resumed:
             self.made.add(opened.session_id)
         if previous and previous != opened.session_id:

@@ -41,10 +41,11 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.styles import Style
 
-from refagent.acp.text import one_line
+from refagent.acp.text import one_line, visible
 from refagent.client.chat_blocks import ago
 from refagent.client.chat_state import CLIENT_COMMANDS, ChatState, Command
 from refagent.client.handler import StdinLines
+from refagent.client.mentions import WorkspaceIndex, mention_at
 
 PROMPT: StyleAndTextTuples = [("class:prompt", "› ")]
 STYLE = Style.from_dict(
@@ -101,6 +102,7 @@ class SlashCompleter(Completer):
 
     def __init__(self, state: ChatState) -> None:
         self.state = state
+        self._index: WorkspaceIndex | None = None
 
     def commands(self) -> list[Command]:
         agent = [c for c in self.state.commands if c.name not in {k.name for k in CLIENT_COMMANDS}]
@@ -111,6 +113,10 @@ class SlashCompleter(Completer):
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
         text = document.text_before_cursor
+        fragment = mention_at(text)
+        if fragment is not None and self.state.cwd:
+            yield from self._paths(fragment)
+            return
         if not text.startswith("/") or "\n" in text:
             return
         name, space, argument = text[1:].partition(" ")
@@ -122,6 +128,14 @@ class SlashCompleter(Completer):
         for value, meta in self._arguments(name):
             if value.startswith(argument):
                 yield Completion(value, -len(argument), display_meta=meta)
+
+    def _paths(self, fragment: str) -> Iterable[Completion]:
+        """``@`` mentions: the workspace's paths ``fragment`` may mean (:mod:`refagent.client.mentions`)."""
+        if self._index is None or self._index.root != os.path.realpath(self.state.cwd):
+            self._index = WorkspaceIndex(self.state.cwd)
+        for path in self._index.complete(fragment):
+            meta = "directory" if path.endswith("/") else "file"
+            yield Completion("@" + path, -len(fragment) - 1, display=visible(path), display_meta=meta)
 
     def _arguments(self, name: str) -> list[tuple[str, str]]:
         if name == "resume":

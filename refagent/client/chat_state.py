@@ -70,10 +70,12 @@ class ChatState:
     """The agent's slash commands, from its last ``available_commands_update``."""
     listed: list[dict[str, Any]] = field(default_factory=list)
     """The entries of the last ``/sessions`` (``/resume`` completes their ids and takes their numbers)."""
+    cwd: str = ""
+    """The chat's directory (``@`` completes paths under it)."""
 
     def adopt(self, session_id: str, result: dict[str, Any], title: str = "") -> None:
         """A session was opened: forget the previous one's state, take this one's from the agent's answer."""
-        vars(self).update(vars(ChatState(listed=self.listed)))  # every other field back to its default
+        vars(self).update(vars(ChatState(listed=self.listed, cwd=self.cwd)))  # every other field back to its default
         self.session_id = session_id
         self.title = one_line(title)
         modes = result.get("modes")

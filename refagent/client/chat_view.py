@@ -266,7 +266,7 @@ class ChatView:
             self._finish_stream()
             self.failure(failure)
             return
-        text = str(content.get("text", "")) if content.get("type") == "text" else f"[{content.get('type')}]\n"
+        text = str(content.get("text", "")) if content.get("type") == "text" else _block_label(content)
         message_id = update.get("messageId")
         if kind != self._stream or (message_id is not None and message_id != self._stream_id):
             self._finish_stream()
@@ -443,3 +443,12 @@ class ChatView:
         if self._stream == "agent_message_chunk":
             return "Writing"
         return self._label
+
+
+def _block_label(content: dict[str, Any]) -> str:
+    """A content block that is not text, as a line: a linked file by its name (``[file: app.py]``), an
+    image by its type, anything else by its kind."""
+    kind = content.get("type")
+    if kind == "resource_link" and content.get("name"):
+        return f"\n[file: {content['name']}]\n"
+    return f"\n[{kind}]\n"

@@ -305,3 +305,38 @@ def test_a_bang_line_runs_in_the_users_shell_and_share_sends_it(tmp_path: Path, 
         "what does it say?\n\nI ran `cat notes.txt; printf '\\033[31mred\\n'; exit 3` in my shell (exit 3)"
     )
     assert "remember the milk" in said
+
+
+def test_an_at_mention_completes_a_workspace_path_and_is_sent_as_a_link(tmp_path: Path, project: Path) -> None:
+    (project / "src").mkdir()
+    (project / "src" / "app.py").write_text("print('hi')\n")
+    (project / "build").mkdir()
+    (project / "build" / "app_old.py").write_text("")
+    (project / ".gitignore").write_text("build/\n")
+    with ScriptedOpenAIServer([Turn(text="It prints hi.")], api_key=KEY) as server:
+        term = start(tmp_path, server, "chat")
+        try:
+            term.expect(PROMPT_READY)
+            term.type("explain @app")
+            term.expect(r"explain @app")
+            term.type("\t")  # the only match (build/ is ignored): completed at once
+            term.expect(r"src/app\.py")  # drawn over what was typed
+            term.type("\r")
+            term.expect(r"It prints hi\.")
+            term.expect(PROMPT_READY)
+            term.type("\x04")
+            assert term.wait() == 0
+        finally:
+            term.kill()
+    sent = [m for m in check_transcript(tmp_path / "chat.jsonl") if m.get("method") == "session/prompt"]
+    (prompt,) = [m["params"]["prompt"] for m in sent]  # type: ignore[index]
+    assert prompt == [
+        {"type": "text", "text": "explain @src/app.py"},
+        {
+            "type": "resource_link",
+            "uri": (project / "src" / "app.py").as_uri(),
+            "name": "app.py",
+            "mimeType": "text/x-python",
+            "size": 12,
+        },
+    ]

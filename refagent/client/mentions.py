@@ -1,0 +1,119 @@
+"""``@path`` in the chat: completing a workspace path after an ``@``, and sending each one mentioned as a
+``resource_link`` beside the text (or, for an image when the agent takes images, the image itself).
+
+A mention is an ``@`` at the start of the line or after a space, followed by a path relative to the chat's
+directory (no spaces) that names a file there: ``explain @src/app.py``. Anything else with an ``@`` (an
+e-mail address, a path that does not exist) is text.
+
+Completion lists the workspace as git sees it (:class:`~refagent.disk.gitignore.GitIgnore`: ``.git`` and
+what ``.gitignore`` files ignore are left out; symbolic links are not followed), at most
+:data:`MAX_ENTRIES` entries, read again after :data:`FRESH_SECONDS`. A fragment with a ``/`` completes
+from the start of the path; one without matches any file or directory whose name holds it.
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+import os
+import re
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from refagent.disk.gitignore import GitIgnore
+
+MAX_ENTRIES = 20_000
+FRESH_SECONDS = 10.0
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+"""A bigger image is sent as a link, not inline."""
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+MENTION = re.compile(r"(?:^|(?<=\s))@([^\s@]+)")
+
+
+class WorkspaceIndex:
+    """The files and directories under ``root`` (relative, ``/``-separated, directories ending in ``/``)."""
+
+    def __init__(self, root: str, clock: Any = time.monotonic) -> None:
+        self.root = os.path.realpath(root)
+        self._clock = clock
+        self._entries: list[str] = []
+        self._read_at: float | None = None
+
+    def entries(self) -> list[str]:
+        now = self._clock()
+        if self._read_at is None or now - self._read_at > FRESH_SECONDS:
+            self._entries = list(self._walk())
+            self._read_at = now
+        return self._entries
+
+    def _walk(self) -> Iterable[str]:
+        ignore = GitIgnore(self.root)
+        pending = [""]
+        found = 0
+        while pending and found < MAX_ENTRIES:
+            relative = pending.pop(0)
+            try:
+                with os.scandir(os.path.join(self.root, relative)) as listing:
+                    children = sorted(listing, key=lambda entry: entry.name)
+            except OSError:
+                continue
+            for entry in children:
+                path = f"{relative}{entry.name}"
+                is_dir = entry.is_dir(follow_symlinks=False)
+                if entry.name == ".git" or ignore.is_ignored(path, is_dir=is_dir):
+                    continue
+                found += 1
+                if is_dir:
+                    pending.append(path + "/")
+                    yield path + "/"
+                else:
+                    yield path
+                if found >= MAX_ENTRIES:
+                    return
+
+    def complete(self, fragment: str, limit: int = 50) -> list[str]:
+        """The entries ``fragment`` may mean, the likeliest first (prefix matches, then shorter paths)."""
+        lowered = fragment.lower()
+        if "/" in fragment:
+            chosen = [e for e in self.entries() if e.lower().startswith(lowered) and e.lower() != lowered]
+        else:
+            chosen = [e for e in self.entries() if lowered in e.rstrip("/").rsplit("/", 1)[-1].lower()]
+        chosen.sort(key=lambda e: (not e.rstrip("/").rsplit("/", 1)[-1].lower().startswith(lowered), len(e), e))
+        return chosen[:limit]
+
+
+def mention_at(text_before_cursor: str) -> str | None:
+    """The ``@`` fragment being typed at the cursor (without the ``@``), if the cursor is in one."""
+    match = re.search(r"(?:^|\s)@([^\s@]*)$", text_before_cursor)
+    return match.group(1) if match is not None else None
+
+
+def prompt_blocks(text: str, cwd: str, *, images: bool) -> list[dict[str, Any]]:
+    """The prompt's content blocks: ``text`` as typed, then a block for each file it mentions (each once):
+    an ``image`` for an image the agent can take (``images``) and that is small enough, else a
+    ``resource_link`` (``file://`` URI, name, MIME type and size when known)."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    seen: set[str] = set()
+    root = os.path.realpath(cwd)
+    for match in MENTION.finditer(text):
+        path = os.path.realpath(os.path.join(root, match.group(1).rstrip(".,;:!?)")))
+        if path in seen or not os.path.isfile(path):
+            continue
+        seen.add(path)
+        blocks.append(_block(path, images=images))
+    return blocks
+
+
+def _block(path: str, *, images: bool) -> dict[str, Any]:
+    mime, _ = mimetypes.guess_type(path)
+    size = os.path.getsize(path)
+    if images and mime in IMAGE_TYPES and size <= MAX_IMAGE_BYTES:
+        data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+        return {"type": "image", "mimeType": mime, "data": data, "uri": Path(path).as_uri()}
+    link: dict[str, Any] = {"type": "resource_link", "uri": Path(path).as_uri(), "name": os.path.basename(path)}
+    if mime is not None:
+        link["mimeType"] = mime
+    link["size"] = size
+    return link

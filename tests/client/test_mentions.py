@@ -1,0 +1,66 @@
+"""``@path`` mentions: the workspace as git sees it completes them, and each file mentioned goes to the agent
+as a resource link (an image inline, when the agent takes images)."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from refagent.client.mentions import MAX_IMAGE_BYTES, WorkspaceIndex, mention_at, prompt_blocks
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+
+def workspace(tmp_path: Path) -> Path:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("print('hi')\n")
+    (tmp_path / "src" / "apple.txt").write_text("fruit\n")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "app.py").write_text("# generated\n")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "app.cfg").write_text("")
+    (tmp_path / ".gitignore").write_text("build/\n")
+    (tmp_path / "shot.png").write_bytes(PNG)
+    (tmp_path / "outside").symlink_to("/etc")
+    return tmp_path
+
+
+def test_completion_lists_the_workspace_as_git_sees_it(tmp_path: Path) -> None:
+    index = WorkspaceIndex(str(workspace(tmp_path)))
+    assert index.complete("app") == ["src/app.py", "src/apple.txt"]  # not build/ (ignored), nor .git
+    assert index.complete("src/") == ["src/app.py", "src/apple.txt"]
+    assert index.complete("sr") == ["src/"]
+    assert index.complete("etc") == []  # a link is not followed
+    assert "outside" in index.complete("outs")
+    assert index.complete("nothing") == []
+
+
+def test_the_mention_at_the_cursor() -> None:
+    assert mention_at("explain @src/ap") == "src/ap"
+    assert mention_at("@") == ""
+    assert mention_at("mail me@example") is None  # an @ inside a word is no mention
+    assert mention_at("explain @src/app.py and") is None
+
+
+def test_each_file_mentioned_is_sent_as_a_link_and_an_image_inline(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    text = "compare @src/app.py with @shot.png, and @src/app.py again; not @missing.txt or a@src/app.py"
+    blocks = prompt_blocks(text, str(root), images=True)
+    assert blocks[0] == {"type": "text", "text": text}
+    link, image = blocks[1:]
+    assert link == {
+        "type": "resource_link",
+        "uri": (root / "src" / "app.py").as_uri(),
+        "name": "app.py",
+        "mimeType": "text/x-python",
+        "size": 12,
+    }
+    assert image["type"] == "image"
+    assert image["mimeType"] == "image/png"
+    assert base64.b64decode(image["data"]) == PNG
+    no_images = prompt_blocks("look at @shot.png", str(root), images=False)
+    assert [b["type"] for b in no_images] == ["text", "resource_link"]
+    (root / "big.png").write_bytes(PNG + b"\0" * MAX_IMAGE_BYTES)
+    assert prompt_blocks("@big.png", str(root), images=True)[1]["type"] == "resource_link"
