@@ -56,6 +56,7 @@ from refagent.client.opening import (
     open_session,
     session_capability,
 )
+from refagent.client.pastes import collapsed
 from refagent.client.render import EXIT_OUTPUT_CLOSED, point_at_devnull
 from refagent.client.run import add_session_arguments, agent_command, on_signals
 
@@ -242,7 +243,9 @@ class Chat:
             if not text:
                 continue
             if not self.input.echoes:
-                self.view.console.print(Text("› " + visible(text, layout=True).replace("\n", "\n  "), "bold"))
+                self.view.console.print(
+                    Text("› " + visible(collapsed(text), layout=True).replace("\n", "\n  "), "bold")
+                )
             name, _, argument = text[1:].partition(" ") if text.startswith("/") else ("", "", "")
             if text.startswith("!") and text[1:].strip():
                 await self._shell(text[1:].strip())

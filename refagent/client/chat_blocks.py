@@ -280,6 +280,7 @@ def help_block(client: Sequence[Command], agent: Sequence[Command]) -> Group:
     keys: list[tuple[str, str | Text]] = [
         ("Enter", "send"),
         ("Alt-Enter, Esc Enter", "a new line (so does a line that ends with \\); pasted lines stay lines"),
+        ("Paste", "a long paste shows as [Pasted text #N +L lines], and is sent whole"),
         ("Tab", "complete a command (and /resume ids, /mode, /model and /effort values)"),
         ("Shift-Tab", "on an empty line: switch to the next mode (/mode)"),
         ("!command", "run a line in your own shell; shown, not sent to the model (/share sends it)"),

@@ -39,6 +39,7 @@ from prompt_toolkit.filters import has_focus
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.keys import Keys
 from prompt_toolkit.styles import Style
 
 from refagent.acp.text import one_line, visible
@@ -46,6 +47,7 @@ from refagent.client.chat_blocks import ago
 from refagent.client.chat_state import CLIENT_COMMANDS, ChatState, Command
 from refagent.client.handler import StdinLines
 from refagent.client.mentions import WorkspaceIndex, mention_at
+from refagent.client.pastes import Pastes
 
 PROMPT: StyleAndTextTuples = [("class:prompt", "› ")]
 STYLE = Style.from_dict(
@@ -154,9 +156,13 @@ def _describe(entry: dict[str, Any]) -> str:
     return " · ".join(filter(None, [ago(entry.get("updatedAt")), one_line(str(entry.get("title") or ""))]))
 
 
-def _bindings(completer: SlashCompleter) -> KeyBindings:
+def _bindings(completer: SlashCompleter, pastes: Pastes) -> KeyBindings:
     keys = KeyBindings()
     editing = has_focus(DEFAULT_BUFFER)
+
+    @keys.add(Keys.BracketedPaste, filter=editing)
+    def _paste(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text(pastes.add(event.data))  # a long one as its placeholder
 
     @keys.add("escape", "enter", filter=editing)  # Alt-Enter: most terminals send Esc then Enter
     def _newline(event: KeyPressEvent) -> None:
@@ -243,12 +249,13 @@ class PromptInput:
     def __init__(self, state: ChatState, history: Path | None = None) -> None:
         self.state = state
         completer = SlashCompleter(state)
+        self.pastes = Pastes()
         saved: History = FileHistory(str(history)) if history is not None else InMemoryHistory()
         self.session: PromptSession[str] = PromptSession(
             history=saved,
             completer=completer,
             complete_while_typing=True,
-            key_bindings=_bindings(completer),
+            key_bindings=_bindings(completer, self.pastes),
             bottom_toolbar=self._toolbar,
             prompt_continuation=lambda width, line, wrapped: "  ",
             style=STYLE,
@@ -262,7 +269,7 @@ class PromptInput:
         return [("class:toolbar.status", f" {status}"), ("class:toolbar.hint", "  ·  /help · Ctrl-D quits")]
 
     async def read(self) -> str:
-        return await self.session.prompt_async(PROMPT, handle_sigint=False)
+        return self.pastes.expand(await self.session.prompt_async(PROMPT, handle_sigint=False))
 
     async def ask(self, question: str) -> str:
         return await self.questions.prompt_async([("class:question", question)], handle_sigint=False)

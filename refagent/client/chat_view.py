@@ -39,6 +39,7 @@ from rich.text import Text
 
 from refagent.acp.text import one_line, visible, visible_strings
 from refagent.client import chat_blocks as blocks
+from refagent.client.pastes import collapsed
 from refagent.client.render import option_key
 
 STOP_NOTES = {
@@ -289,7 +290,7 @@ class ChatView:
             short = flat if len(flat) <= THOUGHT_CHARS else flat[: THOUGHT_CHARS - 1].rstrip() + "…"
             self.print(Text(f"✻ {short}", style="dim italic"), "thought")
         elif kind == "user_message_chunk":
-            self.print(Text("› " + text.replace("\n", "\n  "), style="bold"), "user")
+            self.print(Text("› " + collapsed(text).replace("\n", "\n  "), style="bold"), "user")
 
     def failure(self, failure: dict[str, str]) -> None:
         """A failed turn's reason, as an error: once, however many times the agent says it."""

@@ -340,3 +340,38 @@ def test_an_at_mention_completes_a_workspace_path_and_is_sent_as_a_link(tmp_path
             "size": 12,
         },
     ]
+
+
+def test_a_long_paste_is_collapsed_in_the_input_and_the_replay_and_sent_whole(tmp_path: Path, project: Path) -> None:
+    pasted = "".join(f"line {n} of the log\n" for n in range(1, 41))
+    with ScriptedOpenAIServer([Turn(text="Seen all 40.")], api_key=KEY) as server:
+        term = start(tmp_path, server, "chat")
+        try:
+            term.expect(PROMPT_READY)
+            term.type("what is wrong here? ")
+            term.expect(r"wrong here\?")
+            term.type("\x1b[200~" + pasted + "\x1b[201~")  # a bracketed paste, as a terminal sends one
+            term.expect(r"\[Pasted text #1 \+40 lines\]")
+            term.type("\r")
+            term.expect(r"Seen all 40\.")
+            term.expect(PROMPT_READY)
+            term.type("\x04")
+            assert term.wait() == 0
+            assert "line 20 of the log" not in term.screen
+        finally:
+            term.kill()
+    said = user_and_assistant(server)[-1][1]
+    assert said == ("what is wrong here? " + pasted).rstrip("\n")  # whole (the line is stripped, as any)
+    session = re.search(r"--resume (sess_\w+)", term.screen)
+    assert session is not None
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        term = start(tmp_path, server, "resumed", "--resume", session.group(1))
+        try:
+            term.expect(r"› what is wrong here\? line 1 of the log")
+            term.expect(r"line 3 of the log\s+\[\+37 lines\]")
+            term.expect(PROMPT_READY)
+            term.type("\x04")
+            assert term.wait() == 0
+            assert "line 20 of the log" not in term.screen
+        finally:
+            term.kill()

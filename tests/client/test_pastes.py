@@ -1,0 +1,25 @@
+"""Long pastes: a placeholder in the line, the whole text when it is sent; long messages drawn collapsed."""
+
+from __future__ import annotations
+
+from refagent.client.pastes import COLLAPSE_CHARS, Pastes, collapsed
+
+
+def test_a_long_paste_is_a_placeholder_until_the_line_is_sent() -> None:
+    pastes = Pastes()
+    short = "one\r\ntwo\r\n"
+    assert pastes.add(short) == "one\ntwo\n"  # short: itself, line endings made \n
+    log = "".join(f"{n}\r\n" for n in range(12))
+    first = pastes.add(log)
+    wide = pastes.add("x" * (COLLAPSE_CHARS + 1))
+    assert (first, wide) == ("[Pasted text #1 +12 lines]", "[Pasted text #2 +1 lines]")
+    line = f"look: {first} and {wide} and [Pasted text #9 +3 lines]"
+    assert (
+        pastes.expand(line)
+        == f"look: {log.replace(chr(13), '')} and {'x' * (COLLAPSE_CHARS + 1)} and [Pasted text #9 +3 lines]"
+    )
+
+
+def test_a_long_message_is_drawn_collapsed() -> None:
+    assert collapsed("a\nb") == "a\nb"
+    assert collapsed("\n".join(map(str, range(11)))) == "0\n1\n2\n[+8 lines]"
