@@ -46,7 +46,7 @@ from refagent.acp.text import one_line, visible
 from refagent.client.chat_blocks import ago
 from refagent.client.chat_state import CLIENT_COMMANDS, ChatState, Command
 from refagent.client.handler import StdinLines
-from refagent.client.mentions import WorkspaceIndex, mention_at
+from refagent.client.mentions import WorkspaceIndex, dropped, mention_at
 from refagent.client.pastes import Pastes
 
 PROMPT: StyleAndTextTuples = [("class:prompt", "› ")]
@@ -162,7 +162,8 @@ def _bindings(completer: SlashCompleter, pastes: Pastes) -> KeyBindings:
 
     @keys.add(Keys.BracketedPaste, filter=editing)
     def _paste(event: KeyPressEvent) -> None:
-        event.current_buffer.insert_text(pastes.add(event.data))  # a long one as its placeholder
+        # A file dragged onto the terminal (its path pasted) is mentioned; a long paste is its placeholder.
+        event.current_buffer.insert_text(dropped(event.data) or pastes.add(event.data))
 
     @keys.add("escape", "enter", filter=editing)  # Alt-Enter: most terminals send Esc then Enter
     def _newline(event: KeyPressEvent) -> None:

@@ -29,7 +29,8 @@ FRESH_SECONDS = 10.0
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 """A bigger image is sent as a link, not inline."""
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
-MENTION = re.compile(r"(?:^|(?<=\s))@([^\s@]+)")
+MENTION = re.compile(r'(?:^|(?<=\s))@(?:"([^"\n]+)"|([^\s@"]+))')
+"""``@path``, or ``@"a path with spaces"``."""
 
 
 class WorkspaceIndex:
@@ -90,6 +91,20 @@ def mention_at(text_before_cursor: str) -> str | None:
     return match.group(1) if match is not None else None
 
 
+def dropped(pasted: str) -> str | None:
+    """The mention for a paste that is one file's path (what a terminal pastes when a file is dragged onto
+    it: absolute, maybe quoted, spaces maybe escaped): ``@path``, or ``@"path"`` when it has spaces."""
+    text = pasted.strip()
+    if "\n" in text or not text:
+        return None
+    quoted = len(text) > 1 and text[0] == text[-1] and text[0] in "'\""
+    text = text[1:-1] if quoted else re.sub(r"\\(.)", r"\1", text)  # unquoted: a shell's escapes (shot\ 1.png)
+    path = os.path.expanduser(text)
+    if not os.path.isabs(path) or not os.path.isfile(path) or '"' in path:
+        return None
+    return f'@"{path}" ' if " " in path else f"@{path} "
+
+
 def prompt_blocks(text: str, cwd: str, *, images: bool) -> list[dict[str, Any]]:
     """The prompt's content blocks: ``text`` as typed, then a block for each file it mentions (each once):
     an ``image`` for an image the agent can take (``images``) and that is small enough, else a
@@ -98,7 +113,8 @@ def prompt_blocks(text: str, cwd: str, *, images: bool) -> list[dict[str, Any]]:
     seen: set[str] = set()
     root = os.path.realpath(cwd)
     for match in MENTION.finditer(text):
-        path = os.path.realpath(os.path.join(root, match.group(1).rstrip(".,;:!?)")))
+        named = match.group(1) if match.group(1) is not None else match.group(2).rstrip(".,;:!?)")
+        path = os.path.realpath(os.path.join(root, os.path.expanduser(named)))
         if path in seen or not os.path.isfile(path):
             continue
         seen.add(path)

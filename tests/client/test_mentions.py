@@ -64,3 +64,20 @@ def test_each_file_mentioned_is_sent_as_a_link_and_an_image_inline(tmp_path: Pat
     assert [b["type"] for b in no_images] == ["text", "resource_link"]
     (root / "big.png").write_bytes(PNG + b"\0" * MAX_IMAGE_BYTES)
     assert prompt_blocks("@big.png", str(root), images=True)[1]["type"] == "resource_link"
+
+
+def test_a_dragged_file_is_mentioned_quoted_when_its_path_has_spaces(tmp_path: Path) -> None:
+    from refagent.client.mentions import dropped
+
+    shot = tmp_path / "Screen Shot 1.png"
+    shot.write_bytes(PNG)
+    plain = tmp_path / "notes.txt"
+    plain.write_text("x\n")
+    assert dropped(f"'{shot}'") == f'@"{shot}" '
+    assert dropped(str(shot).replace(" ", "\\ ")) == f'@"{shot}" '
+    assert dropped(f"  {plain}\n") == f"@{plain} "
+    assert dropped("notes.txt") is None  # a relative path is text
+    assert dropped(f"{plain}\n{plain}") is None  # two lines: text
+    assert dropped(f"{tmp_path}/missing.png") is None
+    blocks = prompt_blocks(f'see @"{shot}" please', str(tmp_path), images=True)
+    assert [b["type"] for b in blocks] == ["text", "image"]

@@ -375,3 +375,28 @@ def test_a_long_paste_is_collapsed_in_the_input_and_the_replay_and_sent_whole(tm
             assert "line 20 of the log" not in term.screen
         finally:
             term.kill()
+
+
+def test_a_file_dragged_onto_the_terminal_is_mentioned(tmp_path: Path, project: Path) -> None:
+    shot = tmp_path / "Screen Shot 1.png"
+    shot.write_bytes(bytes.fromhex("89504e470d0a1a0a"))
+    with ScriptedOpenAIServer([Turn(text="A screenshot.")], api_key=KEY) as server:
+        term = start(tmp_path, server, "chat")
+        try:
+            term.expect(PROMPT_READY)
+            term.type("what is in ")
+            term.expect(r"what is in")
+            term.type(f"\x1b[200~'{shot}'\x1b[201~")  # what a terminal pastes for a dropped file
+            term.expect(r'@"[^"]*Screen Shot 1\.png"')
+            term.type("\r")
+            term.expect(r"A screenshot\.")
+            term.expect(PROMPT_READY)
+            term.type("\x04")
+            assert term.wait() == 0
+        finally:
+            term.kill()
+    sent = [m for m in check_transcript(tmp_path / "chat.jsonl") if m.get("method") == "session/prompt"]
+    (prompt,) = [m["params"]["prompt"] for m in sent]  # type: ignore[index]
+    assert prompt[0] == {"type": "text", "text": f'what is in @"{shot}"'}
+    assert prompt[1]["uri"] == shot.as_uri()  # the model here takes no images: a link
+    assert prompt[1]["type"] == "resource_link"
