@@ -281,6 +281,7 @@ def help_block(client: Sequence[Command], agent: Sequence[Command]) -> Group:
         ("Enter", "send"),
         ("Alt-Enter, Esc Enter", "a new line (so does a line that ends with \\); pasted lines stay lines"),
         ("Paste", "a long paste shows as [Pasted text #N +L lines], and is sent whole"),
+        ("Ctrl-V", "paste an image from the clipboard (wl-paste, xclip or pngpaste)"),
         ("Tab", "complete a command (and /resume ids, /mode, /model and /effort values)"),
         ("Shift-Tab", "on an empty line: switch to the next mode (/mode)"),
         ("!command", "run a line in your own shell; shown, not sent to the model (/share sends it)"),

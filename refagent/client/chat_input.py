@@ -45,8 +45,9 @@ from prompt_toolkit.styles import Style
 from refagent.acp.text import one_line, visible
 from refagent.client.chat_blocks import ago
 from refagent.client.chat_state import CLIENT_COMMANDS, ChatState, Command
+from refagent.client.clipboard import clipboard_image
 from refagent.client.handler import StdinLines
-from refagent.client.mentions import WorkspaceIndex, dropped, mention_at
+from refagent.client.mentions import WorkspaceIndex, dropped, mention, mention_at
 from refagent.client.pastes import Pastes
 
 PROMPT: StyleAndTextTuples = [("class:prompt", "› ")]
@@ -159,6 +160,15 @@ def _describe(entry: dict[str, Any]) -> str:
 def _bindings(completer: SlashCompleter, pastes: Pastes) -> KeyBindings:
     keys = KeyBindings()
     editing = has_focus(DEFAULT_BUFFER)
+
+    @keys.add("c-v", filter=editing, eager=True)  # before the page navigation that Emacs mode binds to it
+    def _paste_image(event: KeyPressEvent) -> None:
+        try:
+            image = clipboard_image()
+        except OSError:
+            image = None
+        if image is not None:  # mentioned like a file: sent as an image where the model takes them
+            event.current_buffer.insert_text(mention(image))
 
     @keys.add(Keys.BracketedPaste, filter=editing)
     def _paste(event: KeyPressEvent) -> None:

@@ -102,6 +102,11 @@ def dropped(pasted: str) -> str | None:
     path = os.path.expanduser(text)
     if not os.path.isabs(path) or not os.path.isfile(path) or '"' in path:
         return None
+    return mention(path)
+
+
+def mention(path: str) -> str:
+    """How the prompt names ``path``: ``@path``, or ``@"path"`` when it has spaces (and a space after)."""
     return f'@"{path}" ' if " " in path else f"@{path} "
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from refagent.client.pastes import COLLAPSE_CHARS, Pastes, collapsed
 
 
@@ -23,3 +27,15 @@ def test_a_long_paste_is_a_placeholder_until_the_line_is_sent() -> None:
 def test_a_long_message_is_drawn_collapsed() -> None:
     assert collapsed("a\nb") == "a\nb"
     assert collapsed("\n".join(map(str, range(11)))) == "0\n1\n2\n[+8 lines]"
+
+
+def test_no_clipboard_image_without_a_reader_or_an_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from refagent.client.clipboard import clipboard_image
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert clipboard_image(str(tmp_path)) is None  # no reader installed
+    reader = tmp_path / "wl-paste"
+    reader.write_text("#!/bin/sh\necho 'just text'\n")
+    reader.chmod(0o755)
+    assert clipboard_image(str(tmp_path)) is None  # text on the clipboard: not an image
+    assert list(tmp_path.glob("*.png")) == []

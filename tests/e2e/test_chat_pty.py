@@ -11,6 +11,8 @@ prompt_toolkit's cursor-position queries as a terminal would. "The prompt is bac
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,7 @@ PROMPT_READY = "Ctrl-D quits"
 """The end of the bottom toolbar: a prompt is being edited."""
 
 
-def start(tmp_path: Path, server: ScriptedOpenAIServer, name: str, *args: str) -> Terminal:
+def start(tmp_path: Path, server: ScriptedOpenAIServer, name: str, *args: str, **extra: str) -> Terminal:
     env = agent_env(
         tmp_path / "home",
         OPENAI_BASE_URL=server.base_url,
@@ -37,6 +39,7 @@ def start(tmp_path: Path, server: ScriptedOpenAIServer, name: str, *args: str) -
         TERM="xterm-256color",
         PYTHONIOENCODING="utf-8",
         XDG_STATE_HOME=str(tmp_path / "home" / ".local" / "state"),  # where the prompt history goes
+        **extra,
     )
     env.pop("NO_COLOR", None)
     transcript = tmp_path / f"{name}.jsonl"
@@ -400,3 +403,37 @@ def test_a_file_dragged_onto_the_terminal_is_mentioned(tmp_path: Path, project: 
     assert prompt[0] == {"type": "text", "text": f'what is in @"{shot}"'}
     assert prompt[1]["uri"] == shot.as_uri()  # the model here takes no images: a link
     assert prompt[1]["type"] == "resource_link"
+
+
+def test_ctrl_v_pastes_an_image_from_the_clipboard(tmp_path: Path, project: Path) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    png = bytes.fromhex("89504e470d0a1a0a") + b"image"
+    # the clipboard, as xclip gives it (no other reader is on this PATH)
+    (tmp_path / "clipboard.png").write_bytes(png)
+    (tools / "xclip").write_text(f"#!/bin/sh\nexec cat {tmp_path / 'clipboard.png'}\n")
+    (tools / "xclip").chmod(0o755)
+    path = f"{tools}:/usr/bin:/bin"
+    with ScriptedOpenAIServer([Turn(text="A picture.")], api_key=KEY) as server:
+        short = tempfile.mkdtemp(prefix="rp", dir="/tmp")  # the mention fits on the line: matched whole
+        term = start(tmp_path, server, "chat", PATH=path, TMPDIR=short)
+        try:
+            term.expect(PROMPT_READY)
+            term.type("what is this ")
+            term.expect(r"what is this")
+            term.type("\x16")  # Ctrl-V
+            term.expect(r"@\S+pasted-\S+\.png")
+            term.type("\r")
+            term.expect(r"A picture\.")
+            term.expect(PROMPT_READY)
+            term.type("\x04")
+            assert term.wait() == 0
+        finally:
+            term.kill()
+    sent = [m for m in check_transcript(tmp_path / "chat.jsonl") if m.get("method") == "session/prompt"]
+    (prompt,) = [m["params"]["prompt"] for m in sent]  # type: ignore[index]
+    saved = Path(str(prompt[1]["uri"]).removeprefix("file://"))
+    assert saved.read_bytes() == png
+    assert saved.stat().st_mode & 0o777 == 0o600
+    assert str(saved).startswith(short)
+    shutil.rmtree(short)
