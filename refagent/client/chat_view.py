@@ -106,6 +106,8 @@ class ChatView:
         self.live_enabled = console.is_interactive if live is None else live
         self.clock = clock
         self.calls: dict[str, _Call] = {}
+        self._later: dict[str, _Call] = {}
+        """Calls still running when their turn ended (a background command): shown again when they end."""
         self._live: Live | None = None
         self._hidden = False
         self._cancelling = False
@@ -166,6 +168,7 @@ class ChatView:
         for call_id, call in list(self.calls.items()):
             if call.status not in ("completed", "failed"):
                 self._print_call(call_id, call)
+                self._later[call_id] = call
         self._print_plan()
         self.pause()
         self._active = False
@@ -302,6 +305,10 @@ class ChatView:
 
     def _call_update(self, call_id: str, update: dict[str, Any]) -> None:
         call = self.calls.get(call_id)
+        if call is None and call_id in self._later:  # a call that went on after its turn
+            if update.get("status") not in ("completed", "failed"):
+                return  # its output so far: not news between turns, and no live region to show it in
+            call = self.calls[call_id] = self._later.pop(call_id)
         if call is None:  # an update for a call never announced: show it anyway
             call = self.calls[call_id] = _Call(_title(update, "tool call"), one_line(str(update.get("kind") or "")))
         call.title = _title(update, call.title)

@@ -514,3 +514,23 @@ def test_the_status_line_and_completions_show_the_agents_words_visibly() -> None
         for c in completer.get_completions(Document(text), CompleteEvent())
     ]
     assert metas == [f"{BEGIN}{SHOWN}{END}", f"{BEGIN}{SHOWN}{END} · {BEGIN}{SHOWN}{END}", f"{BEGIN}{SHOWN}{END}"]
+
+
+def test_a_call_that_goes_on_after_its_turn_is_shown_again_when_it_ends() -> None:
+    view, out = make_view()
+    view.begin()
+    view.update(call(title="Run `npm run dev` (in the background)", status="pending"))
+    view.update(call_update(status="in_progress", content=text_content("Running in the background as job-1.")))
+    view.end()
+    assert "◐ Run `npm run dev` (in the background)" in out.getvalue()
+    view.update(call_update(content=text_content("listening on :3000")))  # a frame of its output
+    assert view.calls == {}  # nothing lingers for the next turn's live region
+    view.begin()
+    assert "npm" not in region_text(view)
+    view.update(
+        call_update(status="completed", content=text_content("```\nlistening on :3000\n```\n\njob-1: Stopped."))
+    )
+    view.end()
+    shown = out.getvalue()
+    assert "✓ Run `npm run dev` (in the background)" in shown
+    assert "│ job-1: Stopped." in shown
