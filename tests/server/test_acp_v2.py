@@ -231,6 +231,19 @@ async def test_v2_requests_that_cannot_be_answered(tmp_path: Path, v2_on: None) 
         with pytest.raises(RequestError) as empty:
             await editor.request("session/prompt", {"sessionId": "sess_nope", "prompt": []})
         assert empty.value.code == -32602
+        sid = (await editor.request("session/new", {"cwd": str(tmp_path)}))["sessionId"]
+        for bad in ([{"text": "no type"}], ["text"], [{"type": "text"}] * 2 + [7]):
+            with pytest.raises(RequestError) as malformed:
+                await editor.request("session/prompt", {"sessionId": sid, "prompt": bad})
+            assert malformed.value.code == -32602
+        with pytest.raises(RequestError) as long_id:
+            await editor.request(
+                "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}], "messageId": "m" * 201}
+            )
+        assert long_id.value.code == -32602
+        assert not [
+            n for n in editor.client.notifications if n["params"]["update"].get("sessionUpdate") == "state_update"
+        ]
         with pytest.raises(RequestError) as load:
             await editor.request("session/load", {"sessionId": "x", "cwd": str(tmp_path), "mcpServers": []})
         assert load.value.code == -32601

@@ -223,6 +223,9 @@ class V2Bridge:
             raise ResourceNotFound(f"Session not found: {session_id[:100]}")
         message_id = params.get("messageId") if isinstance(params.get("messageId"), str) else new_id("user")
         v1 = {"sessionId": session_id, "prompt": blocks, "messageId": message_id}
+        from refagent.acp.requests import PromptParams  # loaded with the sessions by now
+
+        PromptParams.parse(v1)  # a prompt that cannot be taken is refused (-32602), not accepted then failed
 
         async def run() -> None:
             self._running[session_id] = self._running.get(session_id, 0) + 1
