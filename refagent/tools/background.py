@@ -80,7 +80,7 @@ async def _listing(jobs: BackgroundJobs) -> ToolResult:
     entries = jobs.entries()
     if not entries:
         return ToolResult("No background commands have been started in this session.")
-    lines = [f"{entry.id} (`{entry.command}`): {entry.state()}" for entry in entries]
+    lines = [f"{entry.id} (`{shown(entry.command, 200)}`): {entry.state()}" for entry in entries]
     return ToolResult("\n".join(lines))
 
 
@@ -88,7 +88,7 @@ async def _read(entry: Entry) -> ToolResult:
     new = (await entry.job.new_output()).rstrip("\n")
     if not entry.running:
         entry.told = True  # it hears the end here
-    state = f"{entry.id} (`{entry.command}`): {entry.state()}."
+    state = f"{entry.id} (`{shown(entry.command, 200)}`): {entry.state()}."
     body = _capped(new) if new.strip() else "(no new output)"
     return ToolResult(f"{state}\n\n{body}", content=[text_content(f"{state}\n\n{fenced(_capped(new))}")])
 

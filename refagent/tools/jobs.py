@@ -182,7 +182,7 @@ class BackgroundJobs:
         for entry in self._entries.values():
             if not entry.running and not entry.told:
                 entry.told = True
-                lines.append(f"{entry.id} (`{entry.command}`): {entry.state()}.")
+                lines.append(f"{entry.id} (`{shown(entry.command, 200)}`): {entry.state()}.")
         return lines
 
     async def _follow(self, entry: Entry) -> None:
