@@ -20,7 +20,10 @@ Measured in one run, interleaved so that all see the same machine load:
   wrapper (which adds node's own start-up: ``--help`` takes 16 ms from the binary, 120 ms through it, on
   the machine this was written on). ``--no-codex`` leaves it out, and so does a
   failing npm (the run says so and goes on);
-- ``python -c "import openai"`` (a few runs): what the agent must not pay before ``initialize``.
+- ``python -c "import openai"`` (a few runs): what the agent must not pay before ``initialize``;
+- for refagent (each copy timed), spawn to the first ``agent_message_chunk`` of a first prompt, every
+  request sent as soon as the previous answer is read, the model refagent's scripted OpenAI-compatible
+  server on 127.0.0.1: what is deferred past the responses must still be ready when the first prompt comes.
 
 codex-acp answers ``initialize`` with no credentials, but ``session/new`` only once authenticated (without,
 it is ``-32000 Authentication required``). It runs as a logged-in user's would: with a fresh
@@ -219,6 +222,50 @@ def time_agent(agent: Agent, cwd: Path) -> tuple[float, float, int]:
     return (initialized - started) * 1000, (created - started) * 1000, rss
 
 
+PROMPT = {"type": "text", "text": "Say hello."}
+BENCH_KEY = "sk-startup-bench"
+
+
+def time_first_chunk(agent: Agent, cwd: Path, base_url: str) -> float:
+    """ms from the spawn to the first ``agent_message_chunk`` of a first prompt (initialize, session/new and
+    session/prompt each sent as soon as the previous answer is read), the model a scripted server on
+    127.0.0.1 (``base_url``): what deferring imports past the responses must not make slower."""
+    env = {**agent.env, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": BENCH_KEY, "REFAGENT_MODEL": "bench"}
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        agent.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        process.stdin.write(line(INITIALIZE))
+        process.stdin.flush()
+        read_response(process.stdout, 0)
+        process.stdin.write(line(session_new(cwd)))
+        process.stdin.flush()
+        session_id = read_response(process.stdout, 1)["result"]["sessionId"]  # type: ignore[index]
+        prompt = {"sessionId": session_id, "prompt": [PROMPT]}
+        process.stdin.write(line({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt}))
+        process.stdin.flush()
+        while True:
+            raw = process.stdout.readline()
+            if not raw:
+                raise RuntimeError("the agent exited before its first chunk")
+            message = json.loads(raw)
+            update = message.get("params", {}).get("update", {}) if message.get("method") == "session/update" else {}
+            if update.get("sessionUpdate") == "agent_message_chunk":
+                chunked = time.perf_counter()
+                break
+        read_response(process.stdout, 2)
+        process.stdin.close()
+        process.wait(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return (chunked - started) * 1000
+
+
 def measure(agent: Agent, cwd: Path) -> None:
     init_ms, new_ms, rss = time_agent(agent, cwd)
     agent.initialize.append(init_ms)
@@ -389,6 +436,24 @@ def import_report(env: dict[str, str], cwd: Path) -> ImportReport:
 # -- the report --------------------------------------------------------------------------------
 
 
+def first_chunks(agents: list[Agent], project: Path, runs: int) -> list[tuple[str, list[float]]]:
+    """For each agent, ``runs`` times spawn -> the first chunk of a first prompt (:func:`time_first_chunk`),
+    interleaved, against one scripted model server (refagent's own test fake, on 127.0.0.1)."""
+    sys.path.insert(0, str(ROOT))
+    from refagent.testing.openai_server import ScriptedOpenAIServer, Turn
+
+    times: list[list[float]] = [[] for _ in agents]
+    turns = [Turn(text="Hello.") for _ in range((runs + 1) * len(agents))]
+    with ScriptedOpenAIServer(turns, api_key=BENCH_KEY) as server:
+        for agent in agents:  # warm-up: the model client's imports, cached bytecode
+            time_first_chunk(agent, project, server.base_url)
+        for round_ in range(runs):
+            for i in range(len(agents)):
+                index = (round_ + i) % len(agents)
+                times[index].append(time_first_chunk(agents[index], project, server.base_url))
+    return [(agent.label, values) for agent, values in zip(agents, times, strict=True)]
+
+
 def summary(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
 
@@ -453,6 +518,7 @@ def main() -> int:
                 loop.append(time_python_c(EMPTY_LOOP, env))
                 for i in range(len(agents)):  # each round in another order: none is always first
                     measure(agents[(round_ + i) % len(agents)], project)
+            chunks = first_chunks([a for a in agents if a is not codex], project, args.runs)
             openai_ms = [time_python_c("import openai", env) for _ in range(args.openai_runs)]
             report = import_report(env, project)
         finally:
@@ -467,6 +533,8 @@ def main() -> int:
     for agent in agents:
         rows.append((f"{agent.label}: initialize", agent.initialize))
         rows.append((f"{agent.label}: session/new", agent.session))
+    for label, values in chunks:
+        rows.append((f"{label}: first chunk of a first prompt", values))
     rows.append((f'python -c "import openai" (spawn -> exit), {args.openai_runs} runs', openai_ms))
     width = max(58, *(len(label) for label, _ in rows))
     print(f"refagent startup: Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs")
