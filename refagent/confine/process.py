@@ -278,7 +278,27 @@ def _result(process: anyio.abc.Process, output: _Output, timed_out: bool) -> Com
     return CommandResult(text, code, None, truncated, timed_out)
 
 
-class LocalJob:
+class Watched:
+    """What every background job (:class:`~refagent.seams.Job`) keeps of its end: :attr:`result` once it has
+    one, the cancel scope its watcher runs in (:meth:`stop` cancels it), and the event set when the watcher
+    is done (:meth:`wait`). The watcher (a subclass's ``watch``) sets both."""
+
+    def __init__(self) -> None:
+        self.result: CommandResult | None = None
+        self._scope = anyio.CancelScope()
+        self._ended = anyio.Event()
+
+    async def wait(self) -> CommandResult:
+        await self._ended.wait()
+        assert self.result is not None
+        return self.result
+
+    async def stop(self) -> None:
+        self._scope.cancel()
+        await self._ended.wait()
+
+
+class LocalJob(Watched):
     """A local command in the background (:meth:`LocalTerminals.start`): its process group, watched by
     :meth:`watch` (a task of the caller's task group), which ends the group as :meth:`LocalTerminals.run`
     does when the shell exits, the time limit passes, :meth:`stop` is called or the task is cancelled."""
@@ -286,14 +306,12 @@ class LocalJob:
     terminal_id: str | None = None
 
     def __init__(self, output: _Output, kill_grace: float, drain_seconds: float) -> None:
-        self.result: CommandResult | None = None
+        super().__init__()
         self._output = output
         self._kill_grace = kill_grace
         self._drain_seconds = drain_seconds
         self._read = 0
         """Bytes of output :meth:`new_output` has given so far."""
-        self._scope = anyio.CancelScope()
-        self._ended = anyio.Event()
 
     async def watch(self, process: anyio.abc.Process, time_limit: float | None) -> None:
         """Read its output until it ends (or is stopped, or out of time), then end its group and reap it."""
@@ -318,21 +336,12 @@ class LocalJob:
                 self.result = _result(process, self._output, timed_out)
                 self._ended.set()
 
-    async def wait(self) -> CommandResult:
-        await self._ended.wait()
-        assert self.result is not None
-        return self.result
-
     async def output(self) -> str:
         return self._output.text()[0]
 
     async def new_output(self) -> str:
         text, self._read = self._output.since(self._read, final=self._ended.is_set())
         return text
-
-    async def stop(self) -> None:
-        self._scope.cancel()
-        await self._ended.wait()
 
 
 async def _pump(stream: anyio.abc.ByteReceiveStream, output: _Output, done: anyio.Event) -> None:

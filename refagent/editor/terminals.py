@@ -23,7 +23,7 @@ from refagent.acp.client import ExitStatus, SessionClient, TerminalOutput
 from refagent.acp.errors import RequestError
 from refagent.acp.text import has_surrogates
 from refagent.confine.confinement import UNCONFINED, Confinement
-from refagent.confine.process import BACKGROUND_CPU_BASIS, ResourceLimits, is_secret_name
+from refagent.confine.process import BACKGROUND_CPU_BASIS, ResourceLimits, Watched, is_secret_name
 from refagent.errors import ToolError
 from refagent.seams import CommandResult, Level
 
@@ -88,16 +88,7 @@ class EditorTerminals:
             if deadline.cancelled_caught:
                 timed_out = True
                 await self.client.kill_terminal(terminal_id)
-            output = await self.client.terminal_output(terminal_id)
-            ended = output.exit_status  # an empty status says nothing: the wait's answer stands
-            status = ended if ended is not None and ended != ExitStatus() else exit_status
-            return CommandResult(
-                output=output.output.replace("\r\n", "\n"),
-                exit_code=status.exit_code,
-                signal=status.signal,
-                truncated=output.truncated,
-                timed_out=timed_out,
-            )
+            return _result(await self.client.terminal_output(terminal_id), exit_status, timed_out)
         except RequestError as exc:
             raise ToolError(f"The editor's terminal failed: {exc.message}") from None
         finally:
@@ -135,7 +126,7 @@ class EditorTerminals:
             raise ToolError(f"The editor could not start a terminal: {exc.message}") from None
 
 
-class EditorJob:
+class EditorJob(Watched):
     """A command in the background in an editor's terminal (:meth:`EditorTerminals.start`). :meth:`watch`
     (a task of the caller's) waits for its exit, kills it when the time limit passes, :meth:`stop` is
     called or the task is cancelled, keeps its last output and releases the terminal, always. The tool
@@ -145,13 +136,11 @@ class EditorJob:
     new since the last read is found by where the last read's end appears in the output now."""
 
     def __init__(self, client: SessionClient, terminal_id: str) -> None:
+        super().__init__()
         self.client = client
         self.terminal_id: str | None = terminal_id
-        self.result: CommandResult | None = None
         self._seen = ""
         """The output as of the last :meth:`new_output`."""
-        self._scope = anyio.CancelScope()
-        self._ended = anyio.Event()
 
     async def watch(self, time_limit: float | None) -> None:
         assert self.terminal_id is not None
@@ -174,23 +163,9 @@ class EditorJob:
                     output = await self.client.terminal_output(terminal_id)
                 except Exception as exc:  # the client may be gone; what it said so far stands
                     log.warning("the editor's terminal failed: %s", exc)
-            ended = output.exit_status
-            if ended is not None and ended != ExitStatus():
-                status = ended
-            self.result = CommandResult(
-                output=output.output.replace("\r\n", "\n"),
-                exit_code=status.exit_code,
-                signal=status.signal,
-                truncated=output.truncated,
-                timed_out=timed_out,
-            )
+            self.result = _result(output, status, timed_out)
             await _release(self.client, terminal_id)  # what is read from now on is the result's
             self._ended.set()
-
-    async def wait(self) -> CommandResult:
-        await self._ended.wait()
-        assert self.result is not None
-        return self.result
 
     async def output(self) -> str:
         if self.result is not None:
@@ -206,9 +181,19 @@ class EditorJob:
         seen, self._seen = self._seen, now
         return _after(seen, now)
 
-    async def stop(self) -> None:
-        self._scope.cancel()
-        await self._ended.wait()
+
+def _result(output: TerminalOutput, waited: ExitStatus, timed_out: bool) -> CommandResult:
+    """The command's result from its terminal's output and the exit status its wait gave (an empty status
+    in the output says nothing: the wait's answer stands)."""
+    ended = output.exit_status
+    status = ended if ended is not None and ended != ExitStatus() else waited
+    return CommandResult(
+        output=output.output.replace("\r\n", "\n"),
+        exit_code=status.exit_code,
+        signal=status.signal,
+        truncated=output.truncated,
+        timed_out=timed_out,
+    )
 
 
 def _after(seen: str, now: str) -> str:
