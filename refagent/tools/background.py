@@ -15,7 +15,7 @@ from refagent.errors import ToolError
 from refagent.tools.args import arg_int, arg_str, shown
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
 from refagent.tools.jobs import BackgroundJobs, Entry
-from refagent.tools.shell import MAX_OUTPUT_CHARS
+from refagent.tools.shell import capped
 from refagent.tools.text import fenced, text_content
 
 MAX_WAIT = 600
@@ -25,13 +25,6 @@ def _jobs(ctx: ToolContext) -> BackgroundJobs:
     if ctx.jobs is None:
         raise ToolError("There are no background commands in this session.")
     return ctx.jobs
-
-
-def _capped(text: str) -> str:
-    if len(text) <= MAX_OUTPUT_CHARS:
-        return text
-    half = MAX_OUTPUT_CHARS // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
 
 
 class CommandOutput(BaseTool):
@@ -89,8 +82,8 @@ async def _read(entry: Entry) -> ToolResult:
     if not entry.running:
         entry.told = True  # it hears the end here
     state = f"{entry.id} (`{shown(entry.command, 200)}`): {entry.state()}."
-    body = _capped(new) if new.strip() else "(no new output)"
-    return ToolResult(f"{state}\n\n{body}", content=[text_content(f"{state}\n\n{fenced(_capped(new))}")])
+    body = capped(new) if new.strip() else "(no new output)"
+    return ToolResult(f"{state}\n\n{body}", content=[text_content(f"{state}\n\n{fenced(capped(new))}")])
 
 
 class StopCommand(BaseTool):

@@ -33,7 +33,7 @@ from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
 from refagent.seams import CommandResult, Job, Level, Terminals
 from refagent.tools.args import shown
-from refagent.tools.text import fenced
+from refagent.tools.text import fenced, text_content
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class BackgroundJobs:
                     updates.tool_call_update(
                         entry.call_id,
                         status="failed",
-                        content=[{"type": "content", "content": updates.text(text)}],
+                        content=[text_content(text)],
                     )
                 )
         return ended
@@ -199,7 +199,7 @@ class BackgroundJobs:
                 now = await job.output()
                 if now != shown:
                     shown = now
-                    frame: list[ToolCallContent] = [{"type": "content", "content": updates.text(_tail(now))}]
+                    frame: list[ToolCallContent] = [text_content(_tail(now))]
                     try:
                         await self._show(updates.tool_call_update(entry.call_id, content=frame))
                     except Exception as exc:  # the client may be gone: the command runs on
@@ -245,11 +245,11 @@ def ended_update(entry: Entry, result: CommandResult) -> dict[str, Any]:
     if entry.job.terminal_id is not None:
         content = [
             {"type": "terminal", "terminalId": entry.job.terminal_id},
-            {"type": "content", "content": updates.text(status)},
+            text_content(status),
         ]
     else:
         output = result.output.rstrip("\n")
-        content = [{"type": "content", "content": updates.text(f"{fenced(_tail(output))}\n\n{status}")}]
+        content = [text_content(f"{fenced(_tail(output))}\n\n{status}")]
     # A command someone stopped ended as asked; one out of time, or exiting non-zero by itself, failed.
     failed = result.timed_out or (entry.stopped_by is None and result.exit_code != 0)
     raw = {

@@ -156,6 +156,15 @@ class RunCommand(BaseTool):
         )
 
 
+def capped(output: str) -> str:
+    """A command's output as the model reads it: whole up to :data:`MAX_OUTPUT_CHARS`, else its head and
+    tail around a marker."""
+    if len(output) <= MAX_OUTPUT_CHARS:
+        return output
+    half = MAX_OUTPUT_CHARS // 2
+    return f"{output[:half]}\n[... {len(output) - 2 * half} characters omitted ...]\n{output[-half:]}"
+
+
 def _level(args: dict[str, Any]) -> Level:
     value = args.get("sandbox", "workspace")
     if value is None:
@@ -198,10 +207,7 @@ async def _run(ctx: ToolContext, command: str, cwd: str, seconds: int, level: Le
 
     result = await ctx.terminals.run(command, cwd, float(seconds), on_start=on_start, sandbox=level)
     output = result.output
-    if len(output) > MAX_OUTPUT_CHARS:
-        half = MAX_OUTPUT_CHARS // 2
-        omitted = len(output) - 2 * half
-        output = f"{output[:half]}\n[... {omitted} characters omitted ...]\n{output[-half:]}"
+    output = capped(output)
     if result.timed_out:
         status = f"Timed out after {seconds} s; the command was killed."
     elif result.signal:
