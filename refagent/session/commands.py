@@ -102,7 +102,7 @@ async def rewind(session: Session, argument: str) -> str:
 
 def jobs_list(session: Session) -> str:
     """``/jobs``: the session's background commands and how each stands."""
-    jobs = session.workspace.jobs if session.workspace is not None else None
+    jobs = session.jobs
     entries = jobs.entries() if jobs is not None else []
     if not entries:
         return "No commands have been started in the background in this session."
@@ -112,7 +112,7 @@ def jobs_list(session: Session) -> str:
 
 async def stop_jobs(session: Session, argument: str) -> str:
     """``/stop [job | all]``: stop one background command, or (none given, or ``all``) every one running."""
-    jobs = session.workspace.jobs if session.workspace is not None else None
+    jobs = session.jobs
     if jobs is None:
         return "No commands have been started in the background in this session."
     if argument and argument != "all":

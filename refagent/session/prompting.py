@@ -37,7 +37,6 @@ from refagent.session.speaker import Say, speaker
 from refagent.session.state import Session
 from refagent.session.system_prompt import make_system_prompt
 from refagent.session.turn import Turn, run_prompt, user_text
-from refagent.tools.jobs import BackgroundJobs
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +134,7 @@ class Prompting:
             notices=session.notices,
             reasoning_effort=session.reasoning_effort,
             changed_files=session.changed_files,
-            background_news=jobs.news if (jobs := _jobs(session)) is not None else None,
+            background_news=session.jobs.news if session.jobs is not None else None,
         )
 
     async def _run_command(self, session: Session, command: Command, blocks: Sequence[ContentBlock]) -> StopReason:
@@ -221,7 +220,3 @@ def _reader(session: Session) -> Callable[[str], Awaitable[str]]:
         return text
 
     return read
-
-
-def _jobs(session: Session) -> BackgroundJobs | None:
-    return session.workspace.jobs if session.workspace is not None else None

@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # annotations: a session is answered for before its workspace
     from refagent.mcp import McpHub
     from refagent.session.workspace import Workspace
     from refagent.tools.base import Plan
+    from refagent.tools.jobs import BackgroundJobs
     from refagent.tools.runner import Tools
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,11 @@ class Session:
     @property
     def profile(self) -> ModelProfile:
         return next(p for p in self.profiles if p.id == self.profile_id)
+
+    @property
+    def jobs(self) -> BackgroundJobs | None:
+        """The session's background commands (:mod:`refagent.tools.jobs`); None before its workspace."""
+        return self.workspace.jobs if self.workspace is not None else None
 
     @property
     def tools(self) -> Tools:
@@ -404,8 +410,8 @@ class Session:
         self.cancel()
         self.background.cancel()
         self.mcp_scope.cancel()
-        if self.workspace is not None and self.workspace.jobs is not None:
-            for ended in self.workspace.jobs.close():  # killed now: their calls end so in the record
+        if self.jobs is not None:
+            for ended in self.jobs.close():  # killed now: their calls end so in the record
                 self.recorder.record(ended)
         if self.log is not None:
             self.recorder.settle()
