@@ -4,7 +4,7 @@ output shown and kept, never sent to the model. ``/share [words]`` sends the las
 output, as a prompt (the words first).
 
 stdin is ``/dev/null`` (the chat owns the terminal); the output is read whole but kept to its first and
-last :data:`KEPT_CHARS` characters; Ctrl-C kills the command's process group.
+last :data:`KEPT_BYTES` bytes; Ctrl-C kills the command's process group.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import anyio
 
-KEPT_CHARS = 20_000
-"""What is kept of a command's output, at each end."""
+KEPT_BYTES = 20_000
+"""What is kept of a command's output, at each end (:class:`~refagent.confine.process.KeptOutput`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +37,10 @@ class ShellRun:
 
     def prompt(self, words: str) -> str:
         """The prompt ``/share`` sends: the user's words, then the command and its output."""
-        fence = "````" if "```" in self.output else "```"
+        from refagent.tools.text import fenced  # here: the chat starts without the tools' modules
+
         ending = f" ({self.ending()})" if self.ending() else ""
-        shared = f"I ran `{self.command}` in my shell{ending}. Its output:\n{fence}\n{self.output.rstrip()}\n{fence}"
+        shared = f"I ran `{self.command}` in my shell{ending}. Its output:\n{fenced(self.output.rstrip())}"
         return f"{words}\n\n{shared}" if words else shared
 
 
@@ -59,27 +60,20 @@ async def run_shell(command: str, cwd: str) -> ShellRun:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    head = bytearray()
-    tail = bytearray()
-    total = 0
+    from refagent.confine.process import KeptOutput  # here: the chat starts without the sandbox's modules
+
+    kept = KeptOutput(2 * KEPT_BYTES)
     try:
         assert process.stdout is not None
         async for chunk in process.stdout:
-            total += len(chunk)
-            room = KEPT_CHARS - len(head)
-            head += chunk[:room]
-            tail += chunk[room:] if room > 0 else chunk
-            del tail[: max(0, len(tail) - KEPT_CHARS)]
+            kept.feed(chunk)
         await process.wait()
     finally:
         with anyio.CancelScope(shield=True):
             if process.returncode is None:
                 _kill(process.pid)
             await process.aclose()
-    omitted = total - len(head) - len(tail)
-    text = head.decode("utf-8", "replace")
-    if tail:
-        text += (f"\n[... {omitted} bytes not shown ...]\n" if omitted > 0 else "") + tail.decode("utf-8", "replace")
+    text, _ = kept.text()
     code = process.returncode
     if code is not None and code < 0:
         return ShellRun(command, text, None, signal.Signals(-code).name)

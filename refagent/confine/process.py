@@ -191,7 +191,7 @@ class LocalTerminals:
         Cancellation kills the group too (and waits for it, shielded, before re-raising).
         """
         await _check(command, cwd, time_limit)
-        output = _Output(self.output_limit)
+        output = KeptOutput(self.output_limit)
         with anyio.CancelScope(shield=True):  # once spawned, the process must reach the cleanup below
             process = await self._spawn(command, cwd, time_limit, sandbox)
         timed_out = False
@@ -225,7 +225,7 @@ class LocalTerminals:
     ) -> LocalJob:
         """Start ``command`` as :meth:`run` would, watched by a task in ``tasks`` (:class:`LocalJob`)."""
         await _check(command, cwd, time_limit)
-        job = LocalJob(_Output(self.output_limit), self.kill_grace, self.drain_seconds)
+        job = LocalJob(KeptOutput(self.output_limit), self.kill_grace, self.drain_seconds)
         with anyio.CancelScope(shield=True):  # once spawned, the process must reach the job's cleanup
             # Resource limits want a time: a command with none gets the CPU time of a day's run.
             process = await self._spawn(command, cwd, time_limit or BACKGROUND_CPU_BASIS, sandbox)
@@ -270,7 +270,7 @@ async def _check(command: str, cwd: str, time_limit: float | None) -> None:
         raise ToolError(f"Cannot run the command: the working directory {cwd} does not exist.")
 
 
-def _result(process: anyio.abc.Process, output: _Output, timed_out: bool) -> CommandResult:
+def _result(process: anyio.abc.Process, output: KeptOutput, timed_out: bool) -> CommandResult:
     text, truncated = output.text()
     code = process.returncode
     if code is not None and code < 0:
@@ -305,7 +305,7 @@ class LocalJob(Watched):
 
     terminal_id: str | None = None
 
-    def __init__(self, output: _Output, kill_grace: float, drain_seconds: float) -> None:
+    def __init__(self, output: KeptOutput, kill_grace: float, drain_seconds: float) -> None:
         super().__init__()
         self._output = output
         self._kill_grace = kill_grace
@@ -344,7 +344,7 @@ class LocalJob(Watched):
         return text
 
 
-async def _pump(stream: anyio.abc.ByteReceiveStream, output: _Output, done: anyio.Event) -> None:
+async def _pump(stream: anyio.abc.ByteReceiveStream, output: KeptOutput, done: anyio.Event) -> None:
     try:
         async for chunk in stream:
             output.feed(chunk)
@@ -423,8 +423,9 @@ def _group_alive(pgid: int) -> bool:
 # -- output -------------------------------------------------------------------------------------------------
 
 
-class _Output:
-    """The first and last ``limit / 2`` bytes of a stream, and how many bytes went by."""
+class KeptOutput:
+    """The first and last ``limit / 2`` bytes of a stream, and how many bytes went by: what is kept of a
+    command's output (here, and for the chat's ``!command``), the middle never stored."""
 
     def __init__(self, limit: int) -> None:
         self.head_limit = max(0, limit) // 2

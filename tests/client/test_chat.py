@@ -624,14 +624,14 @@ def test_the_state_knows_the_efforts_and_the_options_ids() -> None:
 
 
 async def test_a_bang_command_runs_in_the_users_shell_and_a_cancel_kills_it(tmp_path: Path) -> None:
-    from refagent.client.chat_shell import KEPT_CHARS, run_shell
+    from refagent.client.chat_shell import KEPT_BYTES, run_shell
 
     done = await run_shell("echo $0 >/dev/null; pwd; echo oops >&2; exit 2", str(tmp_path))
     assert done.output == f"{tmp_path}\noops\n"
     assert (done.exit_code, done.ending()) == (2, "exit 2")
-    big = await run_shell(f"head -c {3 * KEPT_CHARS} /dev/zero | tr '\\0' x; echo END", str(tmp_path))
+    big = await run_shell(f"head -c {3 * KEPT_BYTES} /dev/zero | tr '\\0' x; echo END", str(tmp_path))
     assert big.output.endswith("END\n")
-    assert f"\n[... {KEPT_CHARS + 4} bytes not shown ...]\n" in big.output  # 3 x KEPT + "END\n", both ends kept
+    assert f"\n[... {KEPT_BYTES + 4} bytes omitted ...]\n" in big.output  # 3 x KEPT + "END\n", both ends kept
     with anyio.fail_after(5), anyio.move_on_after(0.5):
         await run_shell(f"sleep 30; touch {tmp_path}/late", str(tmp_path))
     await anyio.sleep(0.2)

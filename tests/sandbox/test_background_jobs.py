@@ -8,7 +8,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from refagent.confine.process import _Output
+from refagent.confine.process import KeptOutput
 from refagent.editor.terminals import _after
 from tests.support.sandboxed import CONFINED, Sandboxed, box, outside
 
@@ -73,7 +73,7 @@ async def test_cancelling_the_watching_tasks_kills_the_job(box: Sandboxed) -> No
 
 
 def test_output_since_a_position_marks_what_was_not_kept() -> None:
-    output = _Output(100)  # keeps the first 50 bytes and the last 50
+    output = KeptOutput(100)  # keeps the first 50 bytes and the last 50
     output.feed(b"a" * 40)
     text, position = output.since(0, final=False)
     assert (text, position) == ("a" * 40, 40)
@@ -85,7 +85,7 @@ def test_output_since_a_position_marks_what_was_not_kept() -> None:
 
 
 def test_output_since_holds_back_a_character_cut_in_two() -> None:
-    output = _Output(1000)
+    output = KeptOutput(1000)
     euro = "€".encode()
     output.feed(b"price: " + euro[:2])
     text, position = output.since(0, final=False)
