@@ -65,6 +65,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -187,27 +189,15 @@ AGENT_COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "
 def time_agent(agent: Agent, cwd: Path) -> tuple[float, float, int]:
     """(ms to the initialize response, ms to the session/new response, RSS KiB after session/new)."""
     started = time.perf_counter()
-    process = subprocess.Popen(
-        agent.command,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=agent.env,
-        cwd=cwd,  # as an editor starts it, in the project (and not where a `python -m` would import from)
-    )
-    assert process.stdin is not None
-    assert process.stdout is not None
-    try:
-        process.stdin.write(line(INITIALIZE))
-        process.stdin.flush()
-        read_response(process.stdout, 0)
+    with spawned(agent.command, agent.env, cwd) as (process, stdin, stdout):
+        send(stdin, INITIALIZE)
+        read_response(stdout, 0)
         initialized = time.perf_counter()
-        process.stdin.write(line(session_new(cwd)))
-        process.stdin.flush()
-        read_response(process.stdout, 1)
+        send(stdin, session_new(cwd))
+        read_response(stdout, 1)
         created = time.perf_counter()
         rss = rss_kib(process.pid)
-        process.stdin.close()
+        stdin.close()
         if agent.exits_on_eof:
             code = process.wait(timeout=10)
             if code != 0:
@@ -215,11 +205,31 @@ def time_agent(agent: Agent, cwd: Path) -> tuple[float, float, int]:
         else:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=10)
+    return (initialized - started) * 1000, (created - started) * 1000, rss
+
+
+@contextmanager
+def spawned(
+    command: list[str], env: dict[str, str], cwd: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], IO[bytes], IO[bytes]]]:
+    """An agent process and its stdin and stdout, started in ``cwd`` (as an editor starts it, in the project,
+    not where a ``python -m`` would import from); killed on the way out if it is still running."""
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        yield process, process.stdin, process.stdout
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    return (initialized - started) * 1000, (created - started) * 1000, rss
+
+
+def send(stdin: IO[bytes], message: dict[str, object]) -> None:
+    stdin.write(line(message))
+    stdin.flush()
 
 
 PROMPT = {"type": "text", "text": "Say hello."}
@@ -232,23 +242,15 @@ def time_first_chunk(agent: Agent, cwd: Path, base_url: str) -> float:
     127.0.0.1 (``base_url``): what deferring imports past the responses must not make slower."""
     env = {**agent.env, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": BENCH_KEY, "REFAGENT_MODEL": "bench"}
     started = time.perf_counter()
-    process = subprocess.Popen(
-        agent.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd
-    )
-    assert process.stdin is not None
-    assert process.stdout is not None
-    try:
-        process.stdin.write(line(INITIALIZE))
-        process.stdin.flush()
-        read_response(process.stdout, 0)
-        process.stdin.write(line(session_new(cwd)))
-        process.stdin.flush()
-        session_id = read_response(process.stdout, 1)["result"]["sessionId"]  # type: ignore[index]
+    with spawned(agent.command, env, cwd) as (process, stdin, stdout):
+        send(stdin, INITIALIZE)
+        read_response(stdout, 0)
+        send(stdin, session_new(cwd))
+        session_id = read_response(stdout, 1)["result"]["sessionId"]  # type: ignore[index]
         prompt = {"sessionId": session_id, "prompt": [PROMPT]}
-        process.stdin.write(line({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt}))
-        process.stdin.flush()
+        send(stdin, {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt})
         while True:
-            raw = process.stdout.readline()
+            raw = stdout.readline()
             if not raw:
                 raise RuntimeError("the agent exited before its first chunk")
             message = json.loads(raw)
@@ -256,13 +258,9 @@ def time_first_chunk(agent: Agent, cwd: Path, base_url: str) -> float:
             if update.get("sessionUpdate") == "agent_message_chunk":
                 chunked = time.perf_counter()
                 break
-        read_response(process.stdout, 2)
-        process.stdin.close()
+        read_response(stdout, 2)
+        stdin.close()
         process.wait(timeout=10)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     return (chunked - started) * 1000
 
 
