@@ -58,19 +58,18 @@ def _schema(flavour: Flavour = "stable") -> dict[str, Any]:
     return schema
 
 
-@cache
-def _validator(definition: str | None, flavour: Flavour = "stable") -> Any:
-    schema = _schema(flavour)
+def validator_in(schema: dict[str, Any], definition: str | None) -> Any:
+    """A validator for the ``$defs`` type ``definition`` of ``schema`` (None: the whole schema, the envelope)."""
     if definition is None:
         return jsonschema_rs.validator_for(schema)
     return jsonschema_rs.validator_for({"$ref": f"#/$defs/{definition}", "$defs": schema["$defs"]})
 
 
-@cache
-def _definitions(flavour: Flavour = "stable") -> dict[tuple[str, str, str], str]:
-    """(side, method, Request|Response|Notification) -> $defs name."""
+def definitions_in(schema: dict[str, Any]) -> dict[tuple[str, str, str], str]:
+    """(side, method, Request|Response|Notification) -> the ``$defs`` name, from the ``x-side`` and
+    ``x-method`` annotations of ``schema``."""
     found: dict[tuple[str, str, str], str] = {}
-    for name, definition in _schema(flavour)["$defs"].items():
+    for name, definition in schema["$defs"].items():
         method = definition.get("x-method")
         if method is None:
             continue
@@ -78,6 +77,16 @@ def _definitions(flavour: Flavour = "stable") -> dict[tuple[str, str, str], str]
             if name.endswith(kind):
                 found[(definition.get("x-side", ""), method, kind)] = name
     return found
+
+
+@cache
+def _validator(definition: str | None, flavour: Flavour = "stable") -> Any:
+    return validator_in(_schema(flavour), definition)
+
+
+@cache
+def _definitions(flavour: Flavour = "stable") -> dict[tuple[str, str, str], str]:
+    return definitions_in(_schema(flavour))
 
 
 @cache

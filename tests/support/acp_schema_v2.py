@@ -16,9 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema_rs
-
-from tests.support.acp_schema import SchemaViolation
+from tests.support.acp_schema import SchemaViolation, definitions_in, validator_in
 
 SCHEMA_PATH = Path(__file__).parents[1] / "data" / "acp-schema" / "sdk-2.4.0" / "v2" / "schema.json"
 
@@ -46,23 +44,12 @@ def _schema() -> dict[str, Any]:
 
 @cache
 def _validator(definition: str | None) -> Any:
-    schema = _schema()
-    if definition is None:
-        return jsonschema_rs.validator_for(schema)
-    return jsonschema_rs.validator_for({"$ref": f"#/$defs/{definition}", "$defs": schema["$defs"]})
+    return validator_in(_schema(), definition)
 
 
 @cache
 def _definitions() -> dict[tuple[str, str, str], str]:
-    found: dict[tuple[str, str, str], str] = {}
-    for name, definition in _schema()["$defs"].items():
-        method = definition.get("x-method")
-        if method is None:
-            continue
-        for kind in ("Request", "Response", "Notification"):
-            if name.endswith(kind):
-                found[(definition.get("x-side", ""), method, kind)] = name
-    return found
+    return definitions_in(_schema())
 
 
 def _check(definition: str | None, value: Any, what: str) -> None:
