@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import logging
 import os
 import signal
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from refagent import __version__, config
+from refagent import __version__, config, logs
 from refagent.errors import ConfigError
 from refagent.settings import Settings
 
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from refagent.server.agent import Agent
+    from refagent.server.handshake import Opened
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TERMINAL_HINT = (
@@ -35,6 +35,10 @@ TERMINAL_HINT = (
 """What a person who runs ``refagent`` in a terminal reads (one line, on stderr); the agent then goes on."""
 START_SECONDS = 10.0
 """How long the garbage collector may stay off at start-up, if no session is opened (see :func:`serve_stdio`)."""
+NEXT_SECONDS = 0.2
+"""How long, once ``initialize`` is answered, the CLI waits for the editor's next line before it starts the
+event loop: a ``session/new`` that comes meanwhile is answered at once too (editors send it as soon as
+they read the answer). One that comes later waits for the loop, which has started meanwhile."""
 
 Customise = Callable[[Settings], Settings]
 """A fork's change to the agent's settings (its tools, its model factory...): given the settings refagent
@@ -64,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level",
         choices=LOG_LEVELS,
-        default=os.environ.get("REFAGENT_LOG_LEVEL", "warning").lower(),
+        default=_default_log_level(),
         help="how much to log (default: warning, or $REFAGENT_LOG_LEVEL)",
     )
     parser.add_argument("--log-file", help="append logs to this file instead of stderr")
@@ -78,14 +82,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The agent's command line, parsed by :func:`build_parser`. Without arguments (what most editors run),
+    its defaults, without building the parser: argparse's help formatter and its translations cost some
+    5 ms of the editor's first answer."""
+    if argv:
+        return build_parser().parse_args(argv)
+    from refagent.config.flags import Flags
+
+    defaults = argparse.Namespace(log_level=_default_log_level(), log_file=None, demo=False)
+    for name in Flags.__dataclass_fields__:  # config.add_arguments's, none of which has a default
+        setattr(defaults, name, None)
+    return defaults
+
+
+def _default_log_level() -> str:
+    return os.environ.get("REFAGENT_LOG_LEVEL", "warning").lower()
+
+
 def setup_logging(level: str, log_file: str | None) -> None:
-    handler: logging.Handler = (
-        logging.FileHandler(log_file, encoding="utf-8") if log_file else logging.StreamHandler(sys.stderr)
-    )
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    """Send the logs at ``level`` and above to ``log_file`` (appended), or to stderr, from now on."""
+    logs.configure(level, log_file)
+    logs.ready()
 
 
 def main(argv: list[str] | None = None, *, customise: Customise | None = None) -> int:
@@ -129,12 +147,12 @@ def main(argv: list[str] | None = None, *, customise: Customise | None = None) -
         from refagent.client.login import logout_main
 
         return logout_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     if args.log_level not in LOG_LEVELS:  # only the default can be wrong: argparse checked the option
         build_parser().error(
             f"REFAGENT_LOG_LEVEL={args.log_level!r}: --log-level must be one of {', '.join(LOG_LEVELS)}"
         )
-    setup_logging(args.log_level, args.log_file)
+    logs.configure(args.log_level, args.log_file)  # applied when first needed (refagent.logs)
     if args.demo:
         return serve_stdio(demo_settings(private_files(args, None), customise=customise))
     return serve_stdio(load_settings(args, customise=customise))
@@ -164,7 +182,7 @@ def load_settings(args: argparse.Namespace, *, customise: Customise | None = Non
     try:
         return reload()
     except ConfigError as exc:
-        logging.getLogger("refagent").info("the configuration is broken: %s", exc)
+        logs.logger("refagent").info("the configuration is broken: %s", exc)
         from refagent.llm.scripted import broken_config_model
 
         problem = str(exc)
@@ -201,15 +219,18 @@ def demo_settings(private: tuple[str, ...] = (), *, customise: Customise | None 
 def serve_stdio(settings: Settings | None = None) -> int:
     """Serve ACP on this process's stdio until stdin closes or SIGTERM/SIGINT arrives.
 
-    An ``initialize`` that comes first is answered before the event loop starts (see
-    :mod:`refagent.server.handshake`); everything else is the agent's, on the loop.
+    An ``initialize`` that comes first is answered before the event loop starts, and so is a
+    ``session/new`` that follows it within :data:`NEXT_SECONDS` (see :mod:`refagent.server.handshake`);
+    everything else is the agent's, on the loop. The sandbox probe starts before the first line is read
+    (:mod:`refagent.confine.probe`): the first session's modes describe what it finds.
 
     The garbage collector is off from here until the first session is open (its response written), or
     :data:`START_SECONDS` have passed: start-up allocates mostly what lives as long as the process (modules,
     classes, functions), and collecting it again and again cost some 10 ms before that first response.
     """
     gc.disable()
-    from refagent.server.handshake import read_first_line
+    from refagent.confine import probe
+    from refagent.server.handshake import read_first_line, read_line
     from refagent.server.stdio import guard_stdio
 
     settings = settings or Settings()
@@ -217,19 +238,25 @@ def serve_stdio(settings: Settings | None = None) -> int:
         sys.stderr.write(TERMINAL_HINT)
         sys.stderr.flush()
     fds = guard_stdio()
-    first, rest = read_first_line(fds.read_fd)
+    probe.start()
+    first, pending = read_first_line(fds.read_fd)
     answered = _answer_early(first, fds.write_fd, settings) if first is not None else None
-    pending = rest if answered is not None or first is None else first + b"\n" + rest
-    if answered is not None:  # the editor has its answer: find out how commands can be confined meanwhile
-        from refagent.confine.confinement import start_probe
-
-        start_probe()
+    opened = None
+    if answered is None:
+        pending = first + b"\n" + pending if first is not None else pending
+    else:
+        second, pending = read_line(fds.read_fd, pending, NEXT_SECONDS)
+        opened = _open_early(second, fds.write_fd, settings) if second is not None else None
+        if second is not None and opened is None:
+            pending = second + b"\n" + pending
+    logs.ready()
+    import logging
 
     import anyio
 
     code = 0
     try:
-        anyio.run(_serve, fds.read_fd, fds.write_fd, settings, pending, answered)
+        anyio.run(_serve, fds.read_fd, fds.write_fd, settings, pending, answered, opened)
     except Exception:
         logging.getLogger("refagent").exception("the agent failed")
         code = 1
@@ -255,14 +282,44 @@ def _answer_early(line: bytes, write_fd: int, settings: Settings) -> dict[str, A
         result = answer_initialize(settings, settings.saves_sessions(), message.params)
     except RequestError:
         return None  # the agent answers it, with the error
-    data = memoryview(jsonrpc.encode(jsonrpc.result_response(message.id, result)))
-    while data:
-        data = data[os.write(write_fd, data) :]
+    _write(write_fd, jsonrpc.encode(jsonrpc.result_response(message.id, result)))
     return message.params
 
 
+def _open_early(line: bytes, write_fd: int, settings: Settings) -> Opened | None:
+    """Answer ``line`` now if it is a ``session/new`` the agent would accept; return the session it opens
+    (None: not answered)."""
+    from refagent.acp import jsonrpc
+    from refagent.acp.errors import RequestError
+    from refagent.server.handshake import answer_new_session
+
+    message = jsonrpc.parse_line(line)
+    if not isinstance(message, jsonrpc.Request) or message.method != "session/new":
+        return None
+    try:
+        answer = answer_new_session(settings, message.params)
+    except RequestError:
+        return None  # the agent answers it, with the error
+    if answer is None:
+        return None
+    result, opened = answer
+    _write(write_fd, jsonrpc.encode(jsonrpc.result_response(message.id, result)))
+    return opened
+
+
+def _write(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 async def _serve(
-    read_fd: int, write_fd: int, settings: Settings, pending: bytes, answered: dict[str, Any] | None
+    read_fd: int,
+    write_fd: int,
+    settings: Settings,
+    pending: bytes,
+    answered: dict[str, Any] | None,
+    opened: Opened | None,
 ) -> None:
     import anyio
 
@@ -276,6 +333,8 @@ async def _serve(
         tg.start_soon(_collect_after_start, agent)
         if answered is not None:
             agent.adopt(answered)
+            if opened is not None:
+                tg.start_soon(agent.adopt_session(opened))
             tg.start_soon(agent.warm_up)
         await connection.serve(agent)
         tg.cancel_scope.cancel()
@@ -295,6 +354,6 @@ async def _stop_on_signal(scope: object) -> None:
 
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for signum in signals:
-            logging.getLogger("refagent").info("signal %s: shutting down", signum)
+            logs.logger("refagent").info("signal %s: shutting down", signum)
             scope.cancel()  # type: ignore[attr-defined]
             return

@@ -6,13 +6,14 @@ Kept apart from :mod:`refagent.server.agent` and free of anyio, so that the firs
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from refagent.dirs import user_dir
 from refagent.llm.profiles import ModelProfile, scripted_profile
+from refagent.logs import logger
 
 if TYPE_CHECKING:
     from refagent.config.loading import Config
@@ -23,19 +24,15 @@ if TYPE_CHECKING:
     from refagent.tools.base import BaseTool
     from refagent.tools.custom import CustomTools
 
-log = logging.getLogger(__name__)
-
 DEFAULT_MAX_REQUESTS = 50
 
 
 def sessions_root() -> Path | None:
     """``sessions`` in the user data directory, or None when there is none (a trimmed environment)."""
     try:
-        import platformdirs
-
-        path = Path(platformdirs.user_data_dir("refagent")) / "sessions"
+        path = Path(user_dir("data")) / "sessions"
     except Exception as exc:
-        log.warning("no user data directory, sessions will not be saved: %s", exc)
+        logger(__name__).warning("no user data directory, sessions will not be saved: %s", exc)
         return None
     return path if path.is_absolute() else None
 

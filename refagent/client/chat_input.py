@@ -86,9 +86,9 @@ def history_file() -> Path | None:
     prompts can hold anything. ``None`` when there is no usable directory (the history is then kept in
     memory, for this chat only)."""
     try:
-        import platformdirs
+        from refagent.dirs import user_dir
 
-        directory = Path(platformdirs.user_state_dir("refagent"))
+        directory = Path(user_dir("state"))
         if not directory.is_absolute():
             return None
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)

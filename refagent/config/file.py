@@ -1,7 +1,7 @@
 """The config file: where it is, reading its TOML, and taking values out of it checked.
 
 Where (:func:`choose_path`): ``--config PATH``, else ``$REFAGENT_CONFIG``, else ``config.toml`` in
-``platformdirs.user_config_dir("refagent")`` (``~/.config/refagent/config.toml`` on Linux). A missing default
+``refagent.dirs.user_dir("config")`` (``~/.config/refagent/config.toml`` on Linux). A missing default
 file is fine (:func:`read_table` returns None); a missing file that was named explicitly is an error.
 
 Works with a trimmed environment (no ``HOME``, as some ACP clients start agents): without a usable config
@@ -13,16 +13,15 @@ is wrong, for the user to read: the agent shows it at the first prompt.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from refagent.dirs import user_dir
 from refagent.errors import ConfigError
+from refagent.logs import logger
 
 __all__ = ["CONFIG_ENV", "choose_path", "config_path", "default_config_path", "read_table", "strings", "typed"]
-
-log = logging.getLogger(__name__)
 
 CONFIG_ENV = "REFAGENT_CONFIG"
 """The environment variable that names the config file (below ``--config``, above the default one)."""
@@ -31,11 +30,9 @@ CONFIG_ENV = "REFAGENT_CONFIG"
 def default_config_path() -> Path | None:
     """``config.toml`` in the user config directory, or ``None`` when there is no usable one."""
     try:
-        import platformdirs
-
-        directory = Path(platformdirs.user_config_dir("refagent"))
+        directory = Path(user_dir("config"))
     except Exception as exc:  # a trimmed environment: no HOME, no passwd entry...
-        log.debug("no user config directory: %s", exc)
+        logger(__name__).debug("no user config directory: %s", exc)
         return None
     # Without HOME, expanduser() can leave "~" in place: a relative path would depend on the cwd.
     return directory / "config.toml" if directory.is_absolute() else None

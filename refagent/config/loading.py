@@ -20,7 +20,6 @@ flags (:mod:`refagent.config.flags`). How they combine:
 from __future__ import annotations
 
 import argparse
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,14 +32,13 @@ from refagent.config.flags import BASE_URL_ENV, KEY_ENV, MODEL_ENV, PROFILE_ENV,
 from refagent.config.limits import max_requests, retry_policy
 from refagent.config.profiles import env_profile, file_profiles, find, named
 from refagent.llm.profiles import SCRIPTED, ModelProfile, scripted_profile
+from refagent.logs import logger
 
 if TYPE_CHECKING:
     from refagent.llm.protocol import ModelClient
     from refagent.llm.retry import RetryPolicy
 
 __all__ = ["TOP_KEYS", "Config", "config_file", "load"]
-
-log = logging.getLogger(__name__)
 
 TOP_KEYS = frozenset({"default_profile", "max_requests", "retry", "profiles", "tools", "tool_path"})
 """The keys of the file itself; any other is warned about and ignored."""
@@ -116,7 +114,7 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
         tools = tool_entries(data, source)
         tool_path = tool_directories(data, path, source, warnings)
     for warning in warnings:
-        log.warning("%s", warning)
+        logger(__name__).warning("%s", warning)
 
     base_url = flags.base_url or env_value(env, BASE_URL_ENV)
     model = flags.model or env_value(env, MODEL_ENV)

@@ -36,20 +36,19 @@ import functools
 import logging
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+from refagent.confine import probe
+from refagent.confine.probe import LAUNCHER
 from refagent.seams import Level
 from refagent.within import within
 
 log = logging.getLogger(__name__)
 
-LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 DISABLE_ENV = "REFAGENT_SANDBOX_DISABLE"
 _PROBE_SECONDS = 10
 
@@ -129,25 +128,12 @@ def machine_support(env: Mapping[str, str] | None = None) -> Support:
 
 
 _probing = threading.Lock()
-_started: list[subprocess.Popen[bytes]] = []
-"""The probe started early by :func:`start_probe`, until :func:`_probe_once` reads it."""
 
 
 def start_probe() -> None:
-    """Start the probe now, without waiting for it: the CLI calls this once the editor's ``initialize``
-    is answered, so the answer is ready by the first ``session/new``. Only Linux probes."""
-    if sys.platform.startswith("linux") and sys.executable and not _started:
-        with contextlib.suppress(OSError):  # _probe_once will try again, and say why it failed
-            _started.append(_spawn_probe())
-
-
-def _spawn_probe() -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-I", "-S", LAUNCHER, "--probe"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
+    """Start the probe now, without waiting for it (:func:`refagent.confine.probe.start`: the CLI starts it
+    before it reads the editor's first line, so that the answer is ready by the first ``session/new``)."""
+    probe.start()
 
 
 def _probe() -> Support:
@@ -163,16 +149,10 @@ def _probe_once() -> Support:
     if not sys.executable:
         return Support(notes=("no Python interpreter to run the launcher with",))
     try:
-        probe = _started.pop() if _started else _spawn_probe()
-        try:
-            output, _ = probe.communicate(timeout=_PROBE_SECONDS)
-        except subprocess.TimeoutExpired:
-            probe.kill()
-            probe.communicate()
-            raise
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        output = probe.output(_PROBE_SECONDS)
+    except OSError as exc:  # TimeoutError among them
         return Support(notes=(f"the sandbox probe failed: {exc}",))
-    found = dict(line.partition("=")[::2] for line in output.decode("utf-8", "replace").splitlines() if "=" in line)
+    found = dict(line.partition("=")[::2] for line in output.splitlines() if "=" in line)
     notes = tuple(f"{key[4:]}: {value}" for key, value in found.items() if key.startswith("why."))
     try:
         landlock = int(found.get("landlock", "0"))

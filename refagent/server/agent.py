@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -40,6 +40,7 @@ __all__ = ["NOTIFICATIONS", "REQUESTS", "Agent", "Settings"]
 
 if TYPE_CHECKING:
     from refagent.acp.types import ClientCapabilities
+    from refagent.server.handshake import Opened
     from refagent.server.v2.bridge import V2Bridge
     from refagent.session.manager import SessionManager
     from refagent.session.state import Session
@@ -175,13 +176,14 @@ class Agent:
 
     def _then_after_first_session(self, reply: Reply) -> Reply:
         """``reply``, with :meth:`_after_first_session` after its own after-work."""
-        after = reply.after
+        return Reply(reply.result, after=self._and_after_first_session(reply.after))
 
+    def _and_after_first_session(self, after: Callable[[], Awaitable[None]]) -> Callable[[], Coroutine[Any, Any, None]]:
         async def then() -> None:
             await after()
             await self._after_first_session()
 
-        return Reply(reply.result, after=then)
+        return then
 
     async def authenticate(self, params: Params) -> dict[str, Any]:
         """``authenticate``: re-read the configuration (file and environment); succeed if the default
@@ -240,6 +242,13 @@ class Agent:
         from refagent.acp.requests import NewSessionParams
 
         return self._then_after_first_session(await self.manager().new_session(NewSessionParams.parse(params)))
+
+    def adopt_session(self, opened: Opened) -> Callable[[], Coroutine[Any, Any, None]]:
+        """Make the session whose ``session/new`` the CLI answered before the loop started
+        (:func:`refagent.server.handshake.answer_new_session`), as that answer said; return the work its
+        response's after-work would have done, for the caller to run now."""
+        _, after = self.manager().open_new(opened.params, opened.session_id, opened.support)
+        return self._and_after_first_session(after)
 
     async def fork_session(self, params: Params) -> Reply:
         from refagent.acp.requests import OpenSessionParams

@@ -1,11 +1,17 @@
-"""The first exchange: the answer to ``initialize``, computable before the event loop exists.
+"""The first exchanges: the answers to ``initialize`` and to the first ``session/new``, computable before
+the event loop exists.
 
-An editor waits on ``initialize`` before it shows anything. Importing anyio and asyncio and starting a
-loop costs more than the rest of the answer, so the CLI reads the first line with a plain blocking read
-(:func:`read_first_line`), answers an ``initialize`` at once with :func:`answer_initialize`, and only then
-starts the loop and the agent, which adopt the client's capabilities (``Agent.adopt``) and carry on
-reading after that line. Anything other than an ``initialize`` first is left to the agent as usual.
-:class:`refagent.server.agent.Agent` answers a later ``initialize`` with the same function.
+An editor waits on ``initialize`` before it shows anything, and on ``session/new`` before the user can
+type. Importing anyio and asyncio and starting a loop costs more than either answer, so the CLI reads the
+first line with a plain blocking read (:func:`read_first_line`), answers an ``initialize`` at once with
+:func:`answer_initialize`, waits a moment for the next line (:func:`read_line`; editors send
+``session/new`` as soon as they have the answer) and answers a ``session/new`` with
+:func:`answer_new_session`. Only then does it start the loop and the agent, which adopt the client's
+capabilities (``Agent.adopt``) and the session opened (``Agent.adopt_session``: made with what the
+answer said, then set up as any new session is after its response) and carry on reading after those
+lines. Anything else is left to the agent as usual, and so is a request either function cannot answer
+(invalid params: the agent answers with the error). :class:`refagent.server.agent.Agent` answers a later
+``initialize`` with the same function, and any ``session/new`` with the functions this one uses.
 
 This module imports no anyio and nothing of the session machinery.
 """
@@ -13,14 +19,20 @@ This module imports no anyio and nothing of the session machinery.
 from __future__ import annotations
 
 import os
+import select
 import signal
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 from refagent import __version__
 from refagent.acp import PROTOCOL_VERSION
 from refagent.acp import params as p
 from refagent.llm.profiles import key_hint
 from refagent.settings import Settings
+
+if TYPE_CHECKING:
+    from refagent.acp.requests import NewSessionParams
+    from refagent.confine.confinement import Support
 
 AUTH_METHOD = "api-key"
 """The ``agent`` sign-in method: read the configuration again."""
@@ -107,8 +119,20 @@ def read_first_line(fd: int) -> tuple[bytes | None, bytes]:
     """
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _exit_now)
-    buffer = bytearray()
+    return read_line(fd, b"", None)
+
+
+def read_line(fd: int, buffered: bytes, timeout: float | None) -> tuple[bytes | None, bytes]:
+    """The next line of ``fd``, ``buffered`` (read from it already) first: ``(line, what was read after
+    it)``, the line without its end. ``(None, everything read)`` at EOF before a newline, or when no
+    newline came within ``timeout`` seconds (None: no limit)."""
+    buffer = bytearray(buffered)
+    deadline = None if timeout is None else time.monotonic() + timeout
     while (end := buffer.find(b"\n")) == -1:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None, bytes(buffer)
         try:
             chunk = os.read(fd, _CHUNK)
         except InterruptedError:
@@ -119,6 +143,45 @@ def read_first_line(fd: int) -> tuple[bytes | None, bytes]:
             return None, bytes(buffer)
         buffer += chunk
     return bytes(buffer[:end]).rstrip(b"\r"), bytes(buffer[end + 1 :])
+
+
+class Opened:
+    """A session opened by :func:`answer_new_session`, its response written: what the agent needs to make
+    it once the loop runs (:meth:`refagent.server.agent.Agent.adopt_session`). (A plain class: see
+    :class:`refagent.server.agent.Route`.)"""
+
+    __slots__ = ("params", "session_id", "support")
+
+    def __init__(self, session_id: str, params: NewSessionParams, support: Support) -> None:
+        self.session_id = session_id
+        self.params = params
+        """The request's, parsed."""
+        self.support = support
+        """How its commands will be confined (:meth:`Settings.sandbox_support`), which its modes describe."""
+
+
+def answer_new_session(settings: Settings, params: dict[str, Any]) -> tuple[dict[str, Any], Opened] | None:
+    """The first ``session/new``'s result, and the session it opens, computed with no event loop: the
+    agent answers the same request with the same functions, and this is what it would answer.
+
+    None when this cannot answer: a sandbox maker of a fork's that only says how it confines once made.
+    Raises :class:`~refagent.acp.errors.RequestError` for what the agent refuses (invalid params, a
+    missing key): the agent then answers it, with the error."""
+    from refagent.acp.requests import NewSessionParams
+    from refagent.ids import new_id
+    from refagent.llm.pool import require_key
+    from refagent.session.modes import DEFAULT_MODE
+    from refagent.session.options import state
+
+    parsed = NewSessionParams.parse(params)
+    profile = settings.active_profile()
+    require_key(profile)
+    support = settings.sandbox_support()  # the probe's answer: the CLI started it before the first line
+    if support is None:
+        return None
+    opened = Opened(new_id("sess"), parsed, support)
+    result = state(DEFAULT_MODE, support, settings.profiles, profile.id, profile.default_reasoning_effort)
+    return {"sessionId": opened.session_id, **result}, opened
 
 
 def _exit_now(signum: int, frame: object) -> None:

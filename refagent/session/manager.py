@@ -105,17 +105,26 @@ class SessionManager:
 
     async def new_session(self, params: NewSessionParams) -> Reply:
         """``session/new``: a session in ``cwd`` (and the client's additional directories)."""
-        cwd, servers, extra = params.cwd, params.mcp_servers, list(params.additional_directories)
         require_key(self.settings.active_profile())
-        session_id = new_id("sess")
         support = await anyio.to_thread.run_sync(self.settings.sandbox_support)  # probed once, off the loop
+        session, after = self.open_new(params, new_id("sess"), support)
+        return Reply(self._state(session, with_id=True), after=after)
+
+    def open_new(
+        self, params: NewSessionParams, session_id: str, support: Support | None
+    ) -> tuple[Session, Callable[[], Awaitable[None]]]:
+        """A new session ``session_id`` as ``session/new`` asked for it (its key checked by the caller), and
+        the work to do once its response is written (:meth:`_settle`). ``support``: the settings'
+        :meth:`~refagent.settings.Settings.sandbox_support`, which the response's modes describe. The
+        agent opens with this the session whose response the CLI wrote before the loop started
+        (:mod:`refagent.server.handshake`)."""
+        cwd, servers, extra = params.cwd, params.mcp_servers, list(params.additional_directories)
         # Its index entry is written after the response (_settle): the index is rewritten whole.
         store_log = self.store.create(session_id, cwd, extra, listed=False) if self.store is not None else None
         session, sandbox = self._open(session_id, cwd, extra, support, store_log, None)
         session.use_client_prompt(params.system_prompt)
         log.info("session %s in %s", session.id, cwd)
-        after = functools.partial(self._settle, session, servers, sandbox)
-        return Reply(self._state(session, with_id=True), after=after)
+        return session, functools.partial(self._settle, session, servers, sandbox)
 
     async def load_session(self, params: OpenSessionParams) -> Reply:
         """``session/load``: replay the visible history, then answer; the conversation goes on."""

@@ -41,6 +41,7 @@ from refagent.persistence.conversation import Conversation
 from refagent.persistence.reader import StoredSession
 from refagent.persistence.recorder import Recorder
 from refagent.persistence.writer import SessionLog
+from refagent.session import options
 from refagent.session.modes import DEFAULT_MODE, MODE_IDS, modes_for
 from refagent.session.steering import Steers
 from refagent.session.undo import UndoLog
@@ -239,48 +240,13 @@ class Session:
     # -- modes and config options ------------------------------------------------------------
 
     def modes(self) -> SessionModeState:
-        return {"currentModeId": self.mode_id, "availableModes": modes_for(self.support)}
+        return options.mode_state(self.mode_id, modes_for(self.support))
 
     def config_options(self) -> list[ConfigOption]:
-        """The complete option list. The mode option mirrors ``modes`` (clients use one or the other); a
-        ``thought_level`` option is there when the model takes a reasoning effort."""
-        options: list[ConfigOption] = [
-            {
-                "id": "mode",
-                "name": "Mode",
-                "category": "mode",
-                "type": "select",
-                "currentValue": self.mode_id,
-                "options": [
-                    {"value": m["id"], "name": m["name"], "description": m.get("description", "")}
-                    for m in modes_for(self.support)
-                ],
-            },
-            {
-                "id": "model",
-                "name": "Model",
-                "category": "model",
-                "type": "select",
-                "currentValue": self.profile_id,
-                "options": [{"value": p.id, "name": p.name, "description": p.description} for p in self.profiles],
-            },
-        ]
-        efforts = self.profile.reasoning_efforts
-        if efforts and self.reasoning_effort is not None:
-            options.append(
-                {
-                    "id": "thought_level",
-                    "name": "Reasoning effort",
-                    "category": "thought_level",
-                    "type": "select",
-                    "currentValue": self.reasoning_effort,
-                    "options": [
-                        {"value": level, "name": level.capitalize(), "description": f"Reasoning effort: {level}"}
-                        for level in efforts
-                    ],
-                }
-            )
-        return options
+        """The complete option list (:func:`refagent.session.options.config_options`)."""
+        return options.config_options(
+            self.mode_id, modes_for(self.support), self.profiles, self.profile_id, self.reasoning_effort
+        )
 
     async def set_mode(self, mode_id: str) -> None:
         """Switch mode; announces it with ``current_mode_update`` and ``config_option_update`` if it changed."""

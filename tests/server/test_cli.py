@@ -37,6 +37,19 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert args.log_file is None
 
 
+@pytest.mark.parametrize("level", [None, "DEBUG", "chatty"])
+def test_no_arguments_parse_to_the_parsers_defaults_without_it(
+    monkeypatch: pytest.MonkeyPatch, level: str | None
+) -> None:
+    # What editors run is parsed without building the parser (its formatter costs the first answer time).
+    if level is None:
+        monkeypatch.delenv("REFAGENT_LOG_LEVEL", raising=False)
+    else:
+        monkeypatch.setenv("REFAGENT_LOG_LEVEL", level)
+    assert cli.parse_args([]) == cli.build_parser().parse_args([])
+    assert cli.parse_args(["--demo"]) == cli.build_parser().parse_args(["--demo"])
+
+
 def test_log_level_from_the_environment_and_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REFAGENT_LOG_LEVEL", "DEBUG")
     assert cli.build_parser().parse_args([]).log_level == "debug"

@@ -1,0 +1,77 @@
+"""What a session offers the client to choose: its modes and its config options, as the responses that
+open a session carry them (``modes``, ``configOptions``) and ``config_option_update`` repeats them.
+
+Functions of the session's choices, not of a :class:`~refagent.session.state.Session`, so that the CLI can
+answer the first ``session/new`` before the event loop exists, with the same functions as the session
+made after it (:mod:`refagent.server.handshake`). Light to import, for that reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from refagent.session.modes import modes_for
+
+if TYPE_CHECKING:
+    from refagent.acp.types import ConfigOption, SessionMode, SessionModeState
+    from refagent.confine.confinement import Support
+    from refagent.llm.profiles import ModelProfile
+
+
+def state(
+    mode_id: str, support: Support, profiles: Sequence[ModelProfile], profile_id: str, effort: str | None
+) -> dict[str, Any]:
+    """``modes`` and ``configOptions`` of a session in mode ``mode_id`` on model ``profile_id`` (one of
+    ``profiles``) at reasoning effort ``effort``, whose commands are confined as ``support`` says."""
+    modes = modes_for(support)
+    return {
+        "modes": mode_state(mode_id, modes),
+        "configOptions": config_options(mode_id, modes, profiles, profile_id, effort),
+    }
+
+
+def mode_state(mode_id: str, modes: list[SessionMode]) -> SessionModeState:
+    """The ``modes`` of a response: ``modes`` (:func:`~refagent.session.modes.modes_for`), ``mode_id`` current."""
+    return {"currentModeId": mode_id, "availableModes": modes}
+
+
+def config_options(
+    mode_id: str, modes: list[SessionMode], profiles: Sequence[ModelProfile], profile_id: str, effort: str | None
+) -> list[ConfigOption]:
+    """The complete option list. The mode option mirrors ``modes`` (clients use one or the other); a
+    ``thought_level`` option is there when the model takes a reasoning effort and one is chosen."""
+    options: list[ConfigOption] = [
+        {
+            "id": "mode",
+            "name": "Mode",
+            "category": "mode",
+            "type": "select",
+            "currentValue": mode_id,
+            "options": [{"value": m["id"], "name": m["name"], "description": m.get("description", "")} for m in modes],
+        },
+        {
+            "id": "model",
+            "name": "Model",
+            "category": "model",
+            "type": "select",
+            "currentValue": profile_id,
+            "options": [{"value": p.id, "name": p.name, "description": p.description} for p in profiles],
+        },
+    ]
+    efforts = next(p for p in profiles if p.id == profile_id).reasoning_efforts
+    if efforts and effort is not None:
+        options.append(
+            {
+                "id": "thought_level",
+                "name": "Reasoning effort",
+                "category": "thought_level",
+                "type": "select",
+                "currentValue": effort,
+                "options": [
+                    {"value": level, "name": level.capitalize(), "description": f"Reasoning effort: {level}"}
+                    for level in efforts
+                ],
+            }
+        )
+    return options
