@@ -8,24 +8,25 @@ the pipe and block.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import gc
 import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from refagent import __version__, config, logs
-from refagent.errors import ConfigError
-from refagent.settings import Settings
+from refagent import __version__, logs
 
+# What serving needs is imported where it is used, after main() has turned the garbage collector off
+# (see serve_stdio): the configuration's modules (dataclasses among them) are most of the way to the
+# editor's first answer, and collecting while they load costs some 3 ms of it.
 if TYPE_CHECKING:
+    import argparse
     from pathlib import Path
 
     from refagent.server.agent import Agent
     from refagent.server.handshake import Opened
+    from refagent.settings import Settings
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TERMINAL_HINT = (
@@ -40,7 +41,7 @@ NEXT_SECONDS = 0.2
 event loop: a ``session/new`` that comes meanwhile is answered at once too (editors send it as soon as
 they read the answer). One that comes later waits for the loop, which has started meanwhile."""
 
-Customise = Callable[[Settings], Settings]
+Customise: TypeAlias = "Callable[[Settings], Settings]"
 """A fork's change to the agent's settings (its tools, its model factory...): given the settings refagent
 made, the settings to run with (:func:`main`)."""
 
@@ -55,6 +56,10 @@ COMMANDS = """commands (each has its own --help):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    from refagent import config
+
     parser = argparse.ArgumentParser(
         prog="refagent",
         usage="refagent [options]       serve ACP on stdin/stdout (what editors run)\n"
@@ -88,6 +93,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     5 ms of the editor's first answer."""
     if argv:
         return build_parser().parse_args(argv)
+    import argparse
+
     from refagent.config.flags import Flags
 
     defaults = argparse.Namespace(log_level=_default_log_level(), log_file=None, demo=False)
@@ -147,6 +154,7 @@ def main(argv: list[str] | None = None, *, customise: Customise | None = None) -
         from refagent.client.login import logout_main
 
         return logout_main(argv[1:])
+    gc.disable()  # serving (see serve_stdio), before the configuration's modules load
     args = parse_args(argv)
     if args.log_level not in LOG_LEVELS:  # only the default can be wrong: argparse checked the option
         build_parser().error(
@@ -170,6 +178,11 @@ def load_settings(args: argparse.Namespace, *, customise: Customise | None = Non
     once it is fixed. It is logged at info only: the user is told in the session, and ``refagent run``
     shares the agent's stderr, where a warning would say it a second time.
     """
+    import dataclasses
+
+    from refagent import config
+    from refagent.errors import ConfigError
+    from refagent.settings import Settings
 
     path = config.config_file(args, os.environ)
     private = private_files(args, path)
@@ -211,6 +224,7 @@ def demo_settings(private: tuple[str, ...] = (), *, customise: Customise | None 
     """``--demo``: the built-in demo model (:mod:`refagent.llm.demo`, the client kind ``demo``) instead of the
     configuration, passed through ``customise`` if given (see :func:`main`)."""
     from refagent.llm.demo import demo_profile
+    from refagent.settings import Settings
 
     settings = Settings(profiles=[demo_profile()], private_files=private)
     return customise(settings) if customise is not None else settings
@@ -232,6 +246,7 @@ def serve_stdio(settings: Settings | None = None) -> int:
     from refagent.confine import probe
     from refagent.server.handshake import read_first_line, read_line
     from refagent.server.stdio import guard_stdio
+    from refagent.settings import Settings
 
     settings = settings or Settings()
     if os.isatty(0):  # a person typed `refagent` in a terminal: editors always start it with pipes

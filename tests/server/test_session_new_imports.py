@@ -1,11 +1,13 @@
-"""The first ``session/new`` is answered before the session's workspace is built: what the agent has imported
-when it writes that response.
+"""The first ``session/new`` is answered before the event loop starts and the session's workspace is built:
+what the agent has imported when it writes that response.
 
 Like :mod:`tests.server.test_startup_imports`, these tests spawn the real agent behind a hook on ``os.write``
 (nothing in the agent changes): ``initialize`` and ``session/new`` are sent as an editor sends them, and at
 the ``session/new`` response the hook reports ``sys.modules`` on stderr, lets the response through and ends
-the process. The tools, the sandbox's backends and watcher, prompting, MCP and the model client are built
-after the response (:mod:`refagent.session.manager`), so none of them may be loaded by then.
+the process. The CLI answers a ``session/new`` that follows ``initialize`` at once before it imports the
+event loop and the agent (:mod:`refagent.server.handshake`); the tools, the sandbox's backends and watcher,
+prompting, MCP and the model client are built after the response (:mod:`refagent.session.manager`). So
+none of them may be loaded by then.
 """
 
 from __future__ import annotations
@@ -44,6 +46,15 @@ raise SystemExit(main())
 """
 
 NOT_YET = (
+    # the event loop and the agent, which start once the response is written
+    "anyio",
+    "sniffio",
+    "asyncio",
+    "refagent.server.agent",
+    "refagent.acp.connection",
+    "refagent.session.manager",
+    "refagent.session.state",
+    "refagent.persistence",
     # built or imported after the response, in its after-work (or at the first prompt)
     "refagent.tools",
     "refagent.mcp",
@@ -73,7 +84,7 @@ NOT_YET = (
 
 ANSWERED_WITH: dict[str, str] = {
     "refagent.tools": "the package of tools.modes (its __init__ imports nothing)",
-    "refagent.tools.modes": "the modes the response describes (Session.modes): plain classes, no imports",
+    "refagent.tools.modes": "the modes the response describes (session.options): plain classes, no imports",
 }
 """The modules under :data:`NOT_YET` that the response does need, and why."""
 

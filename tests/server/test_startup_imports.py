@@ -1,13 +1,12 @@
-"""The editor's first answers stay light: what the agent has imported when it writes its ``initialize``
-response, and its first ``session/new`` response.
+"""The editor's first answer stays light: what the agent has imported when it writes its ``initialize`` response.
 
-The CLI reads the first line and answers ``initialize`` before the event loop starts, then a
-``session/new`` that follows at once (:func:`refagent.cli.serve_stdio`, :mod:`refagent.server.handshake`).
-These tests spawn the real agent, as ``python -m refagent`` runs it, behind a hook on ``os.write``
-(nothing in the agent changes): at the agent's first (or second) protocol write the hook reports
-``sys.modules`` on stderr, lets the response through and ends the process, so the loop and the rest
-never start. A module that joins the early path makes these fail; if it must, add it to
-:data:`EARLY_REFAGENT` with the reason it is needed.
+The CLI reads the first line and answers ``initialize`` before the event loop starts
+(:func:`refagent.cli.serve_stdio`, :mod:`refagent.server.handshake`). These tests spawn the real agent, as
+``python -m refagent`` runs it, behind a hook on ``os.write`` (nothing in the agent changes): at the
+agent's first protocol write the hook reports ``sys.modules`` on stderr, lets the response through and
+ends the process, so the loop and the rest never start. A module that joins the early path makes these
+fail; if it must, add it to :data:`EARLY_REFAGENT` with the reason it is needed. (The first
+``session/new``, answered before the loop too: :mod:`tests.server.test_session_new_imports`.)
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Runs the agent as `python -m refagent` does. At the protocol write number $HOOK_WRITES: the modules loaded
-# then (and those the interpreter had loaded before the agent started) to stderr, the write itself, and exit.
+# Runs the agent as `python -m refagent` does. At the first protocol write: the modules loaded then (and
+# those the interpreter had loaded before the agent started) to stderr, the write itself, and exit.
 HOOK = r"""
 import sys
 baseline = sorted(sys.modules)
@@ -32,12 +31,10 @@ import json
 import os
 
 original = os.write
-left = int(os.environ["HOOK_WRITES"])
 
 def write(fd, data):
-    global left
     data = bytes(data)
-    if data.startswith(b'{"jsonrpc"') and (left := left - 1) == 0:
+    if data.startswith(b'{"jsonrpc"'):
         report = {"baseline": baseline, "loaded": sorted(sys.modules)}
         original(2, b"MODULES " + json.dumps(report).encode() + b"\n")
         while data:
@@ -154,21 +151,13 @@ def _environment(home: Path, keyed: bool) -> dict[str, str]:
 
 def _first_write(tmp_path: Path, keyed: bool) -> tuple[dict[str, Any], list[str], list[str]]:
     """(the initialize response, the modules loaded at the agent's first write, those loaded before it started)."""
-    return _write_number(1, [INITIALIZE], tmp_path, keyed)
-
-
-def _write_number(
-    number: int, requests: list[dict[str, Any]], tmp_path: Path, keyed: bool
-) -> tuple[dict[str, Any], list[str], list[str]]:
-    """(the agent's protocol write ``number``, the modules loaded then, those loaded before it started),
-    ``requests`` written to its stdin at once."""
     home = tmp_path / "home"
     home.mkdir()
     done = subprocess.run(
         [sys.executable, "-c", HOOK],
-        input=b"".join(json.dumps(request).encode() + b"\n" for request in requests),
+        input=json.dumps(INITIALIZE).encode() + b"\n",
         capture_output=True,
-        env={**_environment(home, keyed), "HOOK_WRITES": str(number)},
+        env=_environment(home, keyed),
         cwd=tmp_path,
         timeout=30,
         check=False,
@@ -179,8 +168,8 @@ def _write_number(
     assert len(reports) == 1, stderr
     report = json.loads(reports[0].removeprefix("MODULES "))
     lines = done.stdout.splitlines()
-    assert len(lines) == number, done.stdout
-    return json.loads(lines[-1]), report["loaded"], report["baseline"]
+    assert len(lines) == 1, done.stdout
+    return json.loads(lines[0]), report["loaded"], report["baseline"]
 
 
 def _under(module: str, names: tuple[str, ...]) -> bool:
@@ -208,39 +197,3 @@ def test_initialize_is_answered_before_the_session_machinery_loads(tmp_path: Pat
         m.split(".")[0] for m in loaded if m not in before and m != "__main__" and not _under(m, ("refagent",))
     } - set(sys.stdlib_module_names)
     assert others == set(EARLY_THIRD_PARTY)
-
-
-NOT_YET_AT_SESSION = (
-    # the loop, the agent and the session machinery: the first session is made after its response
-    "anyio",
-    "sniffio",
-    "asyncio",
-    "openai",
-    "httpx",
-    "mcp",
-    "watchfiles",
-    "refagent.server.agent",
-    "refagent.acp.connection",
-    "refagent.session.manager",
-    "refagent.session.state",
-    "refagent.session.workspace",
-    "refagent.persistence",
-    "refagent.tools.runner",
-    "refagent.sandbox",
-    "refagent.llm.openai_client",
-)
-"""What must not be loaded when the first ``session/new`` response is written, right after ``initialize``'s."""
-
-
-@pytest.mark.parametrize("keyed", [False, True], ids=["scripted-model", "configured-model"])
-def test_the_first_session_new_is_answered_before_the_event_loop_starts(tmp_path: Path, keyed: bool) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    new = {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": str(project), "mcpServers": []}}
-    response, loaded, _ = _write_number(2, [INITIALIZE, new], tmp_path, keyed)
-
-    assert response["id"] == 1
-    assert response["result"]["sessionId"].startswith("sess_")
-    assert response["result"]["modes"]["currentModeId"] == "ask"
-    too_early = [m for m in loaded if _under(m, NOT_YET_AT_SESSION)]
-    assert too_early == [], f"loaded before the session/new response: {too_early}"
