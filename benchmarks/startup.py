@@ -9,10 +9,15 @@ Measured in one run, interleaved so that all see the same machine load:
 - ``refagent`` (the console script an editor runs, else ``python -m refagent``): spawn to the
   ``initialize`` response, and spawn to the ``session/new`` response (``initialize`` is written to stdin
   right after the spawn, ``session/new`` as soon as its response is read, as an editor does);
-- with ``--installed``, the same for a non-editable install of this checkout: its files are copied to a
-  temporary directory, built into a wheel and installed there (``pip install --no-deps --target``; the
-  dependencies stay this venv's), and its console script is run: the package as an installed copy, not
-  the checkout on the path;
+- with ``--installed``, the same for refagent as a user installs it for an editor: this checkout built
+  into a wheel (from a copy) and installed with ``uv tool install`` into a temporary tool directory (its
+  dependencies from the package index), its console script run with the user's environment (no
+  ``PYTHONPATH``, the bytecode written beside the modules). Reported apart, before anything else runs it:
+  its first start after the install, when there is no bytecode yet (``uv tool install`` compiles none
+  unless asked with ``--compile-bytecode``; ``pipx``, through ``pip``, compiles at install), to the two
+  responses and to the first chunk of a first prompt, and a start with ``PYTHONDONTWRITEBYTECODE=1`` in the
+  editor's environment, which leaves every start a first one. ``uv`` is the one on ``PATH``, else it is
+  installed on first use into ``~/.cache/refagent-bench/uv`` (``--uv-cache``) with ``pip``;
 - ``codex-acp`` (``@zed-industries/codex-acp``, a Rust binary, from npm): the same two measurements. It is
   installed on first use into ``~/.cache/refagent-bench/codex-acp`` (``--codex-cache``) with
   ``npm install``, and the platform binary inside ``node_modules`` (the package's
@@ -39,17 +44,18 @@ Targets: refagent answers ``initialize`` in < 150 ms, no slower than codex-acp (
 ratios of the same round's runs. Only the first target, and ``openai`` not being imported before the
 ``initialize`` response, make the exit status (the others depend on another program's speed).
 
-Every Python process gets a fresh ``PYTHONPYCACHEPREFIX`` (filled by a warm-up run) and no
-``PYTHONDONTWRITEBYTECODE``: bytecode is cached as on a user's machine, without writing into the checkout.
+Every Python process of this checkout gets a fresh ``PYTHONPYCACHEPREFIX`` (filled by a warm-up run) and
+no ``PYTHONDONTWRITEBYTECODE``: bytecode is cached as on a user's machine, without writing into the
+checkout. (The tool install needs neither: its bytecode is its own.)
 
 Then one diagnostic run, under ``-X importtime`` and with a hook on the agent's protocol writes (no change
 to the agent: the hook wraps ``os.write`` from outside), reports whether ``openai`` was imported before the
 ``initialize`` response was written and before the ``session/new`` response, how many modules were loaded
-at each, and the slowest imports before the first and between the two. The agent's idle RSS after
-``session/new`` comes from ``/proc/PID/status``.
+at each, and the slowest imports before the first and between the two. The agent's idle RSS, a moment
+after ``session/new`` (refagent starts its loop after that response), comes from ``/proc/PID/status``.
 
-Run: ``python benchmarks/startup.py [--runs N] [--installed] [--no-codex]``. refagent runs on its built-in
-scripted model (no ``OPENAI_*`` variables, a temporary ``HOME``).
+Run: ``python benchmarks/startup.py [--runs N] [--installed [--first-runs N]] [--no-codex]``. refagent runs
+on its built-in scripted model (no ``OPENAI_*`` variables, a temporary ``HOME``).
 """
 
 from __future__ import annotations
@@ -79,6 +85,7 @@ SESSION_RATIO = 1.5
 CODEX_PACKAGE = "@zed-industries/codex-acp"
 CODEX_VERSION = "0.16.0"
 CODEX_CACHE = Path.home() / ".cache" / "refagent-bench" / "codex-acp"
+UV_CACHE = Path.home() / ".cache" / "refagent-bench" / "uv"
 # Where codex's model requests go: a port nothing listens on (9, discard), so they fail at once, locally.
 CODEX_ENDPOINT = 'openai_base_url="http://127.0.0.1:9/v1"'
 
@@ -172,6 +179,10 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
+IDLE_SECONDS = 0.3
+"""How long after the session/new response the agent's memory is read: refagent starts its event loop and
+the agent after it has answered."""
+
 EMPTY_LOOP = "import anyio\nasync def main(): pass\nanyio.run(main)"
 
 
@@ -196,6 +207,7 @@ def time_agent(agent: Agent, cwd: Path) -> tuple[float, float, int]:
         send(stdin, session_new(cwd))
         read_response(stdout, 1)
         created = time.perf_counter()
+        time.sleep(IDLE_SECONDS)  # refagent loads its event loop and agent after the response
         rss = rss_kib(process.pid)
         stdin.close()
         if agent.exits_on_eof:
@@ -274,43 +286,88 @@ def measure(agent: Agent, cwd: Path) -> None:
 # -- a non-editable install of this checkout ---------------------------------------------------
 
 
-def install_refagent(where: Path) -> Path | str:
-    """Build this checkout into a wheel and install it (no dependencies) under ``where``: the directory
-    to put on ``PYTHONPATH``, or why it could not be done.
+def ensure_uv(cache: Path) -> Path | str:
+    """``uv``: the one on ``PATH``, else installed on first use into ``cache`` (``pip install --target``); or
+    why there is none."""
+    found = shutil.which("uv")
+    if found:
+        return Path(found)
+    binary = cache / "bin" / "uv"
+    if not binary.exists():
+        command = [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(cache), "uv"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"pip install uv failed: {exc}"
+        if done.returncode != 0 or not binary.exists():
+            return f"pip install uv failed ({done.returncode}): {done.stderr.strip()[-500:]}"
+    return binary
 
-    The build runs on a copy, so that it leaves nothing (``build/``, ``*.egg-info``) in the checkout."""
+
+def tool_install(uv: Path, where: Path) -> tuple[Path, Path] | str:
+    """Build this checkout into a wheel and ``uv tool install`` it under ``where``, as a user installs
+    refagent for an editor: (its console script, the tool's environment), or why it could not be done.
+    The wheel is built from a copy (nothing is left in the checkout); the dependencies come from the index.
+    Like any ``uv tool install`` without ``--compile-bytecode``, no bytecode is compiled."""
     source = where / "src"
-    site = where / "site"
     source.mkdir(parents=True)
     shutil.copytree(ROOT / "refagent", source / "refagent", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(source)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"pip install failed: {exc}"
-    if done.returncode != 0:
-        return f"pip install failed ({done.returncode}): {done.stderr.strip()[-500:]}"
-    return site
+    wheels = where / "dist"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
+    env.update(UV_TOOL_DIR=str(where / "tools"), UV_TOOL_BIN_DIR=str(where / "bin"))
+    steps = [
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheels), str(source)],
+    ]
+    for command in steps:
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"{command[2]} failed: {exc}"
+        if done.returncode != 0:
+            return f"{' '.join(command[:3])} failed ({done.returncode}): {done.stderr.strip()[-500:]}"
+        if command[0] == sys.executable:  # the wheel is built: install it, by its path (not a name an index has)
+            [wheel] = wheels.glob("refagent-*.whl")
+            steps.append([str(uv), "tool", "install", "--quiet", "--python", sys.executable, str(wheel)])
+    return where / "bin" / "refagent", where / "tools" / "refagent"
 
 
-def installed_agent(site: Path, home: Path) -> Agent | str:
-    """The installed copy's console script, checked to import refagent from ``site``."""
-    env = environment(home, site)
-    where = subprocess.run(
-        [sys.executable, "-c", "import refagent; print(refagent.__file__)"],
-        env=env,
-        cwd=site,  # not here: `-c` imports from the current directory first
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    if not where.startswith(str(site)):
-        return f"the installed copy is not the one imported ({where or 'nothing'})"
-    script = site / "bin" / "refagent"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "refagent"]
-    return Agent("refagent, installed (wheel)", command, env)
+def editor_environment(home: Path) -> dict[str, str]:
+    """What an editor starts an installed refagent with: the user's environment (a temporary ``HOME``), no
+    model configuration, and nothing of Python's (no ``PYTHONPATH``, no bytecode cache prefix): its
+    bytecode goes where the interpreter puts it, beside the tool's modules."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "REFAGENT_", "PYTHON"))}
+    env["HOME"] = str(home)
+    env["XDG_CONFIG_HOME"] = str(home / ".config")
+    return env
+
+
+def drop_bytecode(tool: Path) -> None:
+    """The tool's environment as ``uv tool install`` leaves it: no bytecode."""
+    for cache in list(tool.rglob("__pycache__")):
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def first_starts(agent: Agent, tool: Path, project: Path, base_url: str, runs: int) -> dict[str, list[float]]:
+    """The first start after the install, ``runs`` times (the bytecode dropped before each): spawn -> the
+    initialize and session/new responses, and spawn -> the first chunk of a first prompt (which compiles
+    the model client's modules too). Then, with ``PYTHONDONTWRITEBYTECODE=1`` in the editor's environment
+    (set in some sandboxes and CI images), which makes every start a first one: nothing is ever written."""
+    times: dict[str, list[float]] = {"initialize": [], "session/new": [], "first chunk": [], "no-bytecode": []}
+    for _ in range(runs):
+        drop_bytecode(tool)
+        initialized, created, _ = time_agent(agent, project)
+        times["initialize"].append(initialized)
+        times["session/new"].append(created)
+        drop_bytecode(tool)
+        times["first chunk"].append(time_first_chunk(agent, project, base_url))
+    drop_bytecode(tool)
+    unwritten = Agent(agent.label, agent.command, {**agent.env, "PYTHONDONTWRITEBYTECODE": "1"})
+    for _ in range(runs):
+        times["no-bytecode"].append(time_agent(unwritten, project)[0])
+    time_agent(agent, project)  # its bytecode written again, for whatever comes next
+    return times
 
 
 # -- codex-acp -------------------------------------------------------------------------------
@@ -434,21 +491,28 @@ def import_report(env: dict[str, str], cwd: Path) -> ImportReport:
 # -- the report --------------------------------------------------------------------------------
 
 
-def first_chunks(agents: list[Agent], project: Path, runs: int) -> list[tuple[str, list[float]]]:
-    """For each agent, ``runs`` times spawn -> the first chunk of a first prompt (:func:`time_first_chunk`),
-    interleaved, against one scripted model server (refagent's own test fake, on 127.0.0.1)."""
+@contextmanager
+def model_server(prompts: int) -> Iterator[str]:
+    """refagent's scripted OpenAI-compatible test server on 127.0.0.1, answering ``prompts`` prompts with a
+    line of text: its base URL."""
     sys.path.insert(0, str(ROOT))
     from refagent.testing.openai_server import ScriptedOpenAIServer, Turn
 
+    with ScriptedOpenAIServer([Turn(text="Hello.") for _ in range(prompts)], api_key=BENCH_KEY) as server:
+        yield server.base_url
+
+
+def first_chunks(agents: list[Agent], project: Path, runs: int) -> list[tuple[str, list[float]]]:
+    """For each agent, ``runs`` times spawn -> the first chunk of a first prompt (:func:`time_first_chunk`),
+    interleaved, against one scripted model server."""
     times: list[list[float]] = [[] for _ in agents]
-    turns = [Turn(text="Hello.") for _ in range((runs + 1) * len(agents))]
-    with ScriptedOpenAIServer(turns, api_key=BENCH_KEY) as server:
+    with model_server((runs + 1) * len(agents)) as base_url:
         for agent in agents:  # warm-up: the model client's imports, cached bytecode
-            time_first_chunk(agent, project, server.base_url)
+            time_first_chunk(agent, project, base_url)
         for round_ in range(runs):
             for i in range(len(agents)):
                 index = (round_ + i) % len(agents)
-                times[index].append(time_first_chunk(agents[index], project, server.base_url))
+                times[index].append(time_first_chunk(agents[index], project, base_url))
     return [(agent.label, values) for agent, values in zip(agents, times, strict=True)]
 
 
@@ -472,7 +536,13 @@ def main() -> int:
         "--codex-cache", type=Path, default=CODEX_CACHE, help=f"where codex-acp is installed (default {CODEX_CACHE})"
     )
     parser.add_argument(
-        "--installed", action="store_true", help="also time a non-editable install of this checkout (a wheel)"
+        "--installed",
+        action="store_true",
+        help="also time this checkout as a user installs it for an editor (uv tool install), first starts apart",
+    )
+    parser.add_argument("--first-runs", type=int, default=3, help="first starts after the install (default 3)")
+    parser.add_argument(
+        "--uv-cache", type=Path, default=UV_CACHE, help=f"where uv is installed if not on PATH (default {UV_CACHE})"
     )
     args = parser.parse_args()
 
@@ -483,13 +553,18 @@ def main() -> int:
         home.mkdir()
         project.mkdir()
         env = environment(home)
-        agents = [Agent("refagent" + (", editable (this checkout)" if args.installed else ""), AGENT_COMMAND, env)]
+        agents = [Agent("refagent" + (", this checkout" if args.installed else ""), AGENT_COMMAND, env)]
+        starts: dict[str, list[float]] = {}
         if args.installed:
-            site = install_refagent(Path(tmp) / "installed")
-            installed = installed_agent(site, home) if isinstance(site, Path) else site
-            if isinstance(installed, Agent):
-                agents.append(installed)
-                notes.append(f"installed: {' '.join(installed.command)} (PYTHONPATH={site})")
+            uv = ensure_uv(args.uv_cache)
+            installed = tool_install(uv, Path(tmp) / "installed") if isinstance(uv, Path) else uv
+            if isinstance(installed, tuple):
+                script, tool = installed
+                agent = Agent("refagent, uv tool install", [str(script)], editor_environment(home))
+                with model_server(args.first_runs) as base_url:  # before anything has run it
+                    starts = first_starts(agent, tool, project, base_url, args.first_runs)
+                agents.append(agent)
+                notes.append(f"installed: {script} (uv tool install of a wheel of this checkout, with {uv})")
             else:
                 notes.append(f"installed refagent left out: {installed}")
         codex: Agent | None = None
@@ -534,12 +609,14 @@ def main() -> int:
     for label, values in chunks:
         rows.append((f"{label}: first chunk of a first prompt", values))
     rows.append((f'python -c "import openai" (spawn -> exit), {args.openai_runs} runs', openai_ms))
-    width = max(58, *(len(label) for label, _ in rows))
+    width = max(62, *(len(label) for label, _ in rows))
     print(f"refagent startup: Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs")
     print(f"spawn -> response, {args.runs} runs of each agent, interleaved")
     for note in notes:
         print(note)
-    print(f"bytecode cached in a fresh PYTHONPYCACHEPREFIX{BYTECODE_NOTE}")
+    print(f"bytecode of this checkout's runs cached in a fresh PYTHONPYCACHEPREFIX{BYTECODE_NOTE}")
+    if starts:
+        print("the uv tool install runs as an editor starts it: its bytecode written beside its modules")
     print()
     print(f"{'measurement':<{width}} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'x pass':>7}")
     rule = "-" * (width + 37)
@@ -548,6 +625,19 @@ def main() -> int:
         median, low, high = summary(values)
         print(f"{label:<{width}} {median:>10.1f} {low:>8.1f} {high:>8.1f} {median / base:>6.1f}x")
     print(rule)
+    if starts:
+        runs = len(starts["initialize"])
+        print(f"first start after the uv tool install (no bytecode yet: uv compiles none by default), {runs} runs:")
+        first_rows = [
+            ("  initialize", starts["initialize"]),
+            ("  session/new", starts["session/new"]),
+            ("  first chunk of a first prompt (compiles the model client)", starts["first chunk"]),
+            ("  initialize, every start with PYTHONDONTWRITEBYTECODE=1", starts["no-bytecode"]),
+        ]
+        for label, values in first_rows:
+            median, low, high = summary(values)
+            print(f"{label:<{width}} {median:>10.1f} {low:>8.1f} {high:>8.1f} {median / base:>6.1f}x")
+        print(rule)
     ours = agents[0]
     init_median = statistics.median(ours.initialize)
     verdict = "PASS" if init_median < TARGET_MS else "FAIL"
@@ -555,7 +645,7 @@ def main() -> int:
     print(f"{'refagent over bare python, to initialize':<{width}} {init_median - base:>+10.1f} ms")
     loop_median = statistics.median(loop)
     print(f"{'refagent over an empty anyio.run, to initialize':<{width}} {init_median - loop_median:>+10.1f} ms")
-    print("idle RSS after session/new (VmRSS, median):")
+    print(f"idle RSS {IDLE_SECONDS:g} s after session/new (VmRSS, median):")
     for agent in agents:
         print(f"{'  ' + agent.label:<{width}} {statistics.median(agent.rss) / 1024:>10.1f} MB")
     if codex is not None:
