@@ -98,7 +98,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     from refagent.config.flags import Flags
 
     defaults = argparse.Namespace(log_level=_default_log_level(), log_file=None, demo=False)
-    for name in Flags.__dataclass_fields__:  # config.add_arguments's, none of which has a default
+    for name in Flags._fields:  # config.add_arguments's, none of which has a default
         setattr(defaults, name, None)
     return defaults
 

@@ -79,12 +79,14 @@ class LocalSandboxes:
         return machine_support()
 
 
-@dataclass(frozen=True)
 class OwnSandboxes:
     """Sandboxes of one's own made by ``make(cwd, additional)`` (tests, forks), which say how they
     confine only once made."""
 
-    make: Callable[[str, list[str]], Sandbox]
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[str, list[str]], Sandbox]) -> None:
+        self.make = make
 
     def __call__(self, cwd: str, additional: list[str], private: Sequence[str] = ()) -> Sandbox:
         return self.make(cwd, additional)

@@ -24,8 +24,7 @@ imports it ahead of time, once ``initialize`` is answered.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from refagent.errors import ConfigError
 from refagent.llm.profiles import DEFAULT_CLIENT, DEMO_CLIENT, SCRIPTED, ModelProfile
@@ -43,9 +42,10 @@ reused across turns and sessions (:class:`refagent.llm.pool.ModelPool`) and clos
 has one."""
 
 
-@dataclass(frozen=True, slots=True)
-class ClientKind:
-    """One kind of model client: its name (what ``client =`` says) and how to make one."""
+class ClientKind(NamedTuple):
+    """One kind of model client: its name (what ``client =`` says) and how to make one. (A named tuple: a
+    frozen dataclass takes a millisecond to create, and the registry is made on the way to the editor's
+    first answer.)"""
 
     name: str
     make: MakeClient
@@ -60,7 +60,7 @@ class ClientKind:
     """The environment variable a profile of this kind reads its key from when it names neither ``api_key``
     nor ``api_key_env``, if its ``base_url`` is unset or on one of :attr:`key_hosts` (so that a provider's key
     never goes to another host by accident)."""
-    key_hosts: frozenset[str] = field(default_factory=frozenset)
+    key_hosts: frozenset[str] = frozenset()
     """The hosts (lower case) :attr:`key_env`'s key is meant for."""
 
 

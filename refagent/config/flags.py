@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from refagent.config.file import CONFIG_ENV
 
@@ -69,9 +69,9 @@ def positive_int(text: str) -> int:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class Flags:
-    """The :func:`add_arguments` flags of a parsed command line; an empty one counts as not given."""
+class Flags(NamedTuple):
+    """The :func:`add_arguments` flags of a parsed command line; an empty one counts as not given. (A named
+    tuple: a frozen dataclass takes a millisecond to create, on the way to the editor's first answer.)"""
 
     config: str | None = None
     profile: str | None = None
@@ -84,7 +84,7 @@ class Flags:
         """The flags of ``args``, which may be ``None`` or lack some of them (another program's parser)."""
         if args is None:
             return cls()
-        values = {name: getattr(args, name, None) for name in cls.__dataclass_fields__}
+        values = {name: getattr(args, name, None) for name in cls._fields}
         return cls(**{name: None if value == "" else value for name, value in values.items()})
 
 
