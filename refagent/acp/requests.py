@@ -1,8 +1,10 @@
 """The params of each request (and notification) the agent answers, typed: what :mod:`refagent.server.agent`
 reads off the wire and hands to the session machinery, which never sees the raw JSON.
 
-Each class is one request's params (or several requests' that share a shape), frozen, with a ``parse``
-that reads and checks the wire's object. The rules are the schema's, as :mod:`refagent.acp.params` applies
+Each class is one request's params (or several requests' that share a shape), a named tuple (frozen, and
+quick to create: a frozen dataclass takes a millisecond, and the first ``session/new`` is answered
+before the event loop starts, with this module loaded), with a ``parse`` that reads and checks the wire's
+object. The rules are the schema's, as :mod:`refagent.acp.params` applies
 them: a required field that is missing, null or of the wrong type is :class:`InvalidParams` (``-32602``)
 naming the field; an optional one that is malformed reads as its default (its
 ``x-deserialize-default-on-error``), except where being lenient would widen what the agent may touch (a
@@ -18,8 +20,7 @@ Whether a session exists is not a params question: an unknown ``sessionId`` is t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from refagent.acp import params as p
 from refagent.acp.errors import InvalidParams
@@ -37,8 +38,7 @@ MAX_SYSTEM_PROMPT_CHARS = 100_000
 """The most a client's system prompt may hold: it goes with every model request of the session."""
 
 
-@dataclass(frozen=True, slots=True)
-class ClientSystemPrompt:
+class ClientSystemPrompt(NamedTuple):
     """A client's ``systemPrompt`` on ``session/new``, ``load``, ``resume`` or ``fork`` (unstable): how it
     combines with the agent's own instructions (``append``, or ``override`` of the built-in ones), and its
     text (the ``text`` blocks joined by blank lines)."""
@@ -83,8 +83,7 @@ class ClientSystemPrompt:
         return cls(mode, text)
 
 
-@dataclass(frozen=True, slots=True)
-class NewSessionParams:
+class NewSessionParams(NamedTuple):
     """``session/new``: a session in ``cwd``, with the client's MCP servers and additional directories, and
     the client's system prompt if it sent one."""
 
@@ -104,8 +103,7 @@ class NewSessionParams:
         return cls(cwd, tuple(servers), extra, ClientSystemPrompt.parse(params))
 
 
-@dataclass(frozen=True, slots=True)
-class OpenSessionParams:
+class OpenSessionParams(NamedTuple):
     """``session/load``, ``session/resume`` and ``session/fork``: the saved session ``session_id``, opened (or
     forked) in ``cwd`` with the client's MCP servers and additional directories (the client's list is the one
     in force, not the saved one), and the client's system prompt if it sent one (None: the saved one stays)."""
@@ -134,8 +132,7 @@ class OpenSessionParams:
         return cls.parse(params, servers_required=True)
 
 
-@dataclass(frozen=True, slots=True)
-class ListSessionsParams:
+class ListSessionsParams(NamedTuple):
     """``session/list``: the saved sessions of ``cwd`` (None: of every directory), the page after ``cursor``."""
 
     cwd: str | None = None
@@ -153,8 +150,7 @@ class ListSessionsParams:
         return cls(cwd, cursor)
 
 
-@dataclass(frozen=True, slots=True)
-class SessionParams:
+class SessionParams(NamedTuple):
     """``session/close``, ``session/delete`` and ``session/cancel``: just the session."""
 
     session_id: str
@@ -171,8 +167,7 @@ class SessionParams:
         return cls(session_id) if isinstance(session_id, str) else None
 
 
-@dataclass(frozen=True, slots=True)
-class PromptParams:
+class PromptParams(NamedTuple):
     """``session/prompt``: the user's content blocks for the session ``session_id``."""
 
     session_id: str
@@ -196,8 +191,7 @@ class PromptParams:
         return cls(session_id, tuple(blocks), message_id)
 
 
-@dataclass(frozen=True, slots=True)
-class SetModeParams:
+class SetModeParams(NamedTuple):
     """``session/set_mode``: switch the session ``session_id`` to the mode ``mode_id`` (which the session
     judges: an unknown one is ``-32602`` there, naming the modes it has)."""
 
@@ -209,8 +203,7 @@ class SetModeParams:
         return cls(p.required(params, "sessionId", str), p.required(params, "modeId", str))
 
 
-@dataclass(frozen=True, slots=True)
-class SetConfigOptionParams:
+class SetConfigOptionParams(NamedTuple):
     """``session/set_config_option``: set the option ``config_id`` of the session ``session_id`` to ``value``
     (the session judges both: an unknown option or value is ``-32602`` there, naming the ones it has)."""
 
@@ -231,8 +224,7 @@ class SetConfigOptionParams:
         return cls(session_id, config_id, value)
 
 
-@dataclass(frozen=True, slots=True)
-class SetTitleParams:
+class SetTitleParams(NamedTuple):
     """``session/set_title`` (unstable): the title ``title`` for the session ``session_id`` (the session
     manager normalises it, and refuses one empty once normalised)."""
 
@@ -244,8 +236,7 @@ class SetTitleParams:
         return cls(p.required(params, "sessionId", str), p.required(params, "title", str))
 
 
-@dataclass(frozen=True, slots=True)
-class AuthenticateParams:
+class AuthenticateParams(NamedTuple):
     """``authenticate``: sign in with the method ``method_id`` (the agent judges it)."""
 
     method_id: str

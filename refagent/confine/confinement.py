@@ -41,11 +41,14 @@ import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from refagent.confine import probe
 from refagent.confine.probe import LAUNCHER
-from refagent.seams import Level
 from refagent.within import within
+
+if TYPE_CHECKING:  # an annotation: the seams' module is not needed to answer the first session/new
+    from refagent.seams import Level
 
 log = logging.getLogger(__name__)
 

@@ -37,12 +37,12 @@ from refagent.confine.confinement import (
     TERMINALS,
     WRITES,
     Confinement,
-    Level,
     Support,
     remove_stale_private_dirs,
 )
 from refagent.confine.launcher import CANNOT_CONFINE, parse
 from refagent.confine.process import LocalTerminals
+from refagent.seams import Level
 from tests.support.procs import alive, gone, survivors
 from tests.support.sandboxed import CONFINED, SUPPORT, Sandboxed, box, outside
 

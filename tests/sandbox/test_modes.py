@@ -22,7 +22,6 @@ from refagent.confine.confinement import (
     TERMINALS,
     WRITES,
     Confinement,
-    Level,
     Support,
     machine_support,
 )
@@ -33,6 +32,7 @@ from refagent.errors import ToolError
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.sandbox.local import Sandbox
+from refagent.seams import Level
 from refagent.search.dispatch import LocalSearch
 from refagent.session.modes import modes_for
 from refagent.settings import OwnSandboxes, Settings
