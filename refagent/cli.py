@@ -154,7 +154,12 @@ def main(argv: list[str] | None = None, *, customise: Customise | None = None) -
         from refagent.client.login import logout_main
 
         return logout_main(argv[1:])
-    gc.disable()  # serving (see serve_stdio), before the configuration's modules load
+    from refagent.confine import probe
+
+    # Serving (see serve_stdio): the sandbox probe runs on another core while the configuration loads, and
+    # the garbage collector is off before the configuration's modules load.
+    probe.start()
+    gc.disable()
     args = parse_args(argv)
     if args.log_level not in LOG_LEVELS:  # only the default can be wrong: argparse checked the option
         build_parser().error(
