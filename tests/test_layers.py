@@ -23,6 +23,8 @@ RANKS = {
     "ids": 0,
     "prompts": 0,
     "within": 0,
+    "dirs": 0,
+    "logs": 0,
     # below the tools: the model, the saved sessions
     "llm": 1,
     "persistence": 1,
