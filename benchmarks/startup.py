@@ -18,6 +18,8 @@ Measured in one run, interleaved so that all see the same machine load:
   responses and to the first chunk of a first prompt, and a start with ``PYTHONDONTWRITEBYTECODE=1`` in the
   editor's environment, which leaves every start a first one. ``uv`` is the one on ``PATH``, else it is
   installed on first use into ``~/.cache/refagent-bench/uv`` (``--uv-cache``) with ``pip``;
+- with ``--against REVISION``, the same for this repository's ``refagent`` package at ``REVISION`` (``git
+  archive``), run as this checkout is, first on ``PYTHONPATH``: what a change does, in the same run;
 - ``codex-acp`` (``@zed-industries/codex-acp``, a Rust binary, from npm): the same two measurements. It is
   installed on first use into ``~/.cache/refagent-bench/codex-acp`` (``--codex-cache``) with
   ``npm install``, and the platform binary inside ``node_modules`` (the package's
@@ -54,13 +56,14 @@ to the agent: the hook wraps ``os.write`` from outside), reports whether ``opena
 at each, and the slowest imports before the first and between the two. The agent's idle RSS, a moment
 after ``session/new`` (refagent starts its loop after that response), comes from ``/proc/PID/status``.
 
-Run: ``python benchmarks/startup.py [--runs N] [--installed [--first-runs N]] [--no-codex]``. refagent runs
-on its built-in scripted model (no ``OPENAI_*`` variables, a temporary ``HOME``).
+Run: ``python benchmarks/startup.py [--runs N] [--installed [--first-runs N]] [--against REVISION]
+[--no-codex]``. refagent runs on its built-in scripted model (no ``OPENAI_*`` variables, a temporary ``HOME``).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import platform
@@ -69,6 +72,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -333,6 +337,29 @@ def tool_install(uv: Path, where: Path) -> tuple[Path, Path] | str:
     return where / "bin" / "refagent", where / "tools" / "refagent"
 
 
+def checkout_of(revision: str, where: Path) -> Path | str:
+    """This repository's ``refagent`` package at ``revision`` (``git archive``), under ``where``: the
+    directory to put first on ``PYTHONPATH``, or why it could not be had."""
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", "--format=tar", revision, "refagent"],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"git archive failed: {exc}"
+    if archive.returncode != 0:
+        return f"git archive {revision} failed: {archive.stderr.decode(errors='replace').strip()[-300:]}"
+    where.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later: no links out, no odd modes
+            tar.extractall(where, filter="data")
+        else:
+            tar.extractall(where)  # this repository's own archive
+    return where
+
+
 def editor_environment(home: Path) -> dict[str, str]:
     """What an editor starts an installed refagent with: the user's environment (a temporary ``HOME``), no
     model configuration, and nothing of Python's (no ``PYTHONPATH``, no bytecode cache prefix): its
@@ -542,6 +569,12 @@ def main() -> int:
     )
     parser.add_argument("--first-runs", type=int, default=3, help="first starts after the install (default 3)")
     parser.add_argument(
+        "--against",
+        metavar="REVISION",
+        help="also time this repository's refagent at REVISION (git archive), run as this checkout is: "
+        "what a change does, in the same run",
+    )
+    parser.add_argument(
         "--uv-cache", type=Path, default=UV_CACHE, help=f"where uv is installed if not on PATH (default {UV_CACHE})"
     )
     args = parser.parse_args()
@@ -553,7 +586,16 @@ def main() -> int:
         home.mkdir()
         project.mkdir()
         env = environment(home)
-        agents = [Agent("refagent" + (", this checkout" if args.installed else ""), AGENT_COMMAND, env)]
+        others = args.installed or args.against
+        agents = [Agent("refagent" + (", this checkout" if others else ""), AGENT_COMMAND, env)]
+        if args.against:
+            copy = checkout_of(args.against, Path(tmp) / "against")
+            if isinstance(copy, Path):
+                label = f"refagent at {args.against}"
+                agents.append(Agent(label, AGENT_COMMAND, environment(home, copy)))
+                notes.append(f"{label}: {copy} first on PYTHONPATH")
+            else:
+                notes.append(f"refagent at {args.against} left out: {copy}")
         starts: dict[str, list[float]] = {}
         if args.installed:
             uv = ensure_uv(args.uv_cache)
