@@ -156,11 +156,13 @@ def main(argv: list[str] | None = None, *, customise: Customise | None = None) -
         return logout_main(argv[1:])
     from refagent.confine import probe
 
+    options = parse_args(argv) if argv else None  # --help and --version end here, before anything starts
     # Serving (see serve_stdio): the sandbox probe runs on another core while the configuration loads, and
-    # the garbage collector is off before the configuration's modules load.
+    # the garbage collector is off before the configuration's modules load (with no options, as editors
+    # mostly start it, before the flags' module too).
     probe.start()
     gc.disable()
-    args = parse_args(argv)
+    args = options or parse_args(argv)
     if args.log_level not in LOG_LEVELS:  # only the default can be wrong: argparse checked the option
         build_parser().error(
             f"REFAGENT_LOG_LEVEL={args.log_level!r}: --log-level must be one of {', '.join(LOG_LEVELS)}"
@@ -302,6 +304,9 @@ def _answer_early(line: bytes, write_fd: int, settings: Settings) -> dict[str, A
         result = answer_initialize(settings, settings.saves_sessions(), message.params)
     except RequestError:
         return None  # the agent answers it, with the error
+    except Exception:  # not expected: the agent answers it, and says what went wrong
+        logs.logger("refagent").exception("the initialize could not be answered early")
+        return None
     _write(write_fd, jsonrpc.encode(jsonrpc.result_response(message.id, result)))
     return message.params
 
@@ -320,6 +325,9 @@ def _open_early(line: bytes, write_fd: int, settings: Settings) -> Opened | None
         answer = answer_new_session(settings, message.params)
     except RequestError:
         return None  # the agent answers it, with the error
+    except Exception:  # not expected: the agent answers it, and says what went wrong
+        logs.logger("refagent").exception("the first session/new could not be answered early")
+        return None
     if answer is None:
         return None
     result, opened = answer

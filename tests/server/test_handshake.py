@@ -3,14 +3,17 @@ the first session/new answer, and what happens when the lines are something else
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from refagent import cli
 from refagent.acp.errors import AuthRequired, InvalidParams
 from refagent.llm.profiles import ModelProfile
 from refagent.server.handshake import answer_initialize, answer_new_session, read_first_line, read_line
@@ -205,3 +208,25 @@ async def test_requests_sent_with_the_first_two_are_answered_in_order(tmp_path: 
         kinds = [m["params"]["update"]["sessionUpdate"] for m in seen if m.get("method") == "session/update"]
         assert kinds[0] == "available_commands_update"
         assert "agent_message_chunk" in kinds
+
+
+class BrokenSupport:
+    """A fork's sandbox maker whose support() fails unexpectedly."""
+
+    def __call__(self, cwd: str, additional: list[str], private: Sequence[str] = ()) -> Any:
+        raise AssertionError("not made before the loop")
+
+    def support(self) -> None:
+        raise RuntimeError("boom")
+
+
+def test_an_unexpected_failure_leaves_the_first_session_new_to_the_agent(caplog: pytest.LogCaptureFixture) -> None:
+    read_fd, write_fd = os.pipe()
+    line = b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}'
+    settings = Settings(make_sandbox=BrokenSupport(), store=None)
+    with caplog.at_level(logging.ERROR, logger="refagent"):
+        assert cli._open_early(line, write_fd, settings) is None
+    assert "could not be answered early" in caplog.text
+    os.close(write_fd)
+    assert os.read(read_fd, 100) == b""  # nothing written: the agent answers it
+    os.close(read_fd)
