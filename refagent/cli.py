@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from refagent import __version__, logs
 
@@ -40,6 +40,9 @@ NEXT_SECONDS = 0.2
 """How long, once ``initialize`` is answered, the CLI waits for the editor's next line before it starts the
 event loop: a ``session/new`` that comes meanwhile is answered at once too (editors send it as soon as
 they read the answer). One that comes later waits for the loop, which has started meanwhile."""
+
+Taken = TypeVar("Taken")
+"""What the agent takes over from a request answered before the loop (:func:`_answer_now`)."""
 
 Customise: TypeAlias = "Callable[[Settings], Settings]"
 """A fork's change to the agent's settings (its tools, its model factory...): given the settings refagent
@@ -271,7 +274,7 @@ def serve_stdio(settings: Settings | None = None) -> int:
         opened = _open_early(second, fds.write_fd, settings) if second is not None else None
         if second is not None and opened is None:
             pending = second + b"\n" + pending
-    logs.ready()
+    logs.ready()  # where logs go, before the loop's modules (which log) load
     import logging
 
     import anyio
@@ -290,49 +293,49 @@ def serve_stdio(settings: Settings | None = None) -> int:
 
 def _answer_early(line: bytes, write_fd: int, settings: Settings) -> dict[str, Any] | None:
     """Answer ``line`` now if it is a well-formed ``initialize``; return its params (None: not answered)."""
-    from refagent.acp import jsonrpc
-    from refagent.acp.errors import RequestError
     from refagent.server.handshake import answer_initialize
     from refagent.server.v2 import wants_v2
 
-    message = jsonrpc.parse_line(line)
-    if not isinstance(message, jsonrpc.Request) or message.method != "initialize":
-        return None
-    if wants_v2(message.params):
-        return None  # the agent answers it, in v2 (refagent.server.v2)
-    try:
-        result = answer_initialize(settings, settings.saves_sessions(), message.params)
-    except RequestError:
-        return None  # the agent answers it, with the error
-    except Exception:  # not expected: the agent answers it, and says what went wrong
-        logs.logger("refagent").exception("the initialize could not be answered early")
-        return None
-    _write(write_fd, jsonrpc.encode(jsonrpc.result_response(message.id, result)))
-    return message.params
+    def answer(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        if wants_v2(params):
+            return None  # the agent answers it, in v2 (refagent.server.v2)
+        return answer_initialize(settings, settings.saves_sessions(), params), params
+
+    return _answer_now(line, write_fd, "initialize", answer)
 
 
 def _open_early(line: bytes, write_fd: int, settings: Settings) -> Opened | None:
     """Answer ``line`` now if it is a ``session/new`` the agent would accept; return the session it opens
     (None: not answered)."""
-    from refagent.acp import jsonrpc
-    from refagent.acp.errors import RequestError
     from refagent.server.handshake import answer_new_session
 
+    return _answer_now(line, write_fd, "session/new", lambda params: answer_new_session(settings, params))
+
+
+def _answer_now(
+    line: bytes, write_fd: int, method: str, answer: Callable[[dict[str, Any]], tuple[dict[str, Any], Taken] | None]
+) -> Taken | None:
+    """Answer ``line`` now if it is a ``method`` request that ``answer`` answers: its result is written, and
+    what the agent takes over from it returned. None: left to the agent, which answers it as any request
+    (a request ``answer`` refuses, with the error)."""
+    from refagent.acp import jsonrpc
+    from refagent.acp.errors import RequestError
+
     message = jsonrpc.parse_line(line)
-    if not isinstance(message, jsonrpc.Request) or message.method != "session/new":
+    if not isinstance(message, jsonrpc.Request) or message.method != method:
         return None
     try:
-        answer = answer_new_session(settings, message.params)
+        answered = answer(message.params)
     except RequestError:
-        return None  # the agent answers it, with the error
+        return None
     except Exception:  # not expected: the agent answers it, and says what went wrong
-        logs.logger("refagent").exception("the first session/new could not be answered early")
+        logs.logger("refagent").exception("%s could not be answered early", method)
         return None
-    if answer is None:
+    if answered is None:
         return None
-    result, opened = answer
+    result, taken = answered
     _write(write_fd, jsonrpc.encode(jsonrpc.result_response(message.id, result)))
-    return opened
+    return taken
 
 
 def _write(fd: int, data: bytes) -> None:

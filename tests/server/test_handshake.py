@@ -226,7 +226,7 @@ def test_an_unexpected_failure_leaves_the_first_session_new_to_the_agent(caplog:
     settings = Settings(make_sandbox=BrokenSupport(), store=None)
     with caplog.at_level(logging.ERROR, logger="refagent"):
         assert cli._open_early(line, write_fd, settings) is None
-    assert "could not be answered early" in caplog.text
+    assert "session/new could not be answered early" in caplog.text
     os.close(write_fd)
     assert os.read(read_fd, 100) == b""  # nothing written: the agent answers it
     os.close(read_fd)
