@@ -15,8 +15,9 @@ Levels (the ``sandbox`` argument of ``run_command``):
 ``none``       unconfined: the user's full power (the resource limits and scrubbed environment still hold).
 =============  ============================================================================================
 
-What the machine can do is probed once (:func:`machine_support`), in a throwaway child process off the
-``initialize`` path: Landlock's ABI, and whether a user namespace may mount (user, mount and PID
+What the machine can do is probed once (:func:`machine_support`), in a throwaway child process started as
+the agent starts (:mod:`refagent.confine.probe`), which runs while the editor's first requests are
+answered: Landlock's ABI, and whether a user namespace may mount (user, mount and PID
 namespaces) and have a network namespace. The agent never claims more than that: :meth:`Support.missing`
 names what a level promises and this machine cannot hold, and the modes, the permission requests and
 the session say so. ``REFAGENT_SANDBOX_DISABLE`` switches pieces off as if missing, to try the
@@ -124,19 +125,14 @@ class Support:
 
 def machine_support(env: Mapping[str, str] | None = None) -> Support:
     """What this machine can confine (probed once per process), less what :data:`DISABLE_ENV` switches
-    off. Blocks for the probe the first time (some 30 ms): call it from a worker thread."""
+    off. Blocks for the probe the first time (some 35 ms, most of it run by then: the CLI starts it as the
+    agent starts, :mod:`refagent.confine.probe`): on the event loop, call it from a worker thread."""
     environ = os.environ if env is None else env
     disabled = [piece.strip() for piece in environ.get(DISABLE_ENV, "").split(",") if piece.strip()]
     return _probe().without(disabled) if disabled else _probe()
 
 
 _probing = threading.Lock()
-
-
-def start_probe() -> None:
-    """Start the probe now, without waiting for it (:func:`refagent.confine.probe.start`: the CLI starts it
-    before it reads the editor's first line, so that the answer is ready by the first ``session/new``)."""
-    probe.start()
 
 
 def _probe() -> Support:
