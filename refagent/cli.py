@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 from refagent import __version__, logs
 
@@ -92,18 +92,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The agent's command line, parsed by :func:`build_parser`. Without arguments (what most editors run),
-    its defaults, without building the parser: argparse's help formatter and its translations cost some
-    5 ms of the editor's first answer."""
+    its defaults, without building the parser or importing argparse: its help formatter and translations
+    cost some 5 ms of the editor's first answer."""
     if argv:
         return build_parser().parse_args(argv)
-    import argparse
+    from types import SimpleNamespace
 
     from refagent.config.flags import Flags
 
-    defaults = argparse.Namespace(log_level=_default_log_level(), log_file=None, demo=False)
+    defaults = SimpleNamespace(log_level=_default_log_level(), log_file=None, demo=False)
     for name in Flags._fields:  # config.add_arguments's, none of which has a default
         setattr(defaults, name, None)
-    return defaults
+    # A namespace with the parser's attributes, all that is read of it (argparse itself is not imported).
+    return cast("argparse.Namespace", defaults)
 
 
 def _default_log_level() -> str:

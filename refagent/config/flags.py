@@ -9,11 +9,13 @@ file (:mod:`refagent.config.loading` combines them).
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from refagent.config.file import CONFIG_ENV
+
+if TYPE_CHECKING:  # annotations: argparse is imported where a parser is built, not to answer an editor
+    import argparse
 
 __all__ = [
     "BASE_URL_ENV",
@@ -60,6 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser, *, strict: bool = False) -> N
 
 def positive_int(text: str) -> int:
     """An argparse type: a whole number, at least 1."""
+    import argparse
+
     try:
         value = int(text)
     except ValueError:

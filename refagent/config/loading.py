@@ -19,7 +19,6 @@ flags (:mod:`refagent.config.flags`). How they combine:
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,6 +34,8 @@ from refagent.llm.profiles import SCRIPTED, ModelProfile, scripted_profile
 from refagent.logs import logger
 
 if TYPE_CHECKING:
+    import argparse
+
     from refagent.llm.protocol import ModelClient
     from refagent.llm.retry import RetryPolicy
 

@@ -46,7 +46,7 @@ def test_no_arguments_parse_to_the_parsers_defaults_without_it(
         monkeypatch.delenv("REFAGENT_LOG_LEVEL", raising=False)
     else:
         monkeypatch.setenv("REFAGENT_LOG_LEVEL", level)
-    assert cli.parse_args([]) == cli.build_parser().parse_args([])
+    assert vars(cli.parse_args([])) == vars(cli.build_parser().parse_args([]))
     assert cli.parse_args(["--demo"]) == cli.build_parser().parse_args(["--demo"])
 
 

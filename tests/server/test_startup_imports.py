@@ -112,6 +112,7 @@ NOT_YET = (
     "logging",
     "platformdirs",
     "tempfile",
+    "argparse",
     "refagent.server.agent",
     "refagent.server.v2.bridge",
     "refagent.acp.connection",
