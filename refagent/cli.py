@@ -22,7 +22,6 @@ from refagent import __version__, logs
 # editor's first answer, and collecting while they load costs some 3 ms of it.
 if TYPE_CHECKING:
     import argparse
-    from pathlib import Path
 
     from refagent.server.agent import Agent
     from refagent.server.handshake import Opened
@@ -224,7 +223,7 @@ def _as_they_are(settings: Settings) -> Settings:
     return settings
 
 
-def private_files(args: argparse.Namespace, config_file: Path | None) -> tuple[str, ...]:
+def private_files(args: argparse.Namespace, config_file: str | None) -> tuple[str, ...]:
     """The files of the agent's own that the command line names (its config file and its log file):
     commands must not read them (:attr:`refagent.settings.Settings.private_files`)."""
     named = [config_file, getattr(args, "log_file", None)]

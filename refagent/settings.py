@@ -6,9 +6,9 @@ Kept apart from :mod:`refagent.server.agent` and free of anyio, so that the firs
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from refagent.dirs import user_dir
@@ -16,6 +16,8 @@ from refagent.llm.profiles import ModelProfile, scripted_profile
 from refagent.logs import logger
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from refagent.config.loading import Config
     from refagent.confine.confinement import Support
     from refagent.llm.protocol import ModelClient
@@ -29,12 +31,23 @@ DEFAULT_MAX_REQUESTS = 50
 
 def sessions_root() -> Path | None:
     """``sessions`` in the user data directory, or None when there is none (a trimmed environment)."""
+    directory = sessions_directory()
+    if directory is None:
+        return None
+    from pathlib import Path
+
+    return Path(directory)
+
+
+def sessions_directory() -> str | None:
+    """:func:`sessions_root` as a string: whether sessions are saved is answered with it before the
+    editor's first answer, where ``pathlib`` is not imported."""
     try:
-        path = Path(user_dir("data")) / "sessions"
+        path = os.path.join(user_dir("data"), "sessions")
     except Exception as exc:
         logger(__name__).warning("no user data directory, sessions will not be saved: %s", exc)
         return None
-    return path if path.is_absolute() else None
+    return path if os.path.isabs(path) else None
 
 
 def default_store() -> SessionStore | None:
@@ -130,7 +143,7 @@ class Settings:
     broken: str | None = None
     """Why the configuration could not be used (the agent then runs on the built-in model, which says so
     at the first prompt; a client that shows notices also hears it when a session opens)."""
-    config_file: Path | None = None
+    config_file: str | None = None
     """The config file this configuration came from (which may not exist yet): where ``refagent login``
     writes and what ACP ``logout`` forgets the keys of. None: no file (tests, ``--demo``): no sign-in."""
     private_files: tuple[str, ...] = ()
@@ -153,7 +166,7 @@ class Settings:
         if self.store is None:
             return False
         if self.store is default_store:
-            return sessions_root() is not None
+            return sessions_directory() is not None
         return self.store() is not None
 
     def sandbox_support(self) -> Support | None:

@@ -11,10 +11,12 @@ arguments when the first session opens, not here; a tool that cannot be used is 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from refagent.config.file import strings
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["tool_directories", "tool_entries"]
 
@@ -25,16 +27,21 @@ def tool_entries(data: Mapping[str, Any], source: str) -> list[str]:
     return strings(data, "tools", source)
 
 
-def tool_directories(data: Mapping[str, Any], config_file: Path, source: str, warnings: list[str]) -> list[Path]:
+def tool_directories(data: Mapping[str, Any], config_file: str, source: str, warnings: list[str]) -> list[Path]:
     """The file's ``tool_path`` entries as absolute paths: ``~`` expanded, relative ones from the config
     file's directory. An entry whose ``~`` cannot be expanded (no home directory) is left out, with a
     warning. Raises :class:`~refagent.errors.ConfigError` for a value that is not a list of strings."""
+    entries = strings(data, "tool_path", source)
+    if not entries:
+        return []
+    from pathlib import Path  # only for a file that names tool directories (not before the first answer)
+
     directories = []
-    for entry in strings(data, "tool_path", source):
+    for entry in entries:
         try:
             expanded = Path(entry).expanduser()
         except RuntimeError:  # "~" with no home directory (a trimmed environment)
             warnings.append(f"{source}: tool_path entry {entry!r}: no home directory to expand ~ in (ignored)")
             continue
-        directories.append((config_file.parent / expanded).absolute())
+        directories.append((Path(config_file).parent / expanded).absolute())
     return directories

@@ -13,8 +13,8 @@ is wrong, for the user to read: the agent shows it at the first prompt.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from refagent.dirs import user_dir
@@ -27,42 +27,41 @@ CONFIG_ENV = "REFAGENT_CONFIG"
 """The environment variable that names the config file (below ``--config``, above the default one)."""
 
 
-def default_config_path() -> Path | None:
+def default_config_path() -> str | None:
     """``config.toml`` in the user config directory, or ``None`` when there is no usable one."""
     try:
-        directory = Path(user_dir("config"))
+        directory = user_dir("config")
     except Exception as exc:  # a trimmed environment: no HOME, no passwd entry...
         logger(__name__).debug("no user config directory: %s", exc)
         return None
     # Without HOME, expanduser() can leave "~" in place: a relative path would depend on the cwd.
-    return directory / "config.toml" if directory.is_absolute() else None
+    return os.path.join(directory, "config.toml") if os.path.isabs(directory) else None
 
 
-def choose_path(flag: str | None, env: Mapping[str, str]) -> tuple[Path | None, bool]:
+def choose_path(flag: str | None, env: Mapping[str, str]) -> tuple[str | None, bool]:
     """The config file for ``flag`` (``--config``) and ``env``, and whether it was named (by the flag or
     ``$REFAGENT_CONFIG``, blank values counting as unset) rather than the default one; ``(None, False)``
-    when nothing names one and there is no user config directory."""
+    when nothing names one and there is no user config directory. A ``~`` is expanded (left as it is
+    without a home directory)."""
     named = (flag or "").strip() or env.get(CONFIG_ENV, "").strip()
     if not named:
         return default_config_path(), False
-    try:
-        return Path(named).expanduser(), True
-    except RuntimeError:  # "~" and no home directory
-        return Path(named), True
+    return os.path.expanduser(named), True
 
 
-def config_path(flag: str | None, env: Mapping[str, str]) -> Path | None:
+def config_path(flag: str | None, env: Mapping[str, str]) -> str | None:
     """The config file :func:`refagent.config.load` reads for ``flag`` and ``env`` (it may not exist yet:
     ``refagent login`` writes it); ``None`` when there is no user config directory and none was named."""
     return choose_path(flag, env)[0]
 
 
-def read_table(path: Path, explicit: bool) -> dict[str, Any] | None:
+def read_table(path: str, explicit: bool) -> dict[str, Any] | None:
     """The file's TOML as a table; ``None`` when it does not exist and was not named (``explicit``).
     Raises :class:`ConfigError` for a named file that does not exist, one that cannot be read, or one that
     is not valid UTF-8 TOML."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as file:
+            data = file.read()
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"{path}: no such config file") from None

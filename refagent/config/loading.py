@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from refagent.config import clients
@@ -35,6 +34,7 @@ from refagent.logs import logger
 
 if TYPE_CHECKING:
     import argparse
+    from pathlib import Path
 
     from refagent.llm.protocol import ModelClient
     from refagent.llm.retry import RetryPolicy
@@ -55,7 +55,7 @@ class Config:
     """Model requests per prompt turn; ``None``: the turn's default."""
     retry: RetryPolicy | None = None
     """How the model client retries transient failures; ``None``: its defaults."""
-    path: Path | None = None
+    path: str | None = None
     """The config file that was read, if any."""
     warnings: list[str] = field(default_factory=list)
     """Things worth telling the user (unknown keys...); they are also logged."""
@@ -79,7 +79,7 @@ class Config:
         return clients.warm_up_for(self.profiles)
 
 
-def config_file(args: argparse.Namespace | None, env: Mapping[str, str]) -> Path | None:
+def config_file(args: argparse.Namespace | None, env: Mapping[str, str]) -> str | None:
     """The config file :func:`load` reads for ``args`` and ``env`` (it may not exist yet: ``refagent login``
     writes it); None when there is no user config directory and none was named."""
     return choose_path(Flags.of(args).config, env)[0]

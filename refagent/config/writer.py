@@ -32,10 +32,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from refagent.config.file import config_path
+from refagent.config.file import config_path as named_path
 from refagent.errors import ConfigError
 
 __all__ = ["DIR_MODE", "FILE_MODE", "config_path", "dumps", "forget_keys", "read", "set_profile", "write"]
+
+
+def config_path(flag: str | None, env: Mapping[str, str]) -> Path | None:
+    """The config file ``refagent login`` writes for ``flag`` (``--config``) and ``env``
+    (:func:`refagent.config.file.config_path`, as a path); None when there is nowhere to write one."""
+    found = named_path(flag, env)
+    return Path(found) if found is not None else None
+
 
 FILE_MODE: Final = 0o600
 DIR_MODE: Final = 0o700

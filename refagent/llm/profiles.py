@@ -8,7 +8,6 @@ of model client a profile is for (:attr:`ModelProfile.client`) is a name, looked
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
 SCRIPTED = "scripted"
@@ -82,6 +81,7 @@ def is_local(base_url: str | None) -> bool:
     """Whether ``base_url`` points at this machine (``localhost``, ``127.0.0.0/8``, ``::1``)."""
     if not base_url:
         return False
+    import ipaddress  # with urlsplit: for a profile with an endpoint, not before every editor's first answer
     from urllib.parse import urlsplit
 
     host = (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower()

@@ -280,4 +280,5 @@ def test_forget_keys_without_a_file_or_profiles(tmp_path: Path) -> None:
 def test_config_path(tmp_path: Path) -> None:
     assert config_path(str(tmp_path / "x.toml"), {"REFAGENT_CONFIG": "/elsewhere"}) == tmp_path / "x.toml"
     assert config_path(None, {"REFAGENT_CONFIG": str(tmp_path / "y.toml")}) == tmp_path / "y.toml"
-    assert config_path("", {"REFAGENT_CONFIG": " "}) == config.default_config_path()
+    default = config.default_config_path()
+    assert config_path("", {"REFAGENT_CONFIG": " "}) == (Path(default) if default is not None else None)

@@ -59,8 +59,8 @@ def path() -> Path:
     """The default config file (``XDG_CONFIG_HOME`` is the test's: ``isolated_user_dirs``); not there yet."""
     default = config.default_config_path()
     assert default is not None
-    assert not default.exists()
-    return default
+    assert not Path(default).exists()
+    return Path(default)
 
 
 def write(path: Path, text: str) -> None:
@@ -89,7 +89,7 @@ def keyed_config(server: ScriptedOpenAIServer, *, key: str | None = KEY) -> str:
 def from_file(path: Path, tmp_path: Path) -> Settings:
     """What ``refagent`` runs with when its config file is ``path`` (sessions saved under ``tmp_path``): the
     default file, or one named with ``--config``."""
-    args = [] if path == config.default_config_path() else ["--config", str(path)]
+    args = [] if str(path) == config.default_config_path() else ["--config", str(path)]
     settings = cli.load_settings(cli.build_parser().parse_args(args))
     return dataclasses.replace(settings, store=lambda: SessionStore(tmp_path / "sessions"))
 

@@ -113,6 +113,7 @@ NOT_YET = (
     "platformdirs",
     "tempfile",
     "argparse",
+    "pathlib",
     "refagent.server.agent",
     "refagent.server.v2.bridge",
     "refagent.acp.connection",
