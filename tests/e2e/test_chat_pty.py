@@ -14,6 +14,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,19 @@ def start(tmp_path: Path, server: ScriptedOpenAIServer, name: str, *args: str, *
         tmp_path / f"{name}-stderr.txt",
         plain=True,
     )
+
+
+@contextmanager
+def chatting(tmp_path: Path, server: ScriptedOpenAIServer, name: str, *args: str, **extra: str) -> Iterator[Terminal]:
+    """:func:`start`'s chat, for a block that leaves it with the prompt back: Ctrl-D then quits it (exit
+    status 0); if the block fails, the chat is killed."""
+    term = start(tmp_path, server, name, *args, **extra)
+    try:
+        yield term
+        term.type("\x04")  # Ctrl-D
+        assert term.wait() == 0
+    finally:
+        term.kill()
 
 
 def check_transcript(path: Path) -> list[dict[str, object]]:
@@ -133,17 +147,12 @@ def test_turns_a_permission_ctrl_c_and_quit(tmp_path: Path, project: Path) -> No
 def test_resume_in_a_second_chat_and_ctrl_d(tmp_path: Path, project: Path) -> None:
     turns = [Turn(text="First answer."), Turn(text="I remember the first one.")]
     with ScriptedOpenAIServer(turns, api_key=KEY) as server:
-        term = start(tmp_path, server, "first")
-        try:
+        with chatting(tmp_path, server, "first") as term:
             session_id = term.expect(r"New session (sess_\w+)").group(1)
             term.expect(PROMPT_READY)
             term.type("first question\r")
             term.expect(r"First answer\.")
             term.expect(PROMPT_READY)
-            term.type("\x04")  # Ctrl-D
-            assert term.wait() == 0
-        finally:
-            term.kill()
 
         history = tmp_path / "home" / ".local" / "state" / "refagent" / "chat_history"
         assert "first question" in history.read_text()
@@ -183,8 +192,7 @@ def test_resume_in_a_second_chat_and_ctrl_d(tmp_path: Path, project: Path) -> No
 
 def test_multi_line_input_pasting_and_clearing_the_line(tmp_path: Path, project: Path) -> None:
     with ScriptedOpenAIServer([Turn(text="Got three lines."), Turn(text="Got the paste.")], api_key=KEY) as server:
-        term = start(tmp_path, server, "chat")
-        try:
+        with chatting(tmp_path, server, "chat") as term:
             term.expect(PROMPT_READY)
             term.type("thrown away")
             term.expect("thrown away")
@@ -200,36 +208,29 @@ def test_multi_line_input_pasting_and_clearing_the_line(tmp_path: Path, project:
             term.type("\r")
             term.expect(r"Got the paste\.")
             term.expect(PROMPT_READY)
-            term.type("\x04")
-            assert term.wait() == 0
-        finally:
-            term.kill()
         assert user_and_assistant(server, 0) == [("user", "line one\nline two\nline three")]
         assert user_and_assistant(server)[-1] == ("user", "pasted one\npasted two")
     check_transcript(tmp_path / "chat.jsonl")
 
 
 def test_a_single_match_completes_with_one_tab_and_enter_takes_it(tmp_path: Path, project: Path) -> None:
-    with ScriptedOpenAIServer([], api_key=KEY) as server:
-        term = start(tmp_path, server, "chat")
-        try:
-            term.expect(PROMPT_READY)
-            term.type("/hel")
-            term.expect("/hel")
-            term.type("\t")  # one Tab completes the only match at once
-            term.expect("p")
-            term.type("\r")
-            term.expect("Show the commands and the keys")  # /help's own list
-            term.expect(PROMPT_READY)
-            term.type("/sess")  # one command starts so: Enter runs it, not the half-typed word
-            term.expect("/sess")
-            term.type("\r")
-            term.expect(r"No other saved session in")
-            term.expect(PROMPT_READY)
-            term.type("\x04")
-            assert term.wait() == 0
-        finally:
-            term.kill()
+    with (
+        ScriptedOpenAIServer([], api_key=KEY) as server,
+        chatting(tmp_path, server, "chat") as term,
+    ):
+        term.expect(PROMPT_READY)
+        term.type("/hel")
+        term.expect("/hel")
+        term.type("\t")  # one Tab completes the only match at once
+        term.expect("p")
+        term.type("\r")
+        term.expect("Show the commands and the keys")  # /help's own list
+        term.expect(PROMPT_READY)
+        term.type("/sess")  # one command starts so: Enter runs it, not the half-typed word
+        term.expect("/sess")
+        term.type("\r")
+        term.expect(r"No other saved session in")
+        term.expect(PROMPT_READY)
     assert server.chat_requests == []  # nothing went to the model
     sent = [m.get("method") for m in check_transcript(tmp_path / "chat.jsonl")]
     assert "session/prompt" not in sent
@@ -237,50 +238,44 @@ def test_a_single_match_completes_with_one_tab_and_enter_takes_it(tmp_path: Path
 
 
 def test_shift_tab_on_an_empty_line_switches_to_the_next_mode(tmp_path: Path, project: Path) -> None:
-    with ScriptedOpenAIServer([], api_key=KEY) as server:
-        term = start(tmp_path, server, "chat")
-        try:
-            term.expect(PROMPT_READY)
-            term.type("\x1b[Z")  # Shift-Tab
-            term.expect(r"The mode is now (\S+)\.")
-            term.expect(PROMPT_READY)
-            term.type("\x04")
-            assert term.wait() == 0
-        finally:
-            term.kill()
+    with (
+        ScriptedOpenAIServer([], api_key=KEY) as server,
+        chatting(tmp_path, server, "chat") as term,
+    ):
+        term.expect(PROMPT_READY)
+        term.type("\x1b[Z")  # Shift-Tab
+        term.expect(r"The mode is now (\S+)\.")
+        term.expect(PROMPT_READY)
     assert server.chat_requests == []
     sent = [m for m in check_transcript(tmp_path / "chat.jsonl") if m.get("method") == "session/prompt"]
     assert [m["params"]["prompt"][0]["text"] for m in sent] == ["/mode accept-edits"]  # type: ignore[index]
 
 
 def test_mode_and_model_alone_open_a_picker_with_the_current_value(tmp_path: Path, project: Path) -> None:
-    with ScriptedOpenAIServer([], api_key=KEY) as server:
-        term = start(tmp_path, server, "chat")
-        try:
-            term.expect(PROMPT_READY)
-            term.type("/mode")
-            term.expect(r"/mode")
-            term.type("\r")
-            term.expect(r"1\. ● Ask\s+\(ask\)\s+current")
-            term.expect(r"3\. ○ Auto\s+\(auto\)")
-            term.expect(r"Mode \(a number; Enter keeps the current one\):")
-            term.type("3\r")
-            term.expect(r"Mode: Auto\.")
-            term.expect(r"auto · m")  # the status line says it
-            term.type("/model")
-            term.expect(r"/model")
-            term.type("\r")
-            term.expect(r"1\. ● m\b.*current")
-            term.expect(r"Model \(a number; Enter keeps the current one\):")
-            term.type("\r")  # keeps it
-            term.expect(PROMPT_READY)
-            term.type("/effort\r")
-            term.expect(r"This session offers no reasoning effort to choose\.")
-            term.expect(PROMPT_READY)
-            term.type("\x04")
-            assert term.wait() == 0
-        finally:
-            term.kill()
+    with (
+        ScriptedOpenAIServer([], api_key=KEY) as server,
+        chatting(tmp_path, server, "chat") as term,
+    ):
+        term.expect(PROMPT_READY)
+        term.type("/mode")
+        term.expect(r"/mode")
+        term.type("\r")
+        term.expect(r"1\. ● Ask\s+\(ask\)\s+current")
+        term.expect(r"3\. ○ Auto\s+\(auto\)")
+        term.expect(r"Mode \(a number; Enter keeps the current one\):")
+        term.type("3\r")
+        term.expect(r"Mode: Auto\.")
+        term.expect(r"auto · m")  # the status line says it
+        term.type("/model")
+        term.expect(r"/model")
+        term.type("\r")
+        term.expect(r"1\. ● m\b.*current")
+        term.expect(r"Model \(a number; Enter keeps the current one\):")
+        term.type("\r")  # keeps it
+        term.expect(PROMPT_READY)
+        term.type("/effort\r")
+        term.expect(r"This session offers no reasoning effort to choose\.")
+        term.expect(PROMPT_READY)
     assert server.chat_requests == []
     sent = check_transcript(tmp_path / "chat.jsonl")
     options = [m["params"] for m in sent if m.get("method") == "session/set_config_option"]
@@ -290,27 +285,24 @@ def test_mode_and_model_alone_open_a_picker_with_the_current_value(tmp_path: Pat
 
 def test_a_bang_line_runs_in_the_users_shell_and_share_sends_it(tmp_path: Path, project: Path) -> None:
     (project / "notes.txt").write_text("remember the milk\n")
-    with ScriptedOpenAIServer([Turn(text="Buy milk, then.")], api_key=KEY) as server:
-        term = start(tmp_path, server, "chat")
-        try:
-            term.expect(PROMPT_READY)
-            term.type("!cat notes.txt; printf '\\033[31mred\\n'; exit 3")
-            term.expect(r"exit 3")
-            term.type("\r")
-            term.expect(r"\$ cat notes.txt; printf '\\033\[31mred\\n'; exit 3")  # what runs is shown
-            term.expect(r"│ remember the milk")
-            term.expect(r"│ \\x1b\[31mred")  # what it printed: its escape sequence made visible, not obeyed
-            term.expect(r"exit 3 · not sent to the model \(/share sends it\)")
-            term.expect(PROMPT_READY)
-            term.type("/share what does it say?")
-            term.expect(r"what does it say\?")
-            term.type("\r")
-            term.expect(r"Buy milk, then\.")
-            term.expect(PROMPT_READY)
-            term.type("\x04")
-            assert term.wait() == 0
-        finally:
-            term.kill()
+    with (
+        ScriptedOpenAIServer([Turn(text="Buy milk, then.")], api_key=KEY) as server,
+        chatting(tmp_path, server, "chat") as term,
+    ):
+        term.expect(PROMPT_READY)
+        term.type("!cat notes.txt; printf '\\033[31mred\\n'; exit 3")
+        term.expect(r"exit 3")
+        term.type("\r")
+        term.expect(r"\$ cat notes.txt; printf '\\033\[31mred\\n'; exit 3")  # what runs is shown
+        term.expect(r"│ remember the milk")
+        term.expect(r"│ \\x1b\[31mred")  # what it printed: its escape sequence made visible, not obeyed
+        term.expect(r"exit 3 · not sent to the model \(/share sends it\)")
+        term.expect(PROMPT_READY)
+        term.type("/share what does it say?")
+        term.expect(r"what does it say\?")
+        term.type("\r")
+        term.expect(r"Buy milk, then\.")
+        term.expect(PROMPT_READY)
     assert len(server.chat_requests) == 1  # the ! line itself never reached the model
     said = user_and_assistant(server)[-1][1]
     assert said.startswith(
@@ -325,21 +317,18 @@ def test_an_at_mention_completes_a_workspace_path_and_is_sent_as_a_link(tmp_path
     (project / "build").mkdir()
     (project / "build" / "app_old.py").write_text("")
     (project / ".gitignore").write_text("build/\n")
-    with ScriptedOpenAIServer([Turn(text="It prints hi.")], api_key=KEY) as server:
-        term = start(tmp_path, server, "chat")
-        try:
-            term.expect(PROMPT_READY)
-            term.type("explain @app")
-            term.expect(r"explain @app")
-            term.type("\t")  # the only match (build/ is ignored): completed at once
-            term.expect(r"src/app\.py")  # drawn over what was typed
-            term.type("\r")
-            term.expect(r"It prints hi\.")
-            term.expect(PROMPT_READY)
-            term.type("\x04")
-            assert term.wait() == 0
-        finally:
-            term.kill()
+    with (
+        ScriptedOpenAIServer([Turn(text="It prints hi.")], api_key=KEY) as server,
+        chatting(tmp_path, server, "chat") as term,
+    ):
+        term.expect(PROMPT_READY)
+        term.type("explain @app")
+        term.expect(r"explain @app")
+        term.type("\t")  # the only match (build/ is ignored): completed at once
+        term.expect(r"src/app\.py")  # drawn over what was typed
+        term.type("\r")
+        term.expect(r"It prints hi\.")
+        term.expect(PROMPT_READY)
     sent = [m for m in check_transcript(tmp_path / "chat.jsonl") if m.get("method") == "session/prompt"]
     (prompt,) = [m["params"]["prompt"] for m in sent]  # type: ignore[index]
     assert prompt == [
@@ -357,8 +346,7 @@ def test_an_at_mention_completes_a_workspace_path_and_is_sent_as_a_link(tmp_path
 def test_a_long_paste_is_collapsed_in_the_input_and_the_replay_and_sent_whole(tmp_path: Path, project: Path) -> None:
     pasted = "".join(f"line {n} of the log\n" for n in range(1, 41))
     with ScriptedOpenAIServer([Turn(text="Seen all 40.")], api_key=KEY) as server:
-        term = start(tmp_path, server, "chat")
-        try:
+        with chatting(tmp_path, server, "chat") as term:
             term.expect(PROMPT_READY)
             term.type("what is wrong here? ")
             term.expect(r"wrong here\?")
@@ -367,46 +355,34 @@ def test_a_long_paste_is_collapsed_in_the_input_and_the_replay_and_sent_whole(tm
             term.type("\r")
             term.expect(r"Seen all 40\.")
             term.expect(PROMPT_READY)
-            term.type("\x04")
-            assert term.wait() == 0
-            assert "line 20 of the log" not in term.screen
-        finally:
-            term.kill()
+        assert "line 20 of the log" not in term.screen
     said = user_and_assistant(server)[-1][1]
     assert said == ("what is wrong here? " + pasted).rstrip("\n")  # whole (the line is stripped, as any)
     session = re.search(r"--resume (sess_\w+)", term.screen)
     assert session is not None
     with ScriptedOpenAIServer([], api_key=KEY) as server:
-        term = start(tmp_path, server, "resumed", "--resume", session.group(1))
-        try:
+        with chatting(tmp_path, server, "resumed", "--resume", session.group(1)) as term:
             term.expect(r"› what is wrong here\? line 1 of the log")
             term.expect(r"line 3 of the log\s+\[\+37 lines\]")
             term.expect(PROMPT_READY)
-            term.type("\x04")
-            assert term.wait() == 0
-            assert "line 20 of the log" not in term.screen
-        finally:
-            term.kill()
+        assert "line 20 of the log" not in term.screen
 
 
 def test_a_file_dragged_onto_the_terminal_is_mentioned(tmp_path: Path, project: Path, short_tmp: Path) -> None:
     shot = short_tmp / "Screen Shot 1.png"
     shot.write_bytes(bytes.fromhex("89504e470d0a1a0a"))
-    with ScriptedOpenAIServer([Turn(text="A screenshot.")], api_key=KEY) as server:
-        term = start(tmp_path, server, "chat")
-        try:
-            term.expect(PROMPT_READY)
-            term.type("what is in ")
-            term.expect(r"what is in")
-            term.type(f"\x1b[200~'{shot}'\x1b[201~")  # what a terminal pastes for a dropped file
-            term.expect(r'@"[^"]*Screen Shot 1\.png"')
-            term.type("\r")
-            term.expect(r"A screenshot\.")
-            term.expect(PROMPT_READY)
-            term.type("\x04")
-            assert term.wait() == 0
-        finally:
-            term.kill()
+    with (
+        ScriptedOpenAIServer([Turn(text="A screenshot.")], api_key=KEY) as server,
+        chatting(tmp_path, server, "chat") as term,
+    ):
+        term.expect(PROMPT_READY)
+        term.type("what is in ")
+        term.expect(r"what is in")
+        term.type(f"\x1b[200~'{shot}'\x1b[201~")  # what a terminal pastes for a dropped file
+        term.expect(r'@"[^"]*Screen Shot 1\.png"')
+        term.type("\r")
+        term.expect(r"A screenshot\.")
+        term.expect(PROMPT_READY)
     sent = [m for m in check_transcript(tmp_path / "chat.jsonl") if m.get("method") == "session/prompt"]
     (prompt,) = [m["params"]["prompt"] for m in sent]  # type: ignore[index]
     assert prompt[0] == {"type": "text", "text": f'what is in @"{shot}"'}
@@ -423,21 +399,18 @@ def test_ctrl_v_pastes_an_image_from_the_clipboard(tmp_path: Path, project: Path
     (tools / "xclip").write_text(f"#!/bin/sh\nexec cat {tmp_path / 'clipboard.png'}\n")
     (tools / "xclip").chmod(0o755)
     path = f"{tools}:/usr/bin:/bin"
-    with ScriptedOpenAIServer([Turn(text="A picture.")], api_key=KEY) as server:
-        term = start(tmp_path, server, "chat", PATH=path, TMPDIR=str(short_tmp))
-        try:
-            term.expect(PROMPT_READY)
-            term.type("what is this ")
-            term.expect(r"what is this")
-            term.type("\x16")  # Ctrl-V
-            term.expect(r"@\S+pasted-\S+\.png")
-            term.type("\r")
-            term.expect(r"A picture\.")
-            term.expect(PROMPT_READY)
-            term.type("\x04")
-            assert term.wait() == 0
-        finally:
-            term.kill()
+    with (
+        ScriptedOpenAIServer([Turn(text="A picture.")], api_key=KEY) as server,
+        chatting(tmp_path, server, "chat", PATH=path, TMPDIR=str(short_tmp)) as term,
+    ):
+        term.expect(PROMPT_READY)
+        term.type("what is this ")
+        term.expect(r"what is this")
+        term.type("\x16")  # Ctrl-V
+        term.expect(r"@\S+pasted-\S+\.png")
+        term.type("\r")
+        term.expect(r"A picture\.")
+        term.expect(PROMPT_READY)
     sent = [m for m in check_transcript(tmp_path / "chat.jsonl") if m.get("method") == "session/prompt"]
     (prompt,) = [m["params"]["prompt"] for m in sent]  # type: ignore[index]
     saved = Path(str(prompt[1]["uri"]).removeprefix("file://"))
