@@ -299,13 +299,26 @@ def ensure_uv(cache: Path) -> Path | str:
     binary = cache / "bin" / "uv"
     if not binary.exists():
         command = [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(cache), "uv"]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"pip install uv failed: {exc}"
-        if done.returncode != 0 or not binary.exists():
-            return f"pip install uv failed ({done.returncode}): {done.stderr.strip()[-500:]}"
+        failed = install_step("pip install uv", command)
+        if failed is not None:
+            return failed
+        if not binary.exists():
+            return f"pip install uv left no {binary}"
     return binary
+
+
+def install_step(
+    what: str, command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> str | None:
+    """Run ``command``, a step of installing something the bench runs: None if it succeeded, else why not
+    (``what`` failed, with the end of its stderr)."""
+    try:
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{what} failed: {exc}"
+    if done.returncode != 0:
+        return f"{what} failed ({done.returncode}): {done.stderr.strip()[-500:]}"
+    return None
 
 
 def tool_install(uv: Path, where: Path) -> tuple[Path, Path] | str:
@@ -321,19 +334,15 @@ def tool_install(uv: Path, where: Path) -> tuple[Path, Path] | str:
     wheels = where / "dist"
     env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
     env.update(UV_TOOL_DIR=str(where / "tools"), UV_TOOL_BIN_DIR=str(where / "bin"))
-    steps = [
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheels), str(source)],
-    ]
-    for command in steps:
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"{command[2]} failed: {exc}"
-        if done.returncode != 0:
-            return f"{' '.join(command[:3])} failed ({done.returncode}): {done.stderr.strip()[-500:]}"
-        if command[0] == sys.executable:  # the wheel is built: install it, by its path (not a name an index has)
-            [wheel] = wheels.glob("refagent-*.whl")
-            steps.append([str(uv), "tool", "install", "--quiet", "--python", sys.executable, str(wheel)])
+    build = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheels), str(source)]
+    failed = install_step("pip wheel", build, env=env)
+    if failed is not None:
+        return failed
+    [wheel] = wheels.glob("refagent-*.whl")  # installed by its path: not a name an index may also have
+    install = [str(uv), "tool", "install", "--quiet", "--python", sys.executable, str(wheel)]
+    failed = install_step("uv tool install", install, env=env)
+    if failed is not None:
+        return failed
     return where / "bin" / "refagent", where / "tools" / "refagent"
 
 
@@ -428,12 +437,9 @@ def ensure_codex(cache: Path) -> Path | str:
     cache.mkdir(parents=True, exist_ok=True)
     command = [npm, "install", "--no-audit", "--no-fund", f"{CODEX_PACKAGE}@{CODEX_VERSION}"]
     print(f"installing {CODEX_PACKAGE}@{CODEX_VERSION} into {cache} ...", file=sys.stderr)
-    try:
-        done = subprocess.run(command, cwd=cache, capture_output=True, text=True, timeout=600)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"npm install failed: {exc}"
-    if done.returncode != 0:
-        return f"npm install failed ({done.returncode}): {done.stderr.strip()[-500:]}"
+    failed = install_step("npm install", command, cwd=cache)
+    if failed is not None:
+        return failed
     binary = codex_binary(cache)
     return binary if binary is not None else f"no codex-acp binary for {sys.platform}/{platform.machine()} in {cache}"
 
