@@ -224,7 +224,7 @@ class SessionManager:
         return session, sandbox
 
     def _state(self, session: Session, *, with_id: bool = False) -> dict[str, Any]:
-        state: dict[str, Any] = {"modes": session.modes(), "configOptions": session.config_options()}
+        state = session.state()
         return {"sessionId": session.id, **state} if with_id else state
 
     async def _settle(self, session: Session, servers: Sequence[Any], sandbox: Sandbox | None) -> None:

@@ -25,15 +25,8 @@ def state(
     """``modes`` and ``configOptions`` of a session in mode ``mode_id`` on model ``profile_id`` (one of
     ``profiles``) at reasoning effort ``effort``, whose commands are confined as ``support`` says."""
     modes = modes_for(support)
-    return {
-        "modes": mode_state(mode_id, modes),
-        "configOptions": config_options(mode_id, modes, profiles, profile_id, effort),
-    }
-
-
-def mode_state(mode_id: str, modes: list[SessionMode]) -> SessionModeState:
-    """The ``modes`` of a response: ``modes`` (:func:`~refagent.session.modes.modes_for`), ``mode_id`` current."""
-    return {"currentModeId": mode_id, "availableModes": modes}
+    current: SessionModeState = {"currentModeId": mode_id, "availableModes": modes}
+    return {"modes": current, "configOptions": config_options(mode_id, modes, profiles, profile_id, effort)}
 
 
 def config_options(

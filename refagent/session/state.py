@@ -49,7 +49,7 @@ from refagent.session.usage import UsageMeter
 
 if TYPE_CHECKING:  # annotations: a session is answered for before its workspace and its tools are loaded
     from refagent.acp.client import SessionClient
-    from refagent.acp.types import ClientCapabilities, ConfigOption, ContentBlock, SessionModeState
+    from refagent.acp.types import ClientCapabilities, ConfigOption, ContentBlock
     from refagent.mcp import McpHub
     from refagent.session.workspace import Workspace
     from refagent.tools.base import Plan
@@ -239,8 +239,10 @@ class Session:
 
     # -- modes and config options ------------------------------------------------------------
 
-    def modes(self) -> SessionModeState:
-        return options.mode_state(self.mode_id, modes_for(self.support))
+    def state(self) -> dict[str, Any]:
+        """``modes`` and ``configOptions``, as the responses that open the session carry them
+        (:func:`refagent.session.options.state`, which the CLI's early ``session/new`` answer uses too)."""
+        return options.state(self.mode_id, self.support, self.profiles, self.profile_id, self.reasoning_effort)
 
     def config_options(self) -> list[ConfigOption]:
         """The complete option list (:func:`refagent.session.options.config_options`)."""

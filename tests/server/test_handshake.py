@@ -166,7 +166,7 @@ async def test_a_session_new_after_the_wait_is_the_agents(tmp_path: Path, check:
     # Past NEXT_SECONDS the event loop has started: the agent answers, and the session works the same.
     async with AgentProcess.start(tmp_path, check=check) as agent:
         await agent.initialize()
-        await anyio.sleep(0.5)
+        await anyio.sleep(cli.NEXT_SECONDS + 0.3)
         sid = await agent.new_session(tmp_path)
         result = await agent.result("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})
         assert result == {"stopReason": "end_turn"}
