@@ -3,10 +3,12 @@
 
 Each direction is used only if the client advertises it; the other goes to the sandbox's disk. Every path
 is checked by the sandbox's path policy right before the request and again after the answer (the class
-docstring says how), so the editor's files hold the same boundary as the disk's. An editor's error fails
-the tool call with the editor's message, but for a read inside the roots: that file is read from the disk
-under the same rules, and the text says so (:class:`~refagent.seams.FromDisk`). A write the editor refuses
-is never done on the disk instead: the editor owns its buffers.
+docstring says how), so the editor's files hold the same boundary as the disk's. The editor decides what it
+shares: an error it answers fails the tool call with its message (a refusal stands: nothing is read or
+written another way). The one exception is an editor that lost track of the session (:func:`lost_session`:
+``-32602`` naming the session, as Neovim's CodeCompanion answers for one of two sessions opened at once):
+a read inside the roots is then taken from the disk under the same rules, and the text says so
+(:class:`~refagent.seams.FromDisk`). A write is never done on the disk instead: the editor owns its buffers.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 import stat
 
 from refagent.acp.client import BadAnswer, SessionClient
-from refagent.acp.errors import RESOURCE_NOT_FOUND, RequestError
+from refagent.acp.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, RequestError
 from refagent.acp.text import has_surrogates
 from refagent.errors import ToolError
 from refagent.seams import Disk, FromDisk, PathPolicy
@@ -130,8 +132,12 @@ class EditorFiles:
             # Editors differ in how they say "no such file"; when the disk agrees, say it plainly.
             if await self.disk.kind(path) is None:
                 raise FileNotFoundError(path) from None
-            if not self.policy.resolve(path).inside:
-                raise ToolError(f"The editor could not read {path}: {reason(exc)}") from None
+            if not lost_session(exc) or not self.policy.resolve(path).inside:
+                # The editor's "no" stands: it may keep this file from agents (its user's choice).
+                raise ToolError(
+                    f"The editor refused to read {path}: {reason(exc)}. It was not read another way: the editor "
+                    "decides what it shares. Ask the user if you need it."
+                ) from None
             return await self._from_disk(path, exc)
         changed = await self._after(path, before, content, write=False)
         if changed is not None:
@@ -144,8 +150,8 @@ class EditorFiles:
 
     async def _from_disk(self, path: str, error: RequestError) -> FromDisk:
         """``path`` (inside the roots) read from the disk, under the same rules as any read there, because
-        the editor answered its read with ``error``: some editors fail reads they should serve (one that
-        mixes up two sessions opened at once answers ``invalid sessionId``), and the model needs the file.
+        the editor answered its read with ``error``, which says it lost track of the session
+        (:func:`lost_session`), not that it refuses the file; the model needs the file.
         The editor's error is logged once per session; the model is told the editor's copy was missing."""
         if not self.editor_failed:
             self.editor_failed = True
@@ -198,6 +204,19 @@ def _identity(entry: str) -> tuple[int, int, int] | None:
     if stat.S_ISLNK(info.st_mode):
         raise _Changed(f"{entry} is a symbolic link now")
     return info.st_dev, info.st_ino, info.st_ctime_ns
+
+
+def lost_session(error: RequestError) -> bool:
+    """Whether ``error`` says the editor does not know the session (not that it refuses the request):
+    ``-32602`` (invalid params) whose message or details name the session, as Neovim's CodeCompanion answers
+    (``Invalid params``, details ``invalid sessionId``) for one of two sessions opened at once. Anything
+    else, "Permission denied" and every other code included, is the editor's answer, and it stands."""
+    if error.code != INVALID_PARAMS:
+        return False
+    said = f"{error.message} {error.data if isinstance(error.data, str) else ''}"
+    if isinstance(error.data, dict):
+        said += " ".join(str(value) for value in error.data.values() if isinstance(value, str))
+    return "session" in said.lower()
 
 
 def reason(error: RequestError) -> str:

@@ -171,7 +171,7 @@ async def test_a_read_the_editor_fails_inside_the_roots_comes_from_the_disk(
     with caplog.at_level(logging.WARNING, logger="refagent.editor.files"):
         text = await backend.read_text(str(workspace / "b"))
         again = await backend.read_text(str(workspace / "c"))
-        with pytest.raises(ToolError, match=r"The editor could not read .*invalid sessionId"):
+        with pytest.raises(ToolError, match=r"The editor refused to read .*invalid sessionId"):
             await backend.read_text(str(outside / "d"))
     assert (text, again) == ("disk\n", "more\n")
     assert isinstance(text, FromDisk)
@@ -184,6 +184,31 @@ async def test_a_read_the_editor_fails_inside_the_roots_comes_from_the_disk(
     ]
     with pytest.raises(FileNotFoundError):  # and a file the disk has not either is missing, not an error
         await backend.read_text(str(workspace / "missing"))
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        RequestError("Permission denied", code=-32000),  # an editor whose user keeps the file from agents
+        RequestError("Internal error", data={"details": "EACCES: permission denied"}, code=-32603),
+        RequestError("Invalid params", data={"details": "path is excluded by the user's settings"}, code=-32602),
+        RequestError("Request cancelled", code=-32800),
+    ],
+)
+async def test_a_read_the_editor_refuses_is_not_read_from_the_disk(tmp_path: Path, refusal: RequestError) -> None:
+    """The editor decides what it shares: its refusal of a read inside the roots stands, with its words,
+    and the file's text reaches no one. Only an editor that lost the session is read around (above)."""
+    client = FakeClient(fs_error=refusal)
+    backend = EditorFiles(
+        session_client(DirectPeer(client.handle_request)), LocalFileSystem(), RootPolicy(str(tmp_path), [])
+    )
+    (tmp_path / ".env").write_text("API_TOKEN=hunter2\n")
+    with pytest.raises(ToolError) as refused:
+        await backend.read_text(str(tmp_path / ".env"))
+    assert str(refused.value).startswith(f"The editor refused to read {tmp_path}/.env: {refusal.message}")
+    assert "It was not read another way" in str(refused.value)
+    assert "hunter2" not in str(refused.value)
+    assert backend.editor_failed is False
 
 
 def _sandbox(tmp_path: Path, *, confined: bool = True, editor_files: bool = True) -> Sandbox:
