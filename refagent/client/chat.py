@@ -47,7 +47,7 @@ from refagent.client.chat_pickers import PICKED, picked, picker_block
 from refagent.client.chat_shell import ShellRun, run_shell
 from refagent.client.chat_state import CLIENT_COMMANDS, CLIENT_NAMES, ChatState
 from refagent.client.chat_view import ChatView
-from refagent.client.mentions import prompt_blocks
+from refagent.client.mentions import Mention, mentioned, prompt_blocks
 from refagent.client.opening import (
     NoEarlierSession,
     SessionError,
@@ -56,7 +56,7 @@ from refagent.client.opening import (
     open_session,
     session_capability,
 )
-from refagent.client.pastes import collapsed
+from refagent.client.pastes import collapsed, typed
 from refagent.client.render import EXIT_OUTPUT_CLOSED, point_at_devnull
 from refagent.client.run import add_session_arguments, agent_command, on_signals
 
@@ -259,15 +259,19 @@ class Chat:
                 await self._turn(text)
         return self.code
 
-    async def _turn(self, text: str) -> None:
+    async def _turn(self, text: str, *, mentions: str | None = None) -> None:
+        """Send ``text`` as a prompt, with the files mentioned in ``mentions`` (by default what the user
+        typed of ``text``; ``""``: none) attached, each asked for first where ``read_file`` would ask."""
         assert self.connection is not None
+        images = bool((self.init.get("agentCapabilities") or {}).get("promptCapabilities", {}).get("image"))
+        where = typed(text) if mentions is None else mentions
+        paths = [m.path for m in await self._attached(where)]
+        blocks = await anyio.to_thread.run_sync(lambda: prompt_blocks(text, paths, images=images))
         self.turn, self._cancel_sent = True, False
         self.client.new_turn()
         self.view.begin()
         result: Any = None
         error = ""
-        images = bool((self.init.get("agentCapabilities") or {}).get("promptCapabilities", {}).get("image"))
-        blocks = await anyio.to_thread.run_sync(lambda: prompt_blocks(text, self.cwd, images=images))
         params = {"sessionId": self.state.session_id, "prompt": blocks}
         self.prompted.add(self.state.session_id)
         try:
@@ -280,6 +284,22 @@ class Chat:
         finally:
             self.turn = False
             self.view.end(result if isinstance(result, dict) else None, error=error)
+
+    async def _attached(self, words: str) -> list[Mention]:
+        """The files ``words`` mentions that go with the prompt: those ``read_file`` would read without
+        asking, and those the user allows when asked (anything else stays text)."""
+        if "@" not in words:
+            return []
+        found = await anyio.to_thread.run_sync(lambda: mentioned(words, self.cwd))
+        chosen: list[Mention] = []
+        for mention in found:
+            if mention.asks:
+                answer = await self.input.ask(f"{mention.asks} Attach it? [y/N] ")
+                if answer.strip().lower() not in ("y", "yes"):
+                    self.view.note(f"@{mention.named} is not attached (the text names it).")
+                    continue
+            chosen.append(mention)
+        return chosen
 
     # -- the chat's commands ---------------------------------------------------------------------
 
@@ -343,7 +363,8 @@ class Chat:
             self.view.note("Nothing to share yet: run a command with !, such as !git status.")
             self.view.console.print()
             return
-        await self._turn(self.shell_run.prompt(words))
+        # The output is the command's, not the user's words: a "@~/.ssh/id_ed25519" in it is text.
+        await self._turn(self.shell_run.prompt(words), mentions=words)
 
     async def _pick(self, what: str, given: str) -> None:
         """``/mode``, ``/model`` or ``/effort`` with no argument: pick from the session's choices

@@ -3,7 +3,13 @@
 
 A mention is an ``@`` at the start of the line or after a space, followed by a path relative to the chat's
 directory (no spaces) that names a file there: ``explain @src/app.py``. Anything else with an ``@`` (an
-e-mail address, a path that does not exist) is text.
+e-mail address, a path that does not exist) is text. Only what the user typed counts: not the text of a
+collapsed paste, nor a shared command's output (the chat passes what was typed, :func:`mentioned`).
+
+A file is attached only where the agent's own path policy would let ``read_file`` read it without asking
+(:class:`~refagent.disk.policy.RootPolicy` of the chat's directory, with the agent's files and the user's
+credentials private): a mention that leads elsewhere (a path outside, or a link in the workspace to
+``~/.ssh/id_ed25519``) says why it would ask (:attr:`Mention.asks`), and the chat asks the user.
 
 Completion lists the workspace as git sees it (:class:`~refagent.disk.gitignore.GitIgnore`: ``.git`` and
 what ``.gitignore`` files ignore are left out; symbolic links are not followed), at most
@@ -20,9 +26,11 @@ import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from refagent.disk.gitignore import GitIgnore
+from refagent.disk.policy import RootPolicy
+from refagent.errors import ToolError
 
 MAX_ENTRIES = 20_000
 FRESH_SECONDS = 10.0
@@ -110,19 +118,55 @@ def mention(path: str) -> str:
     return f'@"{path}" ' if " " in path else f"@{path} "
 
 
-def prompt_blocks(text: str, cwd: str, *, images: bool) -> list[dict[str, Any]]:
-    """The prompt's content blocks: ``text`` as typed, then a block for each file it mentions (each once):
-    an ``image`` for an image the agent can take (``images``) and that is small enough, else a
-    ``resource_link`` (``file://`` URI, name, MIME type and size when known)."""
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    seen: set[str] = set()
-    root = os.path.realpath(cwd)
-    for match in MENTION.finditer(text):
+class Mention(NamedTuple):
+    """A file the user mentioned."""
+
+    named: str
+    """As typed."""
+    path: str
+    """The file it leads to (links resolved)."""
+    asks: str
+    """Empty where ``read_file`` would read it without asking; else why it would ask, for the question."""
+
+
+def mentioned(typed: str, cwd: str, policy: RootPolicy | None = None) -> list[Mention]:
+    """The files ``typed`` mentions (each once, in order), placed by ``policy`` (by default the agent's for
+    a session in ``cwd``: :func:`chat_policy`)."""
+    policy = policy or chat_policy(cwd)
+    found: list[Mention] = []
+    for match in MENTION.finditer(typed):
         named = match.group(1) if match.group(1) is not None else match.group(2).rstrip(".,;:!?)")
-        path = os.path.realpath(os.path.join(root, os.path.expanduser(named)))
-        if path in seen or not os.path.isfile(path):
+        try:
+            resolved = policy.resolve(os.path.expanduser(named))
+        except ToolError:  # no path (too long, a loop): text
             continue
-        seen.add(path)
+        path = resolved.path
+        if any(m.path == path for m in found) or not os.path.isfile(path):
+            continue
+        asks = ""
+        if not resolved.inside:
+            private = policy.is_inside(path)
+            where = "private (your credentials, or the agent's own files)" if private else "outside the workspace"
+            given = os.path.normpath(os.path.join(policy.cwd, os.path.expanduser(named)))
+            asks = f"@{named} {'is' if given == path else f'leads to {path}, which is'} {where}."
+        found.append(Mention(named, path, asks))
+    return found
+
+
+def chat_policy(cwd: str) -> RootPolicy:
+    """The path policy a session the chat opens in ``cwd`` has: the roots ``[cwd]``, the agent's own files
+    and the user's credentials private (:func:`~refagent.confine.confinement.hidden_paths`)."""
+    from refagent.confine.confinement import hidden_paths
+
+    return RootPolicy(cwd, [], private=hidden_paths(os.environ, []))
+
+
+def prompt_blocks(text: str, paths: Iterable[str], *, images: bool) -> list[dict[str, Any]]:
+    """The prompt's content blocks: ``text``, then a block for each file of ``paths`` (real paths, from
+    :func:`mentioned`; each once): an ``image`` for an image the agent can take (``images``) and that is
+    small enough, else a ``resource_link`` (``file://`` URI, name, MIME type and size when known)."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    for path in dict.fromkeys(paths):
         blocks.append(_block(path, images=images))
     return blocks
 

@@ -32,13 +32,31 @@ class Pastes:
         self._texts[number] = text
         return f"[Pasted text #{number} +{lines} lines]"
 
-    def expand(self, line: str) -> str:
-        """``line`` with each placeholder of this chat's pastes replaced by the text pasted."""
+    def expand(self, line: str) -> Typed:
+        """``line`` with each placeholder of this chat's pastes replaced by the text pasted (remembering
+        ``line``, what was typed: :class:`Typed`)."""
 
         def whole(match: re.Match[str]) -> str:
             return self._texts.get(int(match.group(1)), match.group(0))
 
-        return _PLACEHOLDER.sub(whole, line)
+        return Typed(_PLACEHOLDER.sub(whole, line), line)
+
+
+class Typed(str):
+    """A line to send, with :attr:`typed`: the part of it the user typed and saw (the pastes it holds
+    collapsed). Mentions count there only: a ``@path`` deep in a pasted log is text."""
+
+    typed: str
+
+    def __new__(cls, text: str, typed: str) -> Typed:
+        line = super().__new__(cls, text)
+        line.typed = typed
+        return line
+
+
+def typed(line: str) -> str:
+    """What the user typed of ``line``: :attr:`Typed.typed`, or the whole line (read as plain lines)."""
+    return line.typed if isinstance(line, Typed) else line
 
 
 def collapsed(text: str) -> str:

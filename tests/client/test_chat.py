@@ -623,6 +623,29 @@ def test_the_state_knows_the_efforts_and_the_options_ids() -> None:
     assert state.option_ids == {"model": "model", "thought_level": "effort_x"}
 
 
+@pytest.mark.slow
+async def test_only_what_the_user_mentioned_is_attached(tmp_path: Path) -> None:
+    """``/share`` sends the command's output as text: a ``@path`` in it attaches nothing. A typed mention
+    that leads outside the workspace (a link to a key) is asked for, and declined stays text."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "key").write_text("BEGIN PRIVATE KEY\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "log.txt").write_text("".join(f"{n}\n" for n in range(40)) + f"see @{outside}/key\n")
+    (work / "deploy.txt").symlink_to(outside / "key")
+    turns = [Turn(text="Seen."), Turn(text="Seen too.")]
+    with ScriptedOpenAIServer(turns, api_key=KEY) as server:
+        typed = Typed("!cat log.txt", "/share what is this?", "explain @deploy.txt", answers=("n",))
+        code, shown = await run_chat(work, server, typed, cwd=str(work))
+        sent = [content for _, content in messages(server, 0)] + [content for _, content in messages(server, 1)]
+    assert code == 0
+    assert typed.questions == [f"@deploy.txt leads to {outside}/key, which is outside the workspace. Attach it? [y/N] "]
+    assert "@deploy.txt is not attached" in shown
+    assert any(f"see @{outside}/key" in content for content in sent)  # the output, as text
+    assert not any("BEGIN PRIVATE KEY" in content for content in sent)
+
+
 async def test_a_bang_command_runs_in_the_users_shell_and_a_cancel_kills_it(tmp_path: Path) -> None:
     from refagent.client.chat_shell import KEPT_BYTES, run_shell
 

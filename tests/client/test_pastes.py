@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from refagent.client.pastes import COLLAPSE_CHARS, Pastes, collapsed
+from refagent.client.pastes import COLLAPSE_CHARS, Pastes, collapsed, typed
 
 
 def test_a_long_paste_is_a_placeholder_until_the_line_is_sent() -> None:
@@ -22,6 +22,17 @@ def test_a_long_paste_is_a_placeholder_until_the_line_is_sent() -> None:
         pastes.expand(line)
         == f"look: {log.replace(chr(13), '')} and {'x' * (COLLAPSE_CHARS + 1)} and [Pasted text #9 +3 lines]"
     )
+
+
+def test_the_line_remembers_what_was_typed_of_it() -> None:
+    """Mentions count in what the user typed and saw, not in a collapsed paste (a log that says
+    ``@~/.ssh/id_ed25519`` on its 300th line)."""
+    pastes = Pastes()
+    placeholder = pastes.add("".join(f"line {n}\n" for n in range(300)) + "@~/.ssh/id_ed25519\n")
+    line = pastes.expand(f"why does this fail? {placeholder} see @src/app.py")
+    assert "@~/.ssh/id_ed25519" in line
+    assert typed(line) == f"why does this fail? {placeholder} see @src/app.py"
+    assert typed("plain @x") == "plain @x"
 
 
 def test_a_long_message_is_drawn_collapsed() -> None:
