@@ -37,8 +37,13 @@ def clipboard_image(directory: str | None = None) -> str | None:
     return None
 
 
+def paste_directory() -> str:
+    """Where the chat saves the images pasted (a directory of the user's alone, mode 0700)."""
+    return os.path.join(tempfile.gettempdir(), f"refagent-pastes-{os.getuid()}")
+
+
 def _paste_directory() -> str:
-    path = os.path.join(tempfile.gettempdir(), f"refagent-pastes-{os.getuid()}")
+    path = paste_directory()
     os.makedirs(path, mode=0o700, exist_ok=True)
     if os.stat(path).st_uid != os.getuid():  # someone else's: not ours to write into
         raise OSError(f"{path} belongs to another user")

@@ -9,7 +9,8 @@ collapsed paste, nor a shared command's output (the chat passes what was typed, 
 A file is attached only where the agent's own path policy would let ``read_file`` read it without asking
 (:class:`~refagent.disk.policy.RootPolicy` of the chat's directory, with the agent's files and the user's
 credentials private): a mention that leads elsewhere (a path outside, or a link in the workspace to
-``~/.ssh/id_ed25519``) says why it would ask (:attr:`Mention.asks`), and the chat asks the user.
+``~/.ssh/id_ed25519``) says why it would ask (:attr:`Mention.asks`), and the chat asks the user. An image
+the chat saved from the clipboard (Ctrl-V) is the user's paste, and does not ask.
 
 Completion lists the workspace as git sees it (:class:`~refagent.disk.gitignore.GitIgnore`: ``.git`` and
 what ``.gitignore`` files ignore are left out; symbolic links are not followed), at most
@@ -144,7 +145,7 @@ def mentioned(typed: str, cwd: str, policy: RootPolicy | None = None) -> list[Me
         if any(m.path == path for m in found) or not os.path.isfile(path):
             continue
         asks = ""
-        if not resolved.inside:
+        if not resolved.inside and not _pasted(path):
             private = policy.is_inside(path)
             where = "private (your credentials, or the agent's own files)" if private else "outside the workspace"
             given = os.path.normpath(os.path.join(policy.cwd, os.path.expanduser(named)))
@@ -153,12 +154,23 @@ def mentioned(typed: str, cwd: str, policy: RootPolicy | None = None) -> list[Me
     return found
 
 
+def _pasted(path: str) -> bool:
+    """Whether ``path`` is an image the chat saved from the clipboard (Ctrl-V): the user's own paste."""
+    from refagent.client.clipboard import paste_directory
+
+    directory = os.path.realpath(paste_directory())
+    try:
+        return os.path.dirname(path) == directory and os.stat(directory).st_uid == os.getuid()
+    except OSError:
+        return False
+
+
 def chat_policy(cwd: str) -> RootPolicy:
     """The path policy a session the chat opens in ``cwd`` has: the roots ``[cwd]``, the agent's own files
     and the user's credentials private (:func:`~refagent.confine.confinement.hidden_paths`)."""
     from refagent.confine.confinement import hidden_paths
 
-    return RootPolicy(cwd, [], private=hidden_paths(os.environ, []))
+    return RootPolicy(cwd, [], private=hidden_paths(os.environ, [], existing=False))
 
 
 def prompt_blocks(text: str, paths: Iterable[str], *, images: bool) -> list[dict[str, Any]]:

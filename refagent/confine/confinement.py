@@ -282,22 +282,58 @@ CREDENTIAL_VARIABLES = (
 (``KUBECONFIG`` may list several, ``:``-separated): hidden too."""
 
 
-def hidden_paths(env: Mapping[str, str], roots: Sequence[str], private: Sequence[str] = ()) -> list[str]:
-    """What commands at ``workspace`` and ``network`` must not read, as real paths that exist: the agent's
-    own directories (:data:`AGENT_DIRECTORIES`), its ``$REFAGENT_CONFIG`` and the ``private`` files, and
-    the user's :data:`CREDENTIALS` and what :data:`CREDENTIAL_VARIABLES` name. A path that holds a root
-    is left alone: the user works in there."""
+def own_paths(env: Mapping[str, str], private: Sequence[str] = ()) -> list[str]:
+    """The agent's own files, whether or not they exist yet: ``refagent`` under each of
+    :data:`AGENT_DIRECTORIES` (from the variable, else from ``$HOME``), its ``$REFAGENT_CONFIG`` and the
+    ``private`` files it was started with (its config and log files). Absolute, as named."""
+    found = [path for path in private if os.path.isabs(path)] + _own_directories(env)
+    if os.path.isabs(env.get("REFAGENT_CONFIG", "")):
+        found.append(env["REFAGENT_CONFIG"])
+    return found
+
+
+def _own_directories(env: Mapping[str, str]) -> list[str]:
     home = env.get("HOME", "")
     home = home if os.path.isabs(home) else ""
-    candidates = [*private]
+    found = []
     for variable, default in AGENT_DIRECTORIES:
         base = env.get(variable, "")
         if not os.path.isabs(base):
             base = os.path.join(home, default) if home else ""
         if base:
-            candidates.append(os.path.join(base, "refagent"))
-    if os.path.isabs(env.get("REFAGENT_CONFIG", "")):
-        candidates.append(env["REFAGENT_CONFIG"])
+            found.append(os.path.join(base, "refagent"))
+    return found
+
+
+def make_own(env: Mapping[str, str], private: Sequence[str] = ()) -> None:
+    """Make the agent's own directories (mode 0700) and its ``private`` files (empty, 0600) where they do not
+    exist yet, so that they can be hidden from commands (:func:`hidden_paths`): a path that does not exist
+    cannot be held by a mount, and a command at a root that holds it (``$HOME``) could otherwise make
+    ``~/.config/refagent/config.toml`` before the user's first login, for the next ``refagent`` to load.
+    Whatever cannot be made (no ``$HOME``, a read-only file system) is left; never follows a link."""
+    directories = _own_directories(env)
+    for path in own_paths(env, private):
+        try:
+            if path in directories:
+                os.makedirs(path, mode=0o700, exist_ok=True)
+            elif not os.path.lexists(path) and os.path.isdir(os.path.dirname(path)):
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                os.close(os.open(path, flags, 0o600))
+        except OSError:
+            continue
+
+
+def hidden_paths(
+    env: Mapping[str, str], roots: Sequence[str], private: Sequence[str] = (), *, existing: bool = True
+) -> list[str]:
+    """What commands at ``workspace`` and ``network`` must not read, as real paths: the agent's own files
+    (:func:`own_paths`, with ``private``), and the user's :data:`CREDENTIALS` and what
+    :data:`CREDENTIAL_VARIABLES` name. Only those that exist, unless ``existing`` is False (what the file
+    tools' policy keeps private, and what the launcher moves aside when a command made it). A path that
+    holds a root is left alone: the user works in there."""
+    home = env.get("HOME", "")
+    home = home if os.path.isabs(home) else ""
+    candidates = own_paths(env, private)
     if home:
         candidates += [os.path.join(home, name) for name in CREDENTIALS]
     for variable in CREDENTIAL_VARIABLES:
@@ -311,7 +347,9 @@ def hidden_paths(env: Mapping[str, str], roots: Sequence[str], private: Sequence
         if not candidate or not os.path.isabs(candidate):
             continue
         path = os.path.realpath(candidate)
-        if path not in found and not any(within(root, path) for root in roots) and os.path.exists(path):
+        if path in found or any(within(root, path) for root in roots):
+            continue
+        if not existing or os.path.exists(path):
             found.append(path)
     return found
 
@@ -345,12 +383,20 @@ class Confinement:
 
     def hidden(self) -> list[str]:
         """What commands must not read (:func:`hidden_paths`), as it is now: a login made since the last
-        command is hidden from the next. Nothing under the host's ``/tmp`` outside the roots: commands
-        have a ``/tmp`` of their own, so that is out of sight already."""
+        command is hidden from the next. The agent's own directories are made first (:func:`make_own`),
+        so that they are hidden before they hold anything. Inside the roots, what does not exist is named
+        too: the launcher moves aside what a command made there (``~/.kube/config`` at a root that is the
+        home directory, which ``kubectl`` would run a program from). Nothing under the host's ``/tmp``
+        outside the roots: commands have a ``/tmp`` of their own, so that is out of sight already."""
         if not self.support.namespaces:
             return []
-        hidden = hidden_paths(self._env, self.roots, self._private)
-        return [path for path in hidden if not within(path, "/tmp") or any(within(path, root) for root in self.roots)]
+        make_own(self._env, self._private)
+        hidden = []
+        for path in hidden_paths(self._env, self.roots, self._private, existing=False):
+            inside = any(within(path, root) for root in self.roots)
+            if (inside or os.path.exists(path)) and (inside or not within(path, "/tmp")):
+                hidden.append(path)
+        return hidden
 
     def argv(
         self,

@@ -265,9 +265,7 @@ def _mount(options: Options) -> tuple[str, run_later.Held]:
     roots = [*options.write]
     namespaces.make_private()
     options.write += namespaces.writable_only(roots, options.tmp or None, options.caches, options.shown)
-    for path in options.hidden:
-        namespaces.hide(path)
-    held = run_later.hold(roots)
+    held = run_later.hold(roots, options.hidden)
     try:  # noqa: SIM105 (contextlib is one more import in a process that counts milliseconds)
         os.chdir(cwd)  # the old working directory is on the read-only mount beneath: enter the new one
     except OSError:

@@ -190,6 +190,12 @@ def hold_read_only(path: str) -> None:
     mount_setattr(path, read_only=True)
 
 
+def pin(path: str) -> None:
+    """Mount the directory ``path`` over itself with everything mounted beneath, as it is (writable stays
+    writable): a mount point can be neither renamed nor removed, so what lies below keeps its place."""
+    mount(path, path, None, MS_BIND | MS_REC)
+
+
 def hide(path: str) -> None:
     """Put an empty, read-only stand-in over ``path``: an empty directory for a directory, ``/dev/null``
     for anything else. Nothing under it can be read, written, removed or renamed. A path the namespace

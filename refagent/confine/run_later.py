@@ -18,7 +18,9 @@ folder it opens; CI runs the workflows of a push. :data:`RUN_LATER` names them, 
   and systemd user units.
 
 Beyond those: every ``.git`` (directory or file) nested at most :data:`DEPTH` directories below a root,
-found by a bounded walk (at most :data:`MAX_DIRECTORIES` directories, skipping :data:`SKIPPED`), and
+found by a bounded walk (at most :data:`MAX_DIRECTORIES` directories, skipping :data:`SKIPPED`), with the
+same editors' and tools' files at the top of its repository (a project in a root that is a home
+directory: the editor that opens it runs its ``.vscode/tasks.json``), and
 what git configuration the command could otherwise reach: a ``core.hooksPath`` and an ``include.path``
 (or ``includeIf``) file inside a root, named by the repository's or the user's configuration.
 
@@ -101,17 +103,31 @@ class Held:
         """Symbolic links among them, with where each pointed."""
 
 
-def hold(roots: Sequence[str]) -> Held:
+def hold(roots: Sequence[str], hidden: Sequence[str] = ()) -> Held:
     """Hold read-only everything of the roots that git and editors run later (see the module docstring),
-    and note what is missing. Call in the namespace's init, once the roots are mounted writable."""
-    from refagent.confine.namespaces import hold_read_only  # here: the agent imports RUN_LATER, not ctypes
+    hide the ``hidden`` paths (the agent's own files, the user's credentials) under empty stand-ins, and
+    note what of both is missing. Call in the namespace's init, once the roots are mounted writable.
+
+    First the way to each is pinned (:func:`pin_ways`): a mount holds a path's place, not its name, and a
+    command could rename a directory above it (``mv .github gh``, ``mv ~/.config c``) and make the path
+    anew beside the one held."""
+    from refagent.confine.namespaces import hide, hold_read_only  # here: the agent imports RUN_LATER, not ctypes
 
     held = Held(roots)
     candidates: list[str] = []
     for root in roots:
         candidates += [os.path.join(root, name) for name in RUN_LATER]
-        candidates += nested_repositories(root)
+        for nested in nested_repositories(root):  # the top of each repository too: its editor and CI files
+            candidates += [nested, *(os.path.join(os.path.dirname(nested), name) for name in RUN_LATER[1:])]
     candidates += configured(roots)
+    pin_ways([*hidden, *candidates], roots)
+    for path in hidden:
+        if not os.path.lexists(path):
+            if any(within(path, root) for root in roots) and path not in held.absent:
+                held.absent.append(path)  # made by the command: moved aside when it ends
+            continue
+        hide(path)
+        held.present.add(path)
     for path in candidates:
         if path in held.present or path in held.absent:
             continue
@@ -131,6 +147,30 @@ def hold(roots: Sequence[str]) -> Held:
                 continue  # outside the roots, everything is read-only already
         hold_read_only(path)
     return held
+
+
+def pin_ways(paths: Sequence[str], roots: Sequence[str]) -> None:
+    """Mount each directory on the way from a root to each of ``paths`` over itself, as it is (writable
+    stays writable): a mount point can be neither renamed nor removed, so each path keeps its place. The
+    roots themselves are mount points already; outside them, everything is read-only."""
+    from refagent.confine.namespaces import pin
+
+    pinned: set[str] = set()
+    for path in paths:
+        for root in roots:
+            if path == root or not within(path, root):
+                continue
+            way = root
+            for part in os.path.relpath(os.path.dirname(path), root).split(os.sep):
+                if part in ("", "."):
+                    continue
+                way = os.path.join(way, part)
+                if way in pinned:
+                    continue
+                if os.path.islink(way) or not os.path.isdir(way):
+                    break  # nothing (or a link) there: what lies beyond does not exist yet either
+                pin(way)
+                pinned.add(way)
 
 
 def sweep(held: Held) -> list[str]:
@@ -155,8 +195,9 @@ def sweep(held: Held) -> list[str]:
             lines.append(f"refagent: {path} was made by the command and could not be moved aside: {exc.strerror}")
             continue
         lines.append(
-            f"refagent: moved {path} to {aside}: the command made it, and git or an editor would run what it says "
-            "later, outside the sandbox (only a command at level `none` may make it)"
+            f"refagent: moved {path} to {aside}: the command made it, and a program outside the sandbox (git, an "
+            "editor, a shell, a tool that reads it, refagent itself) would take what it says later (only a command "
+            "at level `none` may make it)"
         )
     return lines
 

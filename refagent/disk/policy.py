@@ -102,7 +102,8 @@ class RootPolicy:
         """Resolve a path about to be created, changed, deleted or moved; ToolError if it may not be.
 
         Refused: a target outside the roots (also when a symbolic link leads there), anything inside a
-        ``.git`` directory or named ``.git``, and a root itself or a directory that contains a root.
+        ``.git`` directory or named ``.git``, a root itself or a directory that contains a root, and a
+        :attr:`private` path or a directory that contains one.
         Pass ``follow_symlinks=False`` to delete or move a symbolic link itself.
         """
         resolved = self.resolve(path, follow_symlinks=follow_symlinks)
@@ -119,6 +120,12 @@ class RootPolicy:
                 raise ToolError(
                     f"'{resolved.display}' contains the workspace root {_printable(root)}; the file tools "
                     "cannot delete, move or replace it."
+                )
+        for private in self.private:
+            if within(private, real):  # moved away, what it holds could be made anew in its place
+                raise ToolError(
+                    f"'{resolved.display}' contains {_printable(private)}, which is private (the agent's own files "
+                    "or the user's credentials); the file tools cannot delete, move or replace it."
                 )
         for root in self.roots:
             if within(real, root) and _GIT_DIR in (part.lower() for part in _relative_parts(real, root)):

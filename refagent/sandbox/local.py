@@ -73,10 +73,11 @@ def local_sandbox(cwd: str, additional: list[str], private: Sequence[str] = ()) 
     """The standard sandbox of a session with roots ``[cwd, *additional]``: commands confined as far as this
     machine can (:func:`refagent.confine.confinement.machine_support`), the agent's ``private`` files
     hidden from them besides its standard directories (:func:`refagent.confine.confinement.hidden_paths`).
-    Where a root holds those (a session in ``$HOME``), the file tools treat them as outside the roots."""
+    Where a root holds those (a session in ``$HOME``), the file tools treat them as outside the roots,
+    whether or not they exist yet."""
     confinement = Confinement([cwd, *additional], machine_support(), private=private)
     return Sandbox(
-        policy=RootPolicy(cwd, additional, private=hidden_paths(os.environ, [], private)),
+        policy=RootPolicy(cwd, additional, private=hidden_paths(os.environ, [], private, existing=False)),
         disk=LocalFileSystem(),
         terminals=LocalTerminals(confinement=confinement),
         reads=FileTracker(),

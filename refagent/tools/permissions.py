@@ -118,17 +118,33 @@ class Permissions:
         )
 
 
+def _tops(path: str, root: str) -> list[str]:
+    """``root``, and each directory between it and ``path`` that holds a ``.git`` (the top of a repository
+    an editor opens or CI checks out); none if ``path`` is outside ``root``."""
+    if not within(path, root):
+        return []
+    tops, directory = [root], root
+    for part in os.path.relpath(os.path.dirname(path), root).split(os.sep):
+        if part in ("", ".", ".."):
+            continue
+        directory = os.path.join(directory, part)
+        if os.path.lexists(os.path.join(directory, ".git")):
+            tops.append(directory)
+    return tops
+
+
 def runs_later(plan: Plan, roots: Sequence[str]) -> Plan:
     """``plan`` marked (:attr:`Plan.runs_later`, with a permission scope of that path alone) when it
     changes a file that git, an editor or CI runs later: a :data:`refagent.confine.run_later.RUN_LATER`
-    path at the top of a root. "Always allow edits" does not cover it."""
+    path at the top of a root or of a repository inside it (as the sandbox holds them for commands).
+    "Always allow edits" does not cover it."""
     if not plan.mutating:
         return plan
     paths = [loc["path"] for loc in plan.locations]
     paths += [item["path"] for item in plan.preview if item["type"] == "diff"]
     for path in paths:
         for root in roots:
-            if any(within(path, os.path.join(root, name)) for name in RUN_LATER):
+            if any(within(path, os.path.join(top, name)) for top in _tops(path, root) for name in RUN_LATER):
                 shown = one_line(os.path.relpath(path, root))
                 return dataclasses.replace(
                     plan,

@@ -381,6 +381,8 @@ def test_a_file_dragged_onto_the_terminal_is_mentioned(tmp_path: Path, project: 
         term.type(f"\x1b[200~'{shot}'\x1b[201~")  # what a terminal pastes for a dropped file
         term.expect(r'@"[^"]*Screen Shot 1\.png"')
         term.type("\r")
+        term.expect(r"is outside the workspace\. Attach it\? \[y/N\]")  # read_file would ask for it too
+        term.type("y\r")
         term.expect(r"A screenshot\.")
         term.expect(PROMPT_READY)
     sent = [m for m in check_transcript(tmp_path / "chat.jsonl") if m.get("method") == "session/prompt"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -139,3 +140,27 @@ def test_permissions_compare_no_mode_id() -> None:
         if isinstance(node, ast.Constant) and node.value in MODE_IDS
     ]
     assert compared == []
+
+
+def test_what_runs_later_is_found_at_the_top_of_a_nested_repository(tmp_path: Path) -> None:
+    """A root that holds repositories (the home directory): the editor that opens ``project`` runs its
+    ``.vscode/tasks.json`` as it would the root's, so an edit there asks as one at the root does."""
+    runs_later = permissions.runs_later
+    (tmp_path / "project" / ".git").mkdir(parents=True)
+    (tmp_path / "notes" / "deep").mkdir(parents=True)
+
+    async def nothing() -> Any:
+        raise AssertionError
+
+    def plan(path: Path) -> Plan:
+        return Plan("Write", nothing, locations=[{"path": str(path)}], mutating=True, permission_key="edit")
+
+    marked = runs_later(plan(tmp_path / "project" / ".vscode" / "tasks.json"), [str(tmp_path)])
+    assert (marked.runs_later, marked.permission_key) == (
+        "project/.vscode/tasks.json",
+        f"run-later:{tmp_path}/project/.vscode/tasks.json",
+    )
+    assert runs_later(plan(tmp_path / ".envrc"), [str(tmp_path)]).runs_later == ".envrc"
+    # Not a repository: its .vscode is an ordinary file of the workspace.
+    assert runs_later(plan(tmp_path / "notes" / ".vscode" / "tasks.json"), [str(tmp_path)]).runs_later == ""
+    assert runs_later(plan(tmp_path / "project" / "src" / "app.py"), [str(tmp_path)]).runs_later == ""
