@@ -97,8 +97,9 @@ class Support:
             missing += [SECRETS, TERMINALS]  # Landlock does not restrict reads: only mounts can hide them
             missing.append(PROCESSES)
             if self.landlock < 6:  # Landlock's signal scope holds even without a PID namespace
-                missing.append(SIGNALS)
-            missing.append(LIFETIME)
+                # The launcher's keeper (a subreaper) ends what a command leaves, but one that can signal
+                # it can kill it first.
+                missing += [SIGNALS, LIFETIME]
         return missing
 
     def summary(self) -> str:
@@ -354,6 +355,18 @@ def hidden_paths(
     return found
 
 
+def agent_identity() -> str:
+    """This process as the launcher's ``--agent`` names it: ``PID:START``, its start time in clock ticks
+    after boot (field 22 of ``/proc/self/stat``), so that a pid reused after the agent ended is not taken
+    for it; "" where ``/proc`` cannot say."""
+    try:
+        with open("/proc/self/stat", "rb") as file:
+            start = file.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+    return f"{os.getpid()}:{start}"
+
+
 class Confinement:
     """One session's confinement: its roots, this machine's :class:`Support`, and a private temporary
     directory, made on first use and removed by :meth:`close`. The user's caches (:func:`user_caches`,
@@ -406,19 +419,23 @@ class Confinement:
         limits: Mapping[str, int] | None = None,
         lc_ctype: str | None = None,
         parent: int | None = None,
+        agent: str | None = None,
         unset: Sequence[str] = (),
     ) -> list[str]:
         """The launcher command line that runs ``command`` at ``level`` (as far as this machine allows).
 
         ``limits``: ``RLIMIT_*`` suffixes and values; ``lc_ctype``: the ``LC_CTYPE`` the command gets
         (None: unset); ``parent``: the pid the command dies with (the agent, for local commands);
-        ``unset``: variables to remove from the environment the launcher finds."""
+        ``agent``: the agent the command dies with when it is not the parent (the editor's terminals:
+        :func:`agent_identity`); ``unset``: variables to remove from the environment the launcher finds."""
         options = [sys.executable, "-I", "-S", LAUNCHER]
         if limits:
             options += ["--limits", ",".join(f"{name}={value}" for name, value in limits.items())]
         options += ["--lc-ctype", "" if lc_ctype is None else "=" + lc_ctype]
         if parent is not None:
             options += ["--parent", str(parent)]
+        if agent:
+            options += ["--agent", agent]
         for name in unset:
             options += ["--unset", name]
         if level != "none":

@@ -21,7 +21,11 @@ What it does, in order:
    until the command ends. Then it kills every process left in the namespace (``setsid`` and
    double-forked ones included), moves aside what they made for git or editors to run, and exits. The
    outer launcher waits and ends as the command did (the same exit code or signal); a signal it gets is
-   passed on; with ``--parent`` it dies when the agent does, and init then ends the namespace as above.
+   passed on; with ``--parent`` it dies when the agent does, and init then ends the namespace as above;
+   with ``--agent PID:START`` (the editor's terminal, whose parent is the editor) it watches the agent
+   and ends when it does. Without ``--namespaces`` a keeper takes init's place (:func:`_keep`): the
+   subreaper of everything the command starts, which kills what is left when the command or the outer
+   launcher ends.
 3. With ``--landlock ABI``: writes only beneath the ``--write`` directories and the temporary one, and with
    ``--deny-tcp`` no TCP (:mod:`refagent.confine.landlock`).
 4. Removes the ``--unset`` variables, sets ``TMPDIR`` and ``LC_CTYPE``, and execs the command.
@@ -38,10 +42,12 @@ from __future__ import annotations
 import os
 import select
 import sys
+import time
 
 TYPE_CHECKING = False  # typing costs 14 ms to import
 if TYPE_CHECKING:
     import signal
+    from collections.abc import Callable
 else:
     import _signal as signal  # the C module under `signal`, whose enums cost 5 ms to import
 
@@ -53,6 +59,8 @@ from refagent.confine import landlock, namespaces, run_later  # noqa: E402
 CANNOT_CONFINE = 125
 """The exit code when the confinement could not be set up (the command did not run)."""
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+_KEPT_SECONDS = 5.0
+"""How long the keeper of a command without namespaces (:func:`_keep`) tries to end what is left of it."""
 _ABANDONED = signal.SIGUSR2
 """What init gets when the outer launcher dies (killed with its process group, say): init ends the
 command and everything it started, then sweeps (:func:`refagent.confine.run_later.sweep`) and exits."""
@@ -74,6 +82,7 @@ class Options:
         self.limits = ""
         self.lc_ctype: str | None = None
         self.parent = 0
+        self.agent = ""
         self.unset: list[str] = []
         self.probe = False
         self.command: list[str] = []
@@ -92,6 +101,7 @@ def parse(argv: list[str]) -> Options:
         "--limits",
         "--lc-ctype",
         "--parent",
+        "--agent",
         "--unset",
     }
     index = 0
@@ -123,6 +133,8 @@ def parse(argv: list[str]) -> Options:
                 options.lc_ctype = value
             elif name == "--unset":
                 options.unset.append(value)
+            elif name == "--agent":
+                options.agent = value
             else:
                 options.parent = int(value)
             continue
@@ -156,6 +168,8 @@ def main(argv: list[str]) -> None:
                 raise OSError(0, "the agent that started it has exited")
         if options.namespaces:
             _run_in_namespaces(options)
+        if sys.platform.startswith("linux"):
+            _supervise(options, _keep)
         _exec(options, options.tmp)
     except OSError as exc:
         _fail(exc)
@@ -171,20 +185,160 @@ def _run_in_namespaces(options: Options) -> None:
     if options.netns:
         namespaces.loopback_up()
     namespaces.map_ids(uid, gid)
-    alive_read, alive_write = os.pipe()  # closed when this process dies: init checks it once
-    status_read, status_write = os.pipe()  # init reports the command's wait status here
-    init = os.fork()
-    if init == 0:
+    _supervise(options, _init)
+
+
+def _supervise(options: Options, keeper: Callable[[Options, int, int], None]) -> None:
+    """Fork ``keeper`` (the namespace's init, or :func:`_keep`), which runs the command; pass it the signals
+    this process gets, and end as the command ended. With ``--agent`` (a command in the editor's terminal,
+    whose parent is the editor), this process ends when the agent does, and the keeper with it ends the
+    command (:func:`_watch`). Never returns."""
+    agent = _watch(options.agent)
+    alive_read, alive_write = os.pipe()  # closed when this process dies: the keeper checks it once
+    status_read, status_write = os.pipe()  # the keeper reports the command's wait status here
+    child = os.fork()
+    if child == 0:
+        if agent is not None:
+            os.close(agent)
         os.close(alive_write)
         os.close(status_read)
-        _init(options, alive_read, status_write)
+        keeper(options, alive_read, status_write)
     os.close(alive_read)
     os.close(status_write)
     for number in _FORWARDED:
-        signal.signal(number, lambda number, _frame: _kill(init, number))
-    _, status = os.waitpid(init, 0)
+        signal.signal(number, lambda number, _frame: _kill(child, number))
+    if agent is not None:
+        # Both ends at once: the command's keeper reports (or dies), or the agent is gone.
+        while True:
+            ready, _, _ = select.select([agent, status_read], [], [])
+            if status_read in ready:
+                break
+            if agent in ready:
+                os._exit(CANNOT_CONFINE)  # the keeper hears this process die, and ends the command
+    _, status = os.waitpid(child, 0)
     reported = os.read(status_read, 64)
     _end_as(int(reported) if reported else status)
+
+
+def _watch(agent: str) -> int | None:
+    """A pidfd of the agent named ``PID:START`` (its start time, in clock ticks after boot, as
+    ``/proc/PID/stat`` gives it: a pid reused since is another process), readable once the agent has
+    exited; None without ``--agent``, or where the agent cannot be seen from here (another PID namespace,
+    a kernel before 5.3), when the editor alone decides when the command ends."""
+    pid, _, start = agent.partition(":")
+    if not pid.isdigit():
+        return None
+    try:
+        fd = os.pidfd_open(int(pid))
+    except (OSError, AttributeError):
+        return None
+    if _start_time(int(pid)) != start:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _start_time(pid: int) -> str:
+    """When ``pid`` started (field 22 of ``/proc/PID/stat``), or "" if it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            return file.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+def _keep(options: Options, alive: int, report: int) -> None:
+    """Without namespaces, the command's keeper: the subreaper of everything the command starts
+    (:func:`refagent.confine.namespaces.child_subreaper`), so a process that leaves the command's process
+    group or double-forks is still its descendant. When the command ends, or the outer launcher dies (the
+    agent killed, a kill of the launcher's group), every descendant left is killed: nothing the command
+    started outlives it, as a namespace's init ensures with namespaces. Leaves the launcher's process
+    group, as init does, so that a kill of that group does not skip this. Never returns."""
+    try:
+        namespaces.die_with_parent(_ABANDONED)
+        if select.select([alive], [], [], 0)[0]:  # end of file: the outer launcher died before the line above
+            os._exit(CANNOT_CONFINE)
+        os.close(alive)
+        os.setpgid(0, 0)
+        namespaces.child_subreaper()
+    except OSError as exc:
+        _report_failure(report, exc)
+    for number in _FORWARDED:
+        signal.signal(number, lambda number, _frame: _signal_descendants(number))
+    signal.signal(_ABANDONED, lambda _number, _frame: _end_kept(report, CANNOT_CONFINE << 8))
+    command = os.fork()
+    if command == 0:
+        os.close(report)
+        _default_signals()
+        signal.signal(_ABANDONED, signal.SIG_DFL)
+        try:
+            _exec(options, options.tmp)
+        except OSError as exc:
+            _fail(exc)
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            _end_kept(report, CANNOT_CONFINE << 8)
+        if pid == command:
+            _end_kept(report, status)
+
+
+def _end_kept(report: int, status: int) -> None:
+    """Kill every descendant of this keeper and reap them all, report ``status``, exit."""
+    signal.signal(_ABANDONED, signal.SIG_IGN)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    me = os.getpid()
+    give_up = time.monotonic() + _KEPT_SECONDS
+    while time.monotonic() < give_up:  # a process that cannot be killed (another user's, now) is left
+        # Orphans come to this subreaper: none of its children left means no descendant is left.
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        left = _descendants(me)
+        for pid in left:  # a killed parent's children come here, and are found on the next round
+            _kill(pid, signal.SIGKILL)
+        select.select([], [], [], 0.002 if left else 0.01)
+    try:  # noqa: SIM105 (contextlib is one more import in a process that counts milliseconds)
+        os.write(report, str(status).encode())
+    except OSError:
+        pass
+    os._exit(0)
+
+
+def _signal_descendants(number: int) -> None:
+    """Pass a signal this keeper got to every descendant (with SIGCONT, so a stopped one acts on it)."""
+    for pid in _descendants(os.getpid()):
+        _kill(pid, number)
+        _kill(pid, signal.SIGCONT)
+
+
+def _descendants(ancestor: int) -> list[int]:
+    """The live processes below ``ancestor``, from ``/proc`` (zombies left out: they are only to reap)."""
+    children: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as file:
+                fields = file.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended while we looked
+        if fields[0] not in (b"Z", b"X"):  # after "pid (comm)": state, ppid
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found, level = [], [ancestor]
+    while level:
+        level = [child for parent in level for child in children.get(parent, ())]
+        found += level
+    return found
 
 
 def _init(options: Options, alive: int, report: int) -> None:

@@ -43,6 +43,7 @@ _MOUNT_SETATTR = 442  # the same on every architecture (Linux 5.12)
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
+PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
@@ -356,6 +357,12 @@ def fresh_tmpfs(target: str) -> None:
 def fresh_proc() -> None:
     """A ``/proc`` that shows this PID namespace only: must run inside it (as its first process)."""
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def child_subreaper() -> None:
+    """Become the subreaper of this process's descendants: an orphan among them (a double fork, a
+    daemon's ``setsid``) becomes this process's child, not init's, so it can always be found and ended."""
+    _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
 def die_with_parent(signal_number: int) -> None:

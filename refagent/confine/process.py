@@ -17,9 +17,10 @@ What a command gets, and why (docs/sandbox.md):
   cancels, every process left in the group gets SIGTERM (and SIGCONT, so stopped ones can act on it),
   then SIGKILL after ``kill_grace`` seconds, and the shell is reaped. So ``sleep 100 &`` does not
   outlive its command, nor hold the output pipe open. A process that leaves the group (``setsid``,
-  daemons) is killed with the command's PID namespace where there is one; where there is none (level
-  ``none``, or a machine without namespaces) it escapes, and its hold on the output pipe is bounded by
-  ``drain_seconds``.
+  daemons) is killed by the launcher: by the command's PID namespace where there is one, by the
+  launcher's keeper (a subreaper) where there is none (level ``none``, or a machine without namespaces);
+  either ends everything when the command does, and when the agent dies. Its hold on the output pipe is
+  bounded by ``drain_seconds`` all the same.
 * **Confinement** at the level the call asked for (:mod:`refagent.confine.confinement`): with one, the
   command starts through :mod:`refagent.confine.launcher`, which confines it, ties it to this process
   (it dies when the agent does) and, with namespaces, kills everything it started when it ends. Without

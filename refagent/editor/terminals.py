@@ -22,7 +22,7 @@ import anyio.abc
 from refagent.acp.client import ExitStatus, SessionClient, TerminalOutput
 from refagent.acp.errors import RequestError
 from refagent.acp.text import has_surrogates
-from refagent.confine.confinement import UNCONFINED, Confinement
+from refagent.confine.confinement import UNCONFINED, Confinement, agent_identity
 from refagent.confine.process import BACKGROUND_CPU_BASIS, ResourceLimits, Watched, is_secret_name
 from refagent.errors import ToolError
 from refagent.seams import CommandResult, Level
@@ -65,6 +65,7 @@ class EditorTerminals:
             lc_ctype=os.environ.get("LC_CTYPE"),
             # The editor's environment is, as a rule, the one it gave us: withhold the same secrets.
             unset=[name for name in os.environ if is_secret_name(name)],
+            agent=agent_identity(),  # the editor is its parent: it must still end when the agent does
         )
         return argv[0], argv[1:]
 

@@ -83,6 +83,68 @@ async def test_killing_the_agent_kills_everything_its_commands_started(tmp_path:
     assert await gone(marker) == []
 
 
+def escaping(marker: str) -> str:
+    """A command whose processes try to outlive it: five ``sleep``s, two of which ignore SIGTERM, two in a
+    session (and process group) of their own, one double-forked, one ``nohup``."""
+    return (
+        f"setsid sh -c 'trap \"\" TERM; exec sleep {marker}.1' & (setsid sleep {marker}.2 &); "
+        f"nohup sleep {marker}.3 >/dev/null 2>&1 & sh -c 'trap \"\" TERM; exec sleep {marker}.4' & sleep {marker}.5"
+    )
+
+
+@pytest.mark.parametrize("disable", ["", "namespaces"], ids=["namespaces", "no namespaces"])
+@pytest.mark.parametrize("level", ["workspace", "none"])
+@pytest.mark.parametrize("background", [False, True], ids=["foreground", "background"])
+async def test_nothing_a_command_started_outlives_the_agent_killed(
+    tmp_path: Path, check: Any, disable: str, level: str, background: bool
+) -> None:
+    """``kill -9`` of the agent, at every level, with and without namespaces (a machine without them, or
+    level ``none``): the launcher's keeper ends everything the command started, whatever group it is in."""
+    marker = f"6{os.getpid() % 10000:04d}"
+    call = {"command": escaping(marker), "sandbox": level, "background": background, "timeout_seconds": 600}
+    turns = [Turn(tool_calls=[ToolCall("run_command", call)]), Turn(text="started")]
+    with ScriptedOpenAIServer(turns, api_key=KEY) as server:
+        env = {**env_for(tmp_path, server), "REFAGENT_SANDBOX_DISABLE": disable}
+        async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
+            sid = await full_access_session(agent, tmp_path)
+            asked = await agent.send_request("session/prompt", prompt(sid))
+            if background:
+                await agent.wait_for(lambda m: m.get("id") == asked)
+            while len(survivors(marker)) < 5:  # noqa: ASYNC110 - processes of another namespace
+                await anyio.sleep(0.02)
+            agent.process.kill()  # SIGKILL: the agent cleans up nothing
+            await agent.process.wait()
+    assert await gone(marker) == []
+
+
+@pytest.mark.parametrize("disable", ["", "namespaces"], ids=["namespaces", "no namespaces"])
+async def test_a_command_in_the_editors_terminal_ends_when_the_agent_is_killed(
+    tmp_path: Path, check: Any, disable: str
+) -> None:
+    """The editor, not the agent, is the launcher's parent there: the launcher watches the agent
+    (``--agent``) and ends with it, and so does everything the command started, while the editor (this
+    test) still holds the terminal."""
+    marker = f"5{os.getpid() % 10000:04d}"
+    turns = [Turn(tool_calls=[ToolCall("run_command", {"command": escaping(marker), "timeout_seconds": 600})])]
+    with ScriptedOpenAIServer(turns, api_key=KEY) as server:
+        env = {**env_for(tmp_path, server), "REFAGENT_SANDBOX_DISABLE": disable}
+        async with FakeTerminalHost() as host, AgentProcess.start(tmp_path, check=check, env=env) as agent:
+            await agent.initialize({"terminal": True})
+            sid = await agent.new_session(tmp_path)
+            await agent.result("session/set_mode", {"sessionId": sid, "modeId": "full-access"})
+            await agent.send_request("session/prompt", prompt(sid))
+            create = await agent.wait_for(lambda m: m.get("method") == "terminal/create")
+            assert "--agent" in create["params"]["args"]
+            await agent.send({"jsonrpc": "2.0", "id": create["id"], "result": await host.create(create["params"])})
+            while len(survivors(marker)) < 5:  # noqa: ASYNC110 - processes of another namespace
+                await anyio.sleep(0.02)
+            agent.process.kill()
+            await agent.process.wait()
+            assert await gone(marker) == []
+            with anyio.fail_after(5):
+                await host.terminals["term_1"].done.wait()  # the terminal's process ended too
+
+
 async def answer_permissions_until_done(agent: AgentProcess, prompt_id: int) -> list[dict[str, Any]]:
     """Allow each permission request once until the prompt answers; the requests, in order."""
     asked = []

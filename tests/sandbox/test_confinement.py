@@ -458,7 +458,7 @@ def test_support_is_honest_about_what_is_missing() -> None:
     assert NETWORK not in nothing.missing("network")
     landlock_only = [NETWORK_UDP, METADATA, GIT, SECRETS, TERMINALS, PROCESSES]
     assert Support(landlock=4).missing("workspace") == [*landlock_only, SIGNALS, LIFETIME]
-    assert Support(landlock=6).missing("workspace") == [*landlock_only, LIFETIME]
+    assert Support(landlock=6).missing("workspace") == landlock_only  # the keeper holds what a command leaves
     assert Support(landlock=3, namespaces=True, netns=False).missing("workspace") == [NETWORK]
     assert Support(landlock=3, namespaces=True, netns=True).missing("workspace") == []
 
