@@ -36,7 +36,6 @@ import fcntl
 import functools
 import logging
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -46,6 +45,7 @@ from typing import TYPE_CHECKING
 
 from refagent.confine import probe
 from refagent.confine.probe import LAUNCHER
+from refagent.confine.removal import remove_tree
 from refagent.within import within
 
 if TYPE_CHECKING:  # an annotation: the seams' module is not needed to answer the first session/new
@@ -478,7 +478,7 @@ class Confinement:
         tmp, self._tmp = self._tmp, None
         lock, self._lock = self._lock, None
         if tmp is not None:
-            _remove_tree(tmp)
+            remove_tree(tmp)
             with contextlib.suppress(OSError):
                 os.unlink(tmp + ".lock")
         if lock is not None:
@@ -517,7 +517,7 @@ def remove_stale_private_dirs() -> list[str]:
             continue  # held: its agent lives
         finally:
             os.close(lock)
-        _remove_tree(path)
+        remove_tree(path)
         with contextlib.suppress(OSError):
             os.unlink(path + ".lock")
         removed.append(path)
@@ -526,20 +526,3 @@ def remove_stale_private_dirs() -> list[str]:
 
 UNCONFINED = Confinement([], Support())
 """No confinement: what a backend without one runs under (every level as ``none``, nothing held)."""
-
-
-def _remove_tree(path: str) -> None:
-    """Remove a tree a command wrote, read-only directories included (they are opened up first)."""
-    try:
-        os.chmod(path, 0o700)
-    except OSError:
-        return
-    for directory, subdirectories, _ in os.walk(path):  # top down: each is opened up before it is listed
-        for name in subdirectories:
-            child = os.path.join(directory, name)
-            try:
-                if not os.path.islink(child):  # a link's target may lie anywhere: leave it be
-                    os.chmod(child, 0o700)
-            except OSError:
-                pass
-    shutil.rmtree(path, ignore_errors=True)

@@ -219,18 +219,57 @@ def private_caches(caches: Sequence[str], tmp: str) -> list[str]:
     overlay whose upper layer lies in ``tmp``: a toolchain reads what the host's cache holds and writes
     its locks and downloads into the session's own copy, so ``cargo build`` and ``go test`` work and the
     host's caches never change (nothing a command writes there can poison a later, unconfined build). A
-    cache that cannot be layered (a file system overlayfs refuses) stays read-only. Returns those layered."""
-    layered = []
+    cache that cannot be layered (a file system overlayfs refuses) stays read-only. Returns those layered.
+
+    ``tmp`` is the commands' own ``/tmp``: an earlier command may have left a link where a layer goes
+    (``/tmp/.refagent-caches`` -> a directory outside the roots, which would become the upper layer, where
+    the next command's writes land). So each directory of the way is made and opened by descriptor without
+    following a link (a link or a file in its place is removed first), and the overlay is given the
+    descriptors' paths."""
+    layered: list[str] = []
+    try:
+        base = _directory_at(os.open(tmp, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), ".refagent-caches")
+    except OSError:
+        return layered
     for index, cache in enumerate(caches):
-        upper, work = (os.path.join(tmp, ".refagent-caches", str(index), part) for part in ("upper", "work"))
+        opened: list[int] = []
         try:
-            os.makedirs(upper, exist_ok=True)
-            os.makedirs(work, exist_ok=True)
-            mount("overlay", cache, "overlay", 0, f"lowerdir={cache},upperdir={upper},workdir={work}")
+            opened.append(_directory_at(base, str(index), close_parent=False))
+            for part in ("upper", "work"):
+                opened.append(_directory_at(opened[0], part, close_parent=False))
+            upper, work = opened[1:]
+            options = f"lowerdir={cache},upperdir=/proc/self/fd/{upper},workdir=/proc/self/fd/{work}"
+            mount("overlay", cache, "overlay", 0, options)
         except OSError:
             continue
+        finally:
+            for fd in opened:
+                os.close(fd)
         layered.append(cache)
+    os.close(base)
     return layered
+
+
+def _directory_at(parent: int, name: str, *, close_parent: bool = True) -> int:
+    """``name`` in the directory ``parent`` (a descriptor, closed unless ``close_parent`` is False), a
+    directory of its own: made if missing, and anything else there (a link, a file) removed first. An
+    ``O_PATH`` descriptor of it; no link is ever followed."""
+    try:
+        for _ in range(3):
+            try:
+                return os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            except FileNotFoundError:
+                pass
+            except OSError:  # a link (ELOOP), or not a directory: an earlier command's, and not ours to keep
+                os.unlink(name, dir_fd=parent)
+            try:  # noqa: SIM105 (contextlib is one more import in a process that counts milliseconds)
+                os.mkdir(name, 0o700, dir_fd=parent)
+            except FileExistsError:
+                pass
+        raise OSError(f"{name} keeps changing")
+    finally:
+        if close_parent:
+            os.close(parent)
 
 
 _RUN = ("/run", "/var/run")

@@ -435,8 +435,10 @@ class SessionManager:
         with anyio.move_on_after(CLOSE_WAIT_SECONDS):
             async with session.turn_lock:
                 pass
+            if session.jobs is not None:  # killed by close(): wait until they are gone
+                await session.jobs.ended()
         if session.workspace is not None:  # its commands have ended: their temporary files can go
-            session.workspace.sandbox.close()
+            session.workspace.sandbox.close()  # by descriptor, even if one outlived the wait
 
 
 async def _mcp_problem(session: Session, server: str, problem: str) -> None:

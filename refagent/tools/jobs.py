@@ -124,6 +124,12 @@ class BackgroundJobs:
                 )
         return ended
 
+    async def ended(self) -> None:
+        """Wait until every job has ended (after :meth:`close`: killed, and their processes reaped), so that
+        what they wrote can be removed without one of them writing on meanwhile."""
+        for entry in list(self._entries.values()):
+            await entry.job.wait()
+
     def get_or_none(self, job_id: str) -> Entry | None:
         return self._entries.get(job_id.strip())
 

@@ -515,6 +515,33 @@ async def test_package_caches_are_private_writable_copies(tmp_path: Path, outsid
     assert not exists(home / ".config" / "x")  # and the rest of home stays read-only
 
 
+@pytest.mark.parametrize("planted", ["/tmp/.refagent-caches", "/tmp/.refagent-caches/0/upper"])
+async def test_a_link_planted_where_a_cache_layer_goes_is_not_followed(
+    tmp_path: Path, outside: Path, planted: str
+) -> None:
+    """A command leaves a link where the next command's cache layer is made (its /tmp is the session's):
+    the layer is made in the session's directory all the same, and writes to the cache never land where
+    the link led, outside the roots."""
+    home = outside / "home"
+    (home / ".cache").mkdir(parents=True)
+    victim = outside / "victim"
+    victim.mkdir()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    confinement = Confinement([str(workspace)], SUPPORT, env={"HOME": str(home)})
+    terminals = LocalTerminals(confinement=confinement)
+    try:
+        await terminals.run(f"rm -rf {planted} && ln -s {victim} {planted}", str(workspace), 30)
+        written = await terminals.run(
+            f"echo pwned > {home}/.cache/pwned && cat {home}/.cache/pwned", str(workspace), 30
+        )
+    finally:
+        confinement.close()
+    assert written.output == "pwned\n"  # the cache still works
+    assert list(victim.iterdir()) == []
+    assert not exists(home / ".cache" / "pwned")
+
+
 async def test_toolchains_under_tmp_stay_visible_and_the_rest_of_tmp_does_not(tmp_path: Path) -> None:
     """A checkout in /tmp runs its own virtual environment (CI does): what PATH names there shows,
     read-only; other files in the host's /tmp do not."""
