@@ -355,6 +355,28 @@ def hidden_paths(
     return found
 
 
+def cgroup_bases() -> tuple[str, ...]:
+    """Where the launcher makes each command's cgroup (:func:`refagent.confine.cgroups.bases`, found once);
+    none where ``REFAGENT_SANDBOX_DISABLE`` names ``cgroups``."""
+    if "cgroups" in os.environ.get(DISABLE_ENV, "").replace(" ", "").split(","):
+        return ()
+    return _cgroup_bases()
+
+
+@functools.cache
+def _cgroup_bases() -> tuple[str, ...]:
+    from refagent.confine import cgroups
+
+    return tuple(cgroups.bases())
+
+
+def remove_stale_cgroups() -> None:
+    """Remove the cgroups of commands whose launcher was killed before it could (once they are empty)."""
+    from refagent.confine import cgroups
+
+    cgroups.remove_stale(cgroup_bases())
+
+
 def agent_identity() -> str:
     """This process as the launcher's ``--agent`` names it: ``PID:START``, its start time in clock ticks
     after boot (field 22 of ``/proc/self/stat``), so that a pid reused after the agent ended is not taken
@@ -420,6 +442,7 @@ class Confinement:
         lc_ctype: str | None = None,
         parent: int | None = None,
         agent: str | None = None,
+        grace: float | None = None,
         unset: Sequence[str] = (),
     ) -> list[str]:
         """The launcher command line that runs ``command`` at ``level`` (as far as this machine allows).
@@ -427,15 +450,23 @@ class Confinement:
         ``limits``: ``RLIMIT_*`` suffixes and values; ``lc_ctype``: the ``LC_CTYPE`` the command gets
         (None: unset); ``parent``: the pid the command dies with (the agent, for local commands);
         ``agent``: the agent the command dies with when it is not the parent (the editor's terminals:
-        :func:`agent_identity`); ``unset``: variables to remove from the environment the launcher finds."""
+        :func:`agent_identity`); ``grace``: seconds after a SIGTERM before the launcher kills what is left
+        (sooner than the caller's own SIGKILL); ``unset``: variables to remove from the environment the
+        launcher finds."""
         options = [sys.executable, "-I", "-S", LAUNCHER]
         if limits:
             options += ["--limits", ",".join(f"{name}={value}" for name, value in limits.items())]
         options += ["--lc-ctype", "" if lc_ctype is None else "=" + lc_ctype]
+        if limits and ("MEMORY" in limits or "TASKS" in limits):
+            remove_stale_cgroups()  # the cgroups of commands that have ended
+            for base in cgroup_bases():
+                options += ["--cgroup", base]
         if parent is not None:
             options += ["--parent", str(parent)]
         if agent:
             options += ["--agent", agent]
+        if grace:
+            options += ["--grace", f"{grace:g}"]
         for name in unset:
             options += ["--unset", name]
         if level != "none":
@@ -474,7 +505,9 @@ class Confinement:
         return self._tmp
 
     def close(self) -> None:
-        """Remove the private temporary directory and everything in it."""
+        """Remove the private temporary directory and everything in it, and the empty cgroups of commands
+        whose launcher was killed (the time limit's kill of a command that ignored SIGTERM)."""
+        remove_stale_cgroups()
         tmp, self._tmp = self._tmp, None
         lock, self._lock = self._lock, None
         if tmp is not None:

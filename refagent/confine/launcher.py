@@ -42,7 +42,6 @@ from __future__ import annotations
 import os
 import select
 import sys
-import time
 
 TYPE_CHECKING = False  # typing costs 14 ms to import
 if TYPE_CHECKING:
@@ -54,7 +53,7 @@ else:
 if __package__ in (None, ""):  # run as a script: import the siblings as parts of the package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from refagent.confine import landlock, namespaces, run_later  # noqa: E402
+from refagent.confine import cgroups, descendants, landlock, namespaces, run_later  # noqa: E402
 
 CANNOT_CONFINE = 125
 """The exit code when the confinement could not be set up (the command did not run)."""
@@ -74,6 +73,7 @@ class Options:
         self.caches: list[str] = []
         self.shown: list[str] = []
         self.hidden: list[str] = []
+        self.cgroups: list[str] = []
         self.tmp = ""
         self.landlock = 0
         self.deny_tcp = False
@@ -83,6 +83,7 @@ class Options:
         self.lc_ctype: str | None = None
         self.parent = 0
         self.agent = ""
+        self.grace = 0.0
         self.unset: list[str] = []
         self.probe = False
         self.command: list[str] = []
@@ -96,12 +97,14 @@ def parse(argv: list[str]) -> Options:
         "--cache",
         "--show",
         "--hide",
+        "--cgroup",
         "--tmp",
         "--landlock",
         "--limits",
         "--lc-ctype",
         "--parent",
         "--agent",
+        "--grace",
         "--unset",
     }
     index = 0
@@ -123,6 +126,8 @@ def parse(argv: list[str]) -> Options:
                 options.shown.append(value)
             elif name == "--hide":
                 options.hidden.append(value)
+            elif name == "--cgroup":
+                options.cgroups.append(value)
             elif name == "--tmp":
                 options.tmp = value
             elif name == "--landlock":
@@ -135,6 +140,8 @@ def parse(argv: list[str]) -> Options:
                 options.unset.append(value)
             elif name == "--agent":
                 options.agent = value
+            elif name == "--grace":
+                options.grace = float(value)
             else:
                 options.parent = int(value)
             continue
@@ -160,8 +167,12 @@ def main(argv: list[str]) -> None:
         sys.stdout.write(probe())
         return
     _default_signals()
-    _lower_limits(options.limits)
+    limits = _limits_of(options.limits)
+    _lower_limits(limits)
+    _first_to_go()
     try:
+        if options.cgroups:  # before anything else starts: all of the command is born inside
+            cgroups.enter(options.cgroups, limits)
         if options.parent:
             namespaces.die_with_parent(signal.SIGKILL)
             if os.getppid() != options.parent:  # the agent is already gone
@@ -263,8 +274,7 @@ def _keep(options: Options, alive: int, report: int) -> None:
         namespaces.child_subreaper()
     except OSError as exc:
         _report_failure(report, exc)
-    for number in _FORWARDED:
-        signal.signal(number, lambda number, _frame: _signal_descendants(number))
+    _pass_on(options, descendants.signal_all, lambda status: _end_kept(report, status))
     signal.signal(_ABANDONED, lambda _number, _frame: _end_kept(report, CANNOT_CONFINE << 8))
     command = os.fork()
     if command == 0:
@@ -284,61 +294,33 @@ def _keep(options: Options, alive: int, report: int) -> None:
             _end_kept(report, status)
 
 
+def _pass_on(options: Options, forward: Callable[[int], None], end: Callable[[int], None]) -> None:
+    """The keeper's (or init's) signals: each of :data:`_FORWARDED` passed on with ``forward``; after a
+    SIGTERM, once ``--grace`` seconds have passed, ``end`` (every process left is killed) with the wait
+    status of a SIGKILL. So a command that ignores SIGTERM is ended, and all it started with it, before
+    the agent's own SIGKILL of the outer launcher (whose death the keeper would only hear), and the agent
+    knows the command has ended when the outer launcher has."""
+
+    def passed_on(number: int, _frame: object) -> None:
+        forward(number)
+        if number == signal.SIGTERM and options.grace > 0:
+            signal.setitimer(signal.ITIMER_REAL, options.grace)
+
+    for number in _FORWARDED:
+        signal.signal(number, passed_on)
+    signal.signal(signal.SIGALRM, lambda _number, _frame: end(signal.SIGKILL))
+
+
 def _end_kept(report: int, status: int) -> None:
     """Kill every descendant of this keeper and reap them all, report ``status``, exit."""
     signal.signal(_ABANDONED, signal.SIG_IGN)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    me = os.getpid()
-    give_up = time.monotonic() + _KEPT_SECONDS
-    while time.monotonic() < give_up:  # a process that cannot be killed (another user's, now) is left
-        # Orphans come to this subreaper: none of its children left means no descendant is left.
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-        left = _descendants(me)
-        for pid in left:  # a killed parent's children come here, and are found on the next round
-            _kill(pid, signal.SIGKILL)
-        select.select([], [], [], 0.002 if left else 0.01)
+    descendants.end_all(_KEPT_SECONDS)
     try:  # noqa: SIM105 (contextlib is one more import in a process that counts milliseconds)
         os.write(report, str(status).encode())
     except OSError:
         pass
     os._exit(0)
-
-
-def _signal_descendants(number: int) -> None:
-    """Pass a signal this keeper got to every descendant (with SIGCONT, so a stopped one acts on it)."""
-    for pid in _descendants(os.getpid()):
-        _kill(pid, number)
-        _kill(pid, signal.SIGCONT)
-
-
-def _descendants(ancestor: int) -> list[int]:
-    """The live processes below ``ancestor``, from ``/proc`` (zombies left out: they are only to reap)."""
-    children: dict[int, list[int]] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as file:
-                fields = file.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # ended while we looked
-        if fields[0] not in (b"Z", b"X"):  # after "pid (comm)": state, ppid
-            children.setdefault(int(fields[1]), []).append(int(name))
-    found, level = [], [ancestor]
-    while level:
-        level = [child for parent in level for child in children.get(parent, ())]
-        found += level
-    return found
 
 
 def _init(options: Options, alive: int, report: int) -> None:
@@ -361,8 +343,8 @@ def _init(options: Options, alive: int, report: int) -> None:
         tmp, held = _mount(options)
     except OSError as exc:
         _report_failure(report, exc)
-    for number in _FORWARDED:  # PID 1 gets only the signals it handles: pass them to the whole namespace
-        signal.signal(number, lambda number, _frame: _kill(-1, number))
+    # PID 1 gets only the signals it handles: pass them to the whole namespace
+    _pass_on(options, lambda number: _kill(-1, number), lambda status: _end_namespace(held, report, status))
     signal.signal(_ABANDONED, lambda _number, _frame: _end_namespace(held, report, CANNOT_CONFINE << 8))
     command = os.fork()
     if command == 0:
@@ -426,6 +408,9 @@ def _mount(options: Options) -> tuple[str, run_later.Held]:
         pass  # not inside a root (hidden under the private /tmp, say): it stays where it was, read-only
     namespaces.private_dev()
     namespaces.fresh_proc()
+    tasks = _limits_of(options.limits).get("TASKS")
+    if tasks:
+        namespaces.limit_tasks(tasks)
     namespaces.protect_proc()
     if options.tmp and namespaces.private_tmp_is_mounted(options.write):
         return "/tmp", held
@@ -465,18 +450,44 @@ def _default_signals() -> None:
         signal.signal(number, signal.SIG_DFL)
 
 
-def _lower_limits(spec: str) -> None:
-    """Apply ``NAME=VALUE,...`` as soft and hard limits, never raising one."""
+def _first_to_go() -> None:
+    """The command's processes are the first the kernel's OOM killer ends when the machine runs out of
+    memory (``oom_score_adj`` 1000, which any process may raise): not the agent, nor the editor. (Inside
+    its cgroup's bound, the kernel kills within the cgroup anyway.)"""
+    try:
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.write(fd, b"1000")
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _limits_of(spec: str) -> dict[str, int]:
+    """``--limits NAME=VALUE,...`` as a table (a value that is not a whole number is left out)."""
+    limits = {}
+    for item in filter(None, spec.split(",")):
+        name, _, value = item.partition("=")
+        if value.isdigit():
+            limits[name] = int(value)
+    return limits
+
+
+def _lower_limits(limits: dict[str, int]) -> None:
+    """Apply the ``RLIMIT_*`` ones of ``limits`` as soft and hard limits, never raising one (the others,
+    ``MEMORY`` and ``TASKS``, are for cgroups and the PID namespace)."""
     import resource
 
     infinity = resource.RLIM_INFINITY
-    for item in filter(None, spec.split(",")):
-        name, _, value = item.partition("=")
+    for name, value in limits.items():
         which = getattr(resource, "RLIMIT_" + name, None)
         if which is None:
             continue
         soft, hard = resource.getrlimit(which)
-        limit = int(value) if hard == infinity else min(int(value), hard)
+        limit = value if hard == infinity else min(value, hard)
         try:  # noqa: SIM105 (contextlib is one more import in a process that counts milliseconds)
             resource.setrlimit(which, (limit if soft == infinity else min(soft, limit), limit))
         except (ValueError, OSError):

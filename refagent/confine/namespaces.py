@@ -398,6 +398,30 @@ def fresh_proc() -> None:
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
+RESERVED_PIDS = 300
+"""Pids a namespace does not hand out again once they have wrapped (the kernel's ``RESERVED_PIDS``)."""
+
+
+def limit_tasks(tasks: int) -> bool:
+    """Fewer than ``tasks`` processes and threads in this PID namespace at once, root's too: its own
+    ``pid_max`` (Linux 6.14+, which makes it per namespace), after :func:`fresh_proc`. Pids are numbers
+    below it; once they wrap, the first :data:`RESERVED_PIDS` are not handed out again, so the bound is then
+    ``tasks - 300``, and it is never below 300 (the kernel's least ``pid_max``). False where the kernel
+    keeps one ``pid_max`` for the machine (the cgroup's ``pids.max``, where there is one, and
+    ``RLIMIT_NPROC`` for others than root, still bound it)."""
+    try:
+        fd = os.open("/proc/sys/kernel/pid_max", os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        os.write(fd, str(max(tasks, RESERVED_PIDS + 1)).encode())
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
 def child_subreaper() -> None:
     """Become the subreaper of this process's descendants: an orphan among them (a double fork, a
     daemon's ``setsid``) becomes this process's child, not init's, so it can always be found and ended."""

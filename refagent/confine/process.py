@@ -31,7 +31,9 @@ What a command gets, and why (docs/sandbox.md):
   for multi-threaded compilers and test runners); file size 1 GiB; no core dumps (they would land in
   the workspace); processes: the number of threads running on the machine now plus 4096 (RLIMIT_NPROC
   counts every thread of the user, so a fixed number would break commands on a busy desktop; root is
-  exempt from it anyway). See :class:`ResourceLimits`.
+  exempt from it). Root too: 4096 tasks and half the machine's memory for the command as a whole, in
+  its cgroup where the agent can make one (:mod:`refagent.confine.cgroups`), and 4096 tasks by its PID
+  namespace's ``pid_max`` on Linux 6.14+. See :class:`ResourceLimits` and docs/sandbox.md, "Limits".
 * **No credentials of the model** (:func:`is_secret_name`): variables starting with ``OPENAI_``,
   ``ANTHROPIC_`` or ``REFAGENT_`` (the model's endpoint, key and our own settings: a command has no
   business with them, and a base URL can carry a key); and any variable whose name contains
@@ -121,7 +123,14 @@ class ResourceLimits:
     core_size: int | None = 0
     """Core dumps: none."""
     process_headroom: int | None = 4096
-    """RLIMIT_NPROC = threads running on the machine now + this (Linux; not set where unknown)."""
+    """RLIMIT_NPROC = threads running on the machine now + this (Linux; not set where unknown). Root is
+    exempt from it: :attr:`tasks` binds root too."""
+    tasks: int | None = 4096
+    """Processes and threads of one command at once, root's too: its cgroup's ``pids.max`` where the agent
+    can make one, its PID namespace's ``pid_max`` on Linux 6.14+ (:mod:`refagent.confine.cgroups`)."""
+    memory_share: float | None = 0.5
+    """The memory of one command and all it starts, as a share of the machine's (``MemTotal``), swap
+    included: its cgroup's bound, where the agent can make one; past it the kernel kills the command."""
 
     def for_time_limit(self, time_limit: float) -> dict[str, int]:
         """The ``RLIMIT_*`` suffixes and values for a command with this time limit."""
@@ -136,7 +145,24 @@ class ResourceLimits:
             running = _threads_running()
             if running is not None:
                 limits["NPROC"] = running + self.process_headroom
+        if self.tasks is not None:
+            limits["TASKS"] = self.tasks
+        memory = _memory_total()
+        if self.memory_share is not None and memory is not None:
+            limits["MEMORY"] = int(memory * self.memory_share)
         return limits
+
+
+def _memory_total() -> int | None:
+    """The machine's memory in bytes (``MemTotal`` of /proc/meminfo), if known."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as file:
+            for line in file:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _threads_running() -> int | None:
@@ -258,6 +284,7 @@ class LocalTerminals:
             limits=self.limits.for_time_limit(time_limit),
             lc_ctype=self._env.get("LC_CTYPE"),
             parent=os.getpid(),
+            grace=self.kill_grace * 0.75,  # the launcher ends the command before end_group's SIGKILL
         )
 
 

@@ -29,7 +29,7 @@ from anyio.abc import TaskGroup
 from refagent.acp import params as p
 from refagent.acp.connection import Peer, Reply
 from refagent.acp.errors import AuthRequired, InternalError, InvalidParams, MethodNotFound
-from refagent.confine.confinement import machine_support, remove_stale_private_dirs
+from refagent.confine.confinement import machine_support, remove_stale_cgroups, remove_stale_private_dirs
 from refagent.errors import ConfigError
 from refagent.llm.pool import ModelPool, require_key
 from refagent.server.handshake import AUTH_METHOD, answer_initialize
@@ -168,6 +168,7 @@ class Agent:
             return
         self.first_session.set()
         await anyio.to_thread.run_sync(remove_stale_private_dirs)
+        await anyio.to_thread.run_sync(remove_stale_cgroups)
         if self.settings.warm_up is not None:
             try:
                 await self.settings.warm_up()
