@@ -137,6 +137,10 @@ class Plan:
     """What "always allow" remembers, e.g. ``edit`` or ``command:git status``."""
     permission_label: str = ""
     """Human words for that scope, e.g. ``edits inside the workspace`` or ``exactly this command``."""
+    grounds: tuple[tuple[str, object], ...] = ()
+    """What the call's effect depends on beyond its arguments, as it is now (a command that runs with more
+    than the sandbox holds: :func:`refagent.tools.grounds.command_grounds`): a remembered "always allow"
+    covers the call only while they are what they were when the user chose it."""
     runs_later: str = ""
     """A file this call changes that git, an editor or CI runs later (``.vscode/tasks.json``), as shown:
     ``accept-edits`` and ``auto`` ask for it (set by the runner, :func:`refagent.tools.permissions.runs_later`)."""

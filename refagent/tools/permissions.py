@@ -13,7 +13,9 @@ by the plan's ``permission_key``: ``edit`` (all edits inside the roots), ``comma
 status`` with arguments its rule in :mod:`refagent.tools.command_scope` lets through; any other command
 is remembered exactly), ``read-outside:/dir`` (the files directly in that directory),
 ``read-outside-tree:/dir`` (anything under it), ... A remembered scope covers exactly what its option
-said (:func:`refagent.tools.base.scope_covers`). A remembered rejection refuses without asking again.
+said (:func:`refagent.tools.base.scope_covers`), and a command's only while what it would run is what it
+was (:mod:`refagent.tools.grounds`): else it asks again, saying what changed. A remembered rejection
+refuses without asking again.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from refagent.acp.text import one_line
 from refagent.acp.types import PermissionOption, ToolKind
 from refagent.confine.run_later import RUN_LATER
 from refagent.tools.base import Plan, scope_covers
+from refagent.tools.grounds import changed
 from refagent.tools.modes import mode_named
 from refagent.within import within
 
@@ -60,6 +63,8 @@ class Permissions:
 
     allowed: set[str] = field(default_factory=set)
     rejected: set[str] = field(default_factory=set)
+    grounds: dict[str, tuple[tuple[str, object], ...]] = field(default_factory=dict)
+    """For an allowed scope, the grounds of the call it was chosen on (:attr:`Plan.grounds`)."""
 
     def decide(self, mode_id: str, kind: ToolKind, plan: Plan) -> tuple[Decision, str]:
         """What to do without asking anyone, in the session's mode ``mode_id``, about ``plan`` (of ``kind``):
@@ -73,8 +78,14 @@ class Permissions:
         key = plan.permission_key
         if key and any(scope_covers(rejected, key) for rejected in self.rejected):
             return "refuse", f"The user chose to always reject {plan.permission_label or key} in this session."
-        if key and any(scope_covers(allowed, key) for allowed in self.allowed):
-            return "allow", ""
+        covering = [allowed for allowed in self.allowed if key and scope_covers(allowed, key)]
+        if covering:
+            differ = [changed(self.grounds.get(scope, plan.grounds), plan.grounds) for scope in covering]
+            if any(not what for what in differ):
+                return "allow", ""
+            # What the command would do has changed since the user allowed it: they decide again.
+            return "ask", f"changed since you allowed it: {', '.join(differ[0])}"
+
         if plan.outside:  # the roots are the boundary in every mode
             return "ask", ""
         return ("allow" if mode.allows(kind, plan) else "ask"), ""
@@ -109,6 +120,8 @@ class Permissions:
         choice = answer.option_id
         if choice in (ALLOW_ALWAYS, REJECT_ALWAYS) and plan.permission_key:
             (self.allowed if choice == ALLOW_ALWAYS else self.rejected).add(plan.permission_key)
+            if choice == ALLOW_ALWAYS and plan.grounds:
+                self.grounds[plan.permission_key] = plan.grounds
         if choice in (ALLOW_ONCE, ALLOW_ALWAYS):
             return Verdict(True)
         if choice in (REJECT_ONCE, REJECT_ALWAYS):

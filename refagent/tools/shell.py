@@ -16,6 +16,7 @@ the user watches the output live; the runner gives each call its ``ctx.current_c
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar
 
 from refagent.acp import updates
@@ -25,6 +26,7 @@ from refagent.seams import LEVELS, Level
 from refagent.tools.args import arg_bool, arg_int, arg_str, shown
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
 from refagent.tools.command_scope import permission_scope
+from refagent.tools.grounds import command_grounds
 from refagent.tools.text import fenced, text_content
 
 DEFAULT_TIMEOUT = 120
@@ -145,14 +147,17 @@ class RunCommand(BaseTool):
             assert limit is not None
             return await _run(ctx, command, resolved.path, limit, level)
 
+        confined = level == "workspace" and not missing
         return Plan(
             title=title,
             execute=execute,
             preview=preview,
             mutating=True,
-            confined=level == "workspace" and not missing,
+            confined=confined,
             permission_key=key,
             permission_label=label,
+            # Confined, whatever it runs is held; with more, "always allow" holds for what the user saw.
+            grounds=() if confined else command_grounds(command, resolved.path, os.environ.get("PATH", "")),
         )
 
 
