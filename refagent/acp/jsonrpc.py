@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any, TypeAlias
 
+from refagent.acp import LINE_TOO_LONG, MAX_LINE_BYTES
 from refagent.acp.errors import InvalidParams, InvalidRequest, ParseError, RequestError
 from refagent.acp.text import clean
 
@@ -115,6 +116,8 @@ def _valid_id(value: object) -> bool:
 
 def parse_line(line: bytes | str) -> Message:
     """Classify one line of input. Never raises."""
+    if line == LINE_TOO_LONG:
+        return Invalid(None, InvalidRequest(f"Invalid Request: a message longer than {MAX_LINE_BYTES >> 20} MiB"))
     try:
         # Decode explicitly: json.loads(bytes) would also guess UTF-16/32, and ACP messages are UTF-8.
         text = line.decode("utf-8") if isinstance(line, bytes) else line

@@ -121,10 +121,15 @@ class EditorTerminals:
                 "that name with a shell pattern instead (? for the byte)."
             )
         executable, args = self._command(command, level, time_limit)
-        try:
-            return await self.client.create_terminal(executable, args, cwd, self.output_byte_limit)
-        except RequestError as exc:
-            raise ToolError(f"The editor could not start a terminal: {exc.message}") from None
+        # Shielded: a cancel while the editor makes the terminal must not leave its answer (a terminal
+        # running the command) to no one. The id comes back, and the caller's finally releases it.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_CREATE_SECONDS) as waited:
+            try:
+                return await self.client.create_terminal(executable, args, cwd, self.output_byte_limit)
+            except RequestError as exc:
+                raise ToolError(f"The editor could not start a terminal: {exc.message}") from None
+        assert waited.cancelled_caught
+        raise ToolError(f"The editor did not answer terminal/create within {_CREATE_SECONDS:g} s.")
 
 
 class EditorJob(Watched):
@@ -208,6 +213,10 @@ def _after(seen: str, now: str) -> str:
     if found >= 0:
         return now[found + len(anchor) :]
     return f"[... earlier output not kept by the editor ...]\n{now}"
+
+
+_CREATE_SECONDS = 30.0
+"""How long ``terminal/create`` is waited for (even by a cancelled call: see :meth:`EditorTerminals._create`)."""
 
 
 async def _release(client: SessionClient, terminal_id: str) -> None:

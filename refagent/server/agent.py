@@ -28,7 +28,7 @@ from anyio.abc import TaskGroup
 
 from refagent.acp import params as p
 from refagent.acp.connection import Peer, Reply
-from refagent.acp.errors import AuthRequired, InternalError, InvalidParams, MethodNotFound
+from refagent.acp.errors import AuthRequired, InternalError, InvalidParams, InvalidRequest, MethodNotFound
 from refagent.confine.confinement import machine_support, remove_stale_cgroups, remove_stale_private_dirs
 from refagent.errors import ConfigError
 from refagent.llm.pool import ModelPool, require_key
@@ -64,6 +64,9 @@ class Agent:
         self.settings = settings or Settings()
         self.store = self.settings.store() if self.settings.store is not None else None
         self.client_capabilities: ClientCapabilities = {}
+        self.initialized = False
+        """Whether ``initialize`` has been answered (a later one keeps the protocol version: :meth:`handle_request`);
+        its capabilities are taken for the sessions opened after it."""
         self.client_info: dict[str, Any] = {}
         self.models = ModelPool(self.settings.make_model)
         self._background: TaskGroup | None = None
@@ -114,6 +117,13 @@ class Agent:
     # -- dispatch (the connection's Handler protocol) -----------------------------------------
 
     async def handle_request(self, method: str, params: Params) -> Any:
+        if method == "initialize" and self.initialized and wants_v2(params) != (self.v2 is not None):
+            # The sessions, their updates and every request after are in the version the connection began
+            # with: switching halfway would leave each half in the other's.
+            raise InvalidRequest(
+                f"Invalid Request: this connection was initialized with protocol version "
+                f"{2 if self.v2 is not None else 1}; start the agent again to speak another"
+            )
         if self.v2 is not None:  # the client negotiated v2: its requests are translated for the methods below
             return await self.v2.handle_request(method, params)
         if method == "initialize" and wants_v2(params):
@@ -148,6 +158,7 @@ class Agent:
         """Take the client's side of an ``initialize`` (answered here, or before the loop by the CLI)."""
         self.client_capabilities = p.optional(params, "clientCapabilities", dict, {})  # type: ignore[assignment]
         self.client_info = p.optional(params, "clientInfo", dict, {})
+        self.initialized = True
         if self._manager is not None:
             self._manager.capabilities = self.client_capabilities
         log.info("client %s %s", self.client_info.get("name", "?"), self.client_info.get("version", ""))

@@ -25,7 +25,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from refagent import __version__
-from refagent.acp import PROTOCOL_VERSION
+from refagent.acp import MAX_LINE_BYTES, PROTOCOL_VERSION
 from refagent.acp import params as p
 from refagent.llm.profiles import key_hint
 from refagent.settings import Settings
@@ -128,7 +128,11 @@ def read_line(fd: int, buffered: bytes, timeout: float | None) -> tuple[bytes | 
     newline came within ``timeout`` seconds (None: no limit)."""
     buffer = bytearray(buffered)
     deadline = None if timeout is None else time.monotonic() + timeout
-    while (end := buffer.find(b"\n")) == -1:
+    searched = 0  # where the search for the newline goes on: each byte is looked at once
+    while (end := buffer.find(b"\n", searched)) == -1:
+        searched = len(buffer)
+        if len(buffer) > MAX_LINE_BYTES:  # the agent's reader drops it, and answers with an error
+            return None, bytes(buffer)
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:

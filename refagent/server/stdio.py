@@ -15,6 +15,8 @@ import os
 import sys
 from collections.abc import AsyncIterator
 
+from refagent.acp import LINE_TOO_LONG, MAX_LINE_BYTES
+
 _CHUNK = 1 << 16
 
 
@@ -46,10 +48,13 @@ async def read_lines(fd: int, initial: bytes = b"") -> AsyncIterator[bytes]:
     """Yield the lines of ``fd`` without their line ending, until EOF (or a read error, treated as EOF).
 
     ``initial``: bytes already read from ``fd`` (by :func:`refagent.server.handshake.read_first_line`), which
-    come first."""
+    come first. A line longer than :data:`~refagent.acp.MAX_LINE_BYTES` is dropped as it is read
+    and :data:`~refagent.acp.LINE_TOO_LONG` yielded in its place (the agent answers it with an
+    error, and goes on)."""
     import anyio.to_thread  # here, not at the top: the first answer is written before anyio is loaded
 
     buffer = bytearray()
+    discarding = False  # the line being read is longer than MAX_LINE_BYTES: its rest is dropped as it comes
     chunk = initial
     while True:
         if not chunk:
@@ -58,19 +63,28 @@ async def read_lines(fd: int, initial: bytes = b"") -> AsyncIterator[bytes]:
             except OSError:
                 chunk = b""
             if not chunk:
-                if buffer.strip():
+                if discarding:
+                    yield LINE_TOO_LONG
+                elif buffer.strip():
                     yield bytes(buffer)
                 return
         start = 0
-        while (end := chunk.find(b"\n", start)) != -1:
-            if buffer:
+        while (end := chunk.find(b"\n", start)) != -1:  # each byte is looked at once: linear in the input
+            if discarding:
+                yield LINE_TOO_LONG
+                discarding = False
+            elif buffer:
                 buffer += chunk[start:end]
-                yield bytes(buffer).rstrip(b"\r")
+                yield bytes(buffer).rstrip(b"\r") if len(buffer) <= MAX_LINE_BYTES else LINE_TOO_LONG
                 buffer.clear()
             else:
-                yield chunk[start:end].rstrip(b"\r")
+                yield chunk[start:end].rstrip(b"\r") if end - start <= MAX_LINE_BYTES else LINE_TOO_LONG
             start = end + 1
-        buffer += chunk[start:]
+        if not discarding:
+            buffer += chunk[start:]
+            if len(buffer) > MAX_LINE_BYTES:
+                buffer.clear()
+                discarding = True
         chunk = b""
 
 

@@ -251,3 +251,36 @@ async def test_a_sandbox_of_ones_own_holds_whatever_the_client_offers(tmp_path: 
 
 async def _unsupported(method: str) -> Any:
     raise MethodNotFound(method)
+
+
+async def test_a_terminal_the_editor_makes_after_a_cancel_is_released() -> None:
+    """The turn is cancelled while the editor is making the terminal: its answer still comes, and the
+    terminal it names (running the command) is released, not left to no one."""
+    answer = anyio.Event()
+    created: list[str] = []
+    released: list[str] = []
+
+    async def create(params: dict[str, Any]) -> dict[str, Any]:
+        await answer.wait()  # the editor is slow: it answers after the agent's cancel
+        created.append("term_late")
+        return {"terminalId": "term_late"}
+
+    async def release(params: dict[str, Any]) -> dict[str, Any]:
+        released.append(params["terminalId"])
+        return {}
+
+    async def wait_for_exit(params: dict[str, Any]) -> dict[str, Any]:
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    handlers = {"terminal/create": create, "terminal/release": release, "terminal/wait_for_exit": wait_for_exit}
+    client = FakeClient(extra=handlers)
+    terminals = EditorTerminals(session_client(DirectPeer(client.handle_request), "sess_1"))
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(terminals.run, "sleep 100", "/", 60)
+            await anyio.wait_all_tasks_blocked()
+            tasks.cancel_scope.cancel()  # the turn's cancel, while terminal/create waits
+            answer.set()
+    assert created == ["term_late"]
+    assert released == ["term_late"]

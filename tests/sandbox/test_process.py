@@ -16,6 +16,9 @@ from typing import Any
 import anyio
 import pytest
 
+from refagent.acp import LINE_TOO_LONG
+from refagent.acp.jsonrpc import Invalid, parse_line
+from refagent.server import stdio
 from refagent.server.stdio import FdWriter, read_lines
 from tests.support.helpers_process import ROOT, AgentProcess, agent_command, agent_env
 
@@ -229,6 +232,36 @@ async def test_read_lines_splits_a_pipe_into_lines() -> None:
     finally:
         os.close(read_fd)
     assert lines == [b"first", b"", b"  ", long, *[b"a", b"b"] * 3, b"last without a newline"]
+
+
+@pytest.mark.parametrize("initial", [b"", b"x" * 5000])
+async def test_a_line_past_the_bound_is_dropped_as_it_is_read(monkeypatch: pytest.MonkeyPatch, initial: bytes) -> None:
+    """A line longer than MAX_LINE_BYTES (made small here) is not kept: the reader yields LINE_TOO_LONG in
+    its place, and the lines after it as they are (the agent answers an error and goes on). ``initial``:
+    what the early reader handed over, itself past the bound already."""
+    monkeypatch.setattr(stdio, "MAX_LINE_BYTES", 4096)
+    data = b"before\n" + b"z" * 300_000 + b"\nafter\n" + b"w" * 4096 + b"\n" + b"v" * 4097 + b"\nend\n" + b"u" * 5000
+    read_fd, write_fd = os.pipe()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, _write_all_and_close, write_fd, data)
+            lines = [line async for line in read_lines(read_fd, initial)]
+    finally:
+        os.close(read_fd)
+    # With ``initial``, it and "before" are one line, past the bound.
+    assert lines == [
+        LINE_TOO_LONG if initial else b"before",
+        LINE_TOO_LONG,
+        b"after",
+        b"w" * 4096,  # at the bound: kept
+        LINE_TOO_LONG,
+        b"end",
+        LINE_TOO_LONG,  # the last line, without a newline, past the bound
+    ]
+    [invalid] = [parse_line(LINE_TOO_LONG)]
+    assert isinstance(invalid, Invalid)
+    assert invalid.error.code == -32600
+    assert invalid.error.message == "Invalid Request: a message longer than 256 MiB"
 
 
 async def test_fd_writer_writes_everything_to_a_slow_reader() -> None:

@@ -88,6 +88,29 @@ async def test_a_v1_client_is_served_v1_with_the_flag(tmp_path: Path, check: Any
         assert await editor.prompt(sid, "hello") == {"stopReason": "end_turn"}
 
 
+async def test_a_second_initialize_keeps_the_connections_version(tmp_path: Path, check: Any, v2_on: None) -> None:
+    """A second ``initialize`` that asks for the other version is refused: the open sessions, their updates
+    and the requests after it stay in the version the connection began with. One in the same version is
+    answered as the first was."""
+    async with connect(settings(tmp_path, ScriptedModel([text("hi")])), check=check) as editor:
+        first = await editor.initialize()
+        sid = await editor.new_session(str(tmp_path))
+        with pytest.raises(RequestError) as refused:
+            await editor.request("initialize", V2_INIT)
+        assert refused.value.code == -32600
+        assert "initialized with protocol version 1" in refused.value.message
+        assert await editor.initialize() == first
+        assert await editor.prompt(sid, "hello") == {"stopReason": "end_turn"}
+
+
+async def test_a_v2_connection_refuses_a_v1_initialize(tmp_path: Path, v2_on: None) -> None:
+    async with connect(settings(tmp_path, ScriptedModel()), check=validate_agent_message_v2) as editor:
+        assert (await editor.request("initialize", V2_INIT))["protocolVersion"] == 2
+        with pytest.raises(RequestError) as refused:
+            await editor.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    assert "initialized with protocol version 2" in refused.value.message
+
+
 async def test_initialize_in_v2(tmp_path: Path, v2_on: None) -> None:
     async with connect(settings(tmp_path, ScriptedModel()), check=validate_agent_message_v2) as editor:
         result = await editor.request("initialize", V2_INIT)

@@ -67,6 +67,22 @@ def test_the_next_line_within_a_time() -> None:
     os.close(read_fd)
 
 
+def test_a_line_past_the_bound_is_left_to_the_agents_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The early reader stops at MAX_LINE_BYTES (made small here) and hands what it read to the agent's
+    reader, which drops the line and answers with an error (tests/sandbox/test_process.py)."""
+    from refagent.server import handshake
+
+    monkeypatch.setattr(handshake, "MAX_LINE_BYTES", 100_000)
+    read_fd, write_fd = os.pipe()
+    writer = threading.Thread(target=lambda: (os.write(write_fd, b"x" * 150_000), os.close(write_fd)))
+    writer.start()
+    line, rest = read_line(read_fd, b"", 5.0)
+    writer.join()
+    assert line is None
+    assert 100_000 < len(rest) <= 150_000
+    os.close(read_fd)
+
+
 def test_answer_is_valid_and_honest() -> None:
     keyed = ModelProfile("openai", "OpenAI", model="gpt", api_key_env="OPENAI_API_KEY", images=True)
     with_store = answer_initialize(Settings(profiles=[keyed]), True, {"protocolVersion": 2})
