@@ -355,6 +355,22 @@ def hidden_paths(
     return found
 
 
+@functools.cache
+def own_code() -> tuple[str, ...]:
+    """The agent's own code and interpreter, which its next start runs: its package's directory, its
+    environment (``sys.prefix``: site-packages, where a ``.pth`` file runs at every start) and the
+    interpreter's installation (``sys.base_prefix``: the standard library). Where a root holds one (a
+    checkout of refagent used on itself, a home directory with pyenv in it), commands get it read-only and
+    the file tools ask before changing it (:func:`refagent.tools.permissions.runs_later`)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found: list[str] = []
+    for path in (package, sys.prefix, sys.base_prefix):
+        real = os.path.realpath(path)
+        if real not in found and real != "/":
+            found.append(real)
+    return tuple(found)
+
+
 def cgroup_bases() -> tuple[str, ...]:
     """Where the launcher makes each command's cgroup (:func:`refagent.confine.cgroups.bases`, found once);
     none where ``REFAGENT_SANDBOX_DISABLE`` names ``cgroups``."""
@@ -480,6 +496,9 @@ class Confinement:
                     options += ["--show", shown]
                 for hidden in self.hidden():
                     options += ["--hide", hidden]
+                for code in own_code():
+                    if any(within(code, root) for root in self.roots):
+                        options += ["--hold", code]
             options += ["--tmp", self.private_tmp()]
             if support.landlock:
                 options += ["--landlock", str(support.landlock)]

@@ -73,6 +73,7 @@ class Options:
         self.caches: list[str] = []
         self.shown: list[str] = []
         self.hidden: list[str] = []
+        self.held: list[str] = []
         self.cgroups: list[str] = []
         self.tmp = ""
         self.landlock = 0
@@ -97,6 +98,7 @@ def parse(argv: list[str]) -> Options:
         "--cache",
         "--show",
         "--hide",
+        "--hold",
         "--cgroup",
         "--tmp",
         "--landlock",
@@ -128,6 +130,8 @@ def parse(argv: list[str]) -> Options:
                 options.hidden.append(value)
             elif name == "--cgroup":
                 options.cgroups.append(value)
+            elif name == "--hold":
+                options.held.append(value)
             elif name == "--tmp":
                 options.tmp = value
             elif name == "--landlock":
@@ -401,7 +405,7 @@ def _mount(options: Options) -> tuple[str, run_later.Held]:
     roots = [*options.write]
     namespaces.make_private()
     options.write += namespaces.writable_only(roots, options.tmp or None, options.caches, options.shown)
-    held = run_later.hold(roots, options.hidden)
+    held = run_later.hold(roots, options.hidden, options.held)
     try:  # noqa: SIM105 (contextlib is one more import in a process that counts milliseconds)
         os.chdir(cwd)  # the old working directory is on the read-only mount beneath: enter the new one
     except OSError:

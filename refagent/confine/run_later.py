@@ -14,8 +14,9 @@ folder it opens; CI runs the workflows of a push. :data:`RUN_LATER` names them, 
   ``.gitlab-ci.yml``, ``.envrc`` (direnv), ``.mcp.json``, ``.husky`` and ``.pre-commit-config.yaml``
   (what git hooks run), the agents' ``.claude``, ``.cursor``, ``.gemini`` and ``.codex``;
 - for a root that is a home directory: the shells' start-up files (``.bashrc``, ``.profile``,
-  ``.zshrc``...), git's own configuration (``.gitconfig``, ``.config/git``), fish's, autostart entries
-  and systemd user units.
+  ``.zshrc``...), git's own configuration (``.gitconfig``, ``.config/git``), fish's, autostart entries,
+  systemd user units, ``.local/bin`` (on the user's ``PATH``: a ``git`` planted there runs at their next
+  ``git``) and ``.local/lib`` (Python's user site: a ``.pth`` file there runs at every Python's start).
 
 Beyond those: every ``.git`` (directory or file) nested at most :data:`DEPTH` directories below a root,
 found by a bounded walk (at most :data:`MAX_DIRECTORIES` directories, skipping :data:`SKIPPED`), with the
@@ -75,6 +76,8 @@ RUN_LATER = (
     ".config/fish",
     ".config/autostart",
     ".config/systemd",
+    ".local/bin",
+    ".local/lib",
 )
 """Paths at the top of a root that git, editors, CI and other agents run code from (see above), and,
 for a root that is a home directory, what the user's shell, git and desktop run from there."""
@@ -103,10 +106,11 @@ class Held:
         """Symbolic links among them, with where each pointed."""
 
 
-def hold(roots: Sequence[str], hidden: Sequence[str] = ()) -> Held:
+def hold(roots: Sequence[str], hidden: Sequence[str] = (), held_too: Sequence[str] = ()) -> Held:
     """Hold read-only everything of the roots that git and editors run later (see the module docstring),
-    hide the ``hidden`` paths (the agent's own files, the user's credentials) under empty stand-ins, and
-    note what of both is missing. Call in the namespace's init, once the roots are mounted writable.
+    hide the ``hidden`` paths (the agent's own files, the user's credentials) under empty stand-ins, hold
+    ``held_too`` read-only as well (the agent's own code and interpreter, which its next start runs), and
+    note what of them is missing. Call in the namespace's init, once the roots are mounted writable.
 
     First the way to each is pinned (:func:`pin_ways`): a mount holds a path's place, not its name, and a
     command could rename a directory above it (``mv .github gh``, ``mv ~/.config c``) and make the path
@@ -120,6 +124,7 @@ def hold(roots: Sequence[str], hidden: Sequence[str] = ()) -> Held:
         for nested in nested_repositories(root):  # the top of each repository too: its editor and CI files
             candidates += [nested, *(os.path.join(os.path.dirname(nested), name) for name in RUN_LATER[1:])]
     candidates += configured(roots)
+    candidates += [path for path in held_too if any(within(path, root) for root in roots)]
     pin_ways([*hidden, *candidates], roots)
     for path in hidden:
         if not os.path.lexists(path):
@@ -178,7 +183,11 @@ def sweep(held: Held) -> list[str]:
     nothing, or where a link it found now leads elsewhere; returns a line for each, to tell the command."""
     made = [path for path in held.absent if os.path.lexists(path)]
     for root in held.roots:
-        made += [path for path in nested_repositories(root) if path not in held.present and path not in made]
+        for path in nested_repositories(root):
+            if os.path.basename(path) != ".git":  # a directory made a repository by its shape: its HEAD goes
+                path = os.path.join(path, "HEAD")
+            if path not in held.present and path not in made and os.path.dirname(path) not in held.present:
+                made.append(path)
     for link, target in held.links.items():
         try:
             changed = os.readlink(link) != target
@@ -213,8 +222,10 @@ def _aside(path: str) -> str:
 
 def nested_repositories(root: str) -> list[str]:
     """Every ``.git`` (directory, file or link) below ``root``, at most :data:`DEPTH` directories down,
-    its own ``.git`` left out; a bounded walk (:data:`MAX_DIRECTORIES`, :data:`SKIPPED`) that follows no
-    link and never enters a ``.git``."""
+    its own ``.git`` left out, and every directory there, ``root`` included, that git takes for a
+    repository by its shape (a bare one: ``HEAD``, ``objects/`` and ``refs/``, whose ``config`` git reads
+    in it: ``core.pager``, aliases); a bounded walk (:data:`MAX_DIRECTORIES`, :data:`SKIPPED`) that follows
+    no link and never enters a ``.git`` or such a directory."""
     found: list[str] = []
     level = [root]
     looked = 0
@@ -224,7 +235,11 @@ def nested_repositories(root: str) -> list[str]:
             if looked >= MAX_DIRECTORIES:
                 return found
             looked += 1
-            for entry in _entries(directory):
+            entries = list(_entries(directory))
+            if _bare(entries):
+                found.append(directory)
+                continue
+            for entry in entries:
                 if entry.name == ".git":
                     if depth:
                         found.append(entry.path)
@@ -232,6 +247,12 @@ def nested_repositories(root: str) -> list[str]:
                     below.append(entry.path)
         level = below
     return found
+
+
+def _bare(entries: list[os.DirEntry[str]]) -> bool:
+    """Whether a directory with these entries is a git directory by its shape, as git's discovery judges."""
+    kinds = {entry.name: _is_directory(entry) for entry in entries if entry.name in ("HEAD", "objects", "refs")}
+    return kinds == {"HEAD": False, "objects": True, "refs": True}
 
 
 def _entries(directory: str) -> Iterator[os.DirEntry[str]]:

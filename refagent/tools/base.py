@@ -142,7 +142,8 @@ class Plan:
     than the sandbox holds: :func:`refagent.tools.grounds.command_grounds`): a remembered "always allow"
     covers the call only while they are what they were when the user chose it."""
     runs_later: str = ""
-    """A file this call changes that git, an editor or CI runs later (``.vscode/tasks.json``), as shown:
+    """A file this call changes that git, an editor, CI or refagent itself runs later, as shown with why
+    (``.vscode/tasks.json: git or an editor runs it``):
     ``accept-edits`` and ``auto`` ask for it (set by the runner, :func:`refagent.tools.permissions.runs_later`)."""
 
 

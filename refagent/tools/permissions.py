@@ -31,6 +31,7 @@ from refagent.acp.client import BadAnswer, PermissionAnswer
 from refagent.acp.errors import RequestError
 from refagent.acp.text import one_line
 from refagent.acp.types import PermissionOption, ToolKind
+from refagent.confine.confinement import own_code
 from refagent.confine.run_later import RUN_LATER
 from refagent.tools.base import Plan, scope_covers
 from refagent.tools.grounds import changed
@@ -157,12 +158,19 @@ def runs_later(plan: Plan, roots: Sequence[str]) -> Plan:
     paths += [item["path"] for item in plan.preview if item["type"] == "diff"]
     for path in paths:
         for root in roots:
+            if not within(path, root):
+                continue
+            shown = one_line(os.path.relpath(path, root))
             if any(within(path, os.path.join(top, name)) for top in _tops(path, root) for name in RUN_LATER):
-                shown = one_line(os.path.relpath(path, root))
-                return dataclasses.replace(
-                    plan,
-                    runs_later=shown,
-                    permission_key=f"run-later:{path}",
-                    permission_label=f"changes to {shown}",
-                )
+                why = "git or an editor runs it"
+            elif any(within(path, code) for code in own_code()):
+                why = "refagent runs it when it starts"
+            else:
+                continue
+            return dataclasses.replace(
+                plan,
+                runs_later=f"{shown}: {why}",
+                permission_key=f"run-later:{path}",
+                permission_label=f"changes to {shown}",
+            )
     return plan

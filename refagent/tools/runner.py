@@ -199,7 +199,7 @@ class ToolRunner:
             return reason
         title = one_line(plan.title) + (" (outside the workspace)" if plan.outside and not plan.mutating else "")
         if plan.runs_later:
-            title += f" ({plan.runs_later}: git or an editor runs it)"
+            title += f" ({plan.runs_later})"
         if reason:  # asked again: a remembered scope no longer covers what the call would do
             title += f" ({reason})"
         tool_call: dict[str, Any] = {

@@ -6,6 +6,7 @@ names."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -450,3 +451,31 @@ async def test_a_home_as_root_keeps_its_start_up_files(tmp_path: Path) -> None:
     assert (home / ".gitconfig.refagent-blocked").exists()
     assert f"moved {home}/.gitconfig" in result.output
     assert (home / "notes.txt").read_text() == "ordinary\n"
+
+
+async def test_the_agents_own_code_and_interpreter_are_read_only_in_a_root() -> None:
+    """A checkout of refagent used on itself: a command at ``workspace`` writes in the checkout, but not
+    in the agent's package, nor in the environment it runs from (a ``.pth`` file there runs at every start
+    of refagent, unconfined), nor around them."""
+    from refagent.confine.confinement import own_code
+
+    package, environment = own_code()[:2]
+    root = os.path.commonpath([package, environment])
+    confinement = Confinement([root], SUPPORT)
+    probe = "refagent-trust-probe"
+    try:
+        result = await LocalTerminals(confinement=confinement).run(
+            f"touch {package}/{probe} || echo refused; touch {environment}/{probe}.pth || echo refused; "
+            # Were it not held, the rename is undone at once: the suite runs from this very checkout.
+            f"(mv {package} {package}-moved && mv {package}-moved {package}) || echo refused; "
+            f"touch {root}/{probe} && echo wrote",
+            root,
+            30,
+        )
+    finally:
+        confinement.close()
+        for leftover in (f"{package}/{probe}", f"{environment}/{probe}.pth", f"{root}/{probe}"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+    assert result.output.count("refused") == 3, result.output
+    assert "wrote" in result.output  # the rest of the checkout is the workspace

@@ -6,6 +6,7 @@ hostile repository or model would try, and fails without the defence it names.""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ __all__ = ["outside"]  # a fixture, found by name
 
 pytestmark = CONFINED
 
+BARE = "echo 'ref: refs/heads/main' > {0}/HEAD; printf '[core]\\n\\tpager = touch pwned\\n' > {0}/config"
+"""The rest of a bare repository in a directory: git reads its config when run there (``git log`` pages)."""
 EVIL = 'tools = ["evil_tool:Evil"]\ntool_path = ["~/planted"]\n'
 
 
@@ -50,6 +53,12 @@ async def run(home: Path, script: str, private: list[str] = ()) -> str:  # type:
     finally:
         confinement.close()
     return result.output
+
+
+def git_dir(directory: Path) -> str:
+    """What git, run there unconfined as the user would, says is its repository."""
+    done = subprocess.run(["git", "rev-parse", "--git-dir"], cwd=directory, capture_output=True, text=True, check=False)
+    return done.stdout + done.stderr
 
 
 def is_directory(path: str) -> bool:
@@ -115,6 +124,10 @@ async def test_the_agents_own_directories_and_log_file_are_made_and_hidden(home:
         # (kubectl runs the program an `exec` entry names).
         ("mkdir ~/.kube; printf 'users:\\n- user:\\n    exec:\\n      command: evil\\n' > ~/.kube/config", ".kube"),
         ("mkdir -p ~/.ssh; echo 'ssh-ed25519 AAAA attacker' > ~/.ssh/authorized_keys", ".ssh"),
+        # A repository by its shape, not its name (a bare one), whose configuration git takes there: in a
+        # directory of the root, and the root itself.
+        (f"mkdir -p notes/objects notes/refs; {BARE.format('notes')}", "notes/HEAD"),
+        (f"mkdir -p objects refs; {BARE.format('.')}", "HEAD"),
     ],
 )
 async def test_what_other_programs_take_later_cannot_be_made_around_the_hold(
@@ -128,6 +141,8 @@ async def test_what_other_programs_take_later_cannot_be_made_around_the_hold(
         assert not (home / made).exists()
         assert (home / f"{made}.refagent-blocked").exists()  # moved aside, nothing deleted
         assert f"refagent: moved {home / made} to {home / made}.refagent-blocked" in output
+    if made is not None and made.endswith("HEAD"):  # git no longer takes the directory for a repository
+        assert "not a git repository" in git_dir((home / made).parent)
 
 
 def test_the_file_tools_keep_the_agents_files_before_they_exist(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 from pathlib import Path
 from typing import Any
 
@@ -157,10 +158,28 @@ def test_what_runs_later_is_found_at_the_top_of_a_nested_repository(tmp_path: Pa
 
     marked = runs_later(plan(tmp_path / "project" / ".vscode" / "tasks.json"), [str(tmp_path)])
     assert (marked.runs_later, marked.permission_key) == (
-        "project/.vscode/tasks.json",
+        "project/.vscode/tasks.json: git or an editor runs it",
         f"run-later:{tmp_path}/project/.vscode/tasks.json",
     )
-    assert runs_later(plan(tmp_path / ".envrc"), [str(tmp_path)]).runs_later == ".envrc"
+    assert runs_later(plan(tmp_path / ".envrc"), [str(tmp_path)]).runs_later == ".envrc: git or an editor runs it"
     # Not a repository: its .vscode is an ordinary file of the workspace.
     assert runs_later(plan(tmp_path / "notes" / ".vscode" / "tasks.json"), [str(tmp_path)]).runs_later == ""
     assert runs_later(plan(tmp_path / "project" / "src" / "app.py"), [str(tmp_path)]).runs_later == ""
+
+
+def test_the_agents_own_code_in_a_root_asks_before_a_change() -> None:
+    """A checkout of refagent used on itself: its package and its environment are what the next start of
+    refagent runs, so an edit there asks, as one to what git or an editor runs does."""
+    from refagent.confine.confinement import own_code
+
+    package, environment = own_code()[:2]
+    root = os.path.commonpath([package, environment])
+
+    async def nothing() -> Any:
+        raise AssertionError
+
+    for path in (os.path.join(package, "cli.py"), os.path.join(environment, "lib", "evil.pth")):
+        marked = permissions.runs_later(
+            Plan("Write", nothing, locations=[{"path": path}], mutating=True, permission_key="edit"), [root]
+        )
+        assert marked.runs_later == f"{os.path.relpath(path, root)}: refagent runs it when it starts"
