@@ -38,6 +38,7 @@ from refagent.ids import new_id
 from refagent.llm.protocol import ToolCallRequest, ToolSpec
 from refagent.tools.base import CANCEL_NOTE, BaseTool, Plan, ToolContext, ToolResult, cancel_note
 from refagent.tools.permissions import AskPermission, Permissions, runs_later
+from refagent.tools.text import for_a_person
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class ToolRunner:
         try:
             context = dataclasses.replace(self.context, current_call_id=call_id)
             plan = await tool.prepare(args, context)
-            preview = bounded_content(plan.preview)
+            preview = for_a_person(bounded_content(plan.preview))
             planned = one_line(plan.title)
             if announced and (plan.locations or plan.preview or planned != title):
                 await send(

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
+from refagent.acp.text import visible
 from refagent.acp.types import DiffContent, ToolCallContent, ToolCallLocation
 from refagent.disk import read as fs_read
 
@@ -70,3 +72,34 @@ def fenced(text: str, language: str = "") -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{language}\n{text}\n{fence}"
+
+
+def for_a_person(content: list[ToolCallContent]) -> list[ToolCallContent]:
+    """A call's preview as the user is shown it (and asked about it): text with every character a
+    terminal or a renderer would obey rather than show (ESC, a carriage return, the bidirectional
+    overrides that reorder what is drawn) written as its escape (:func:`~refagent.acp.text.visible`), so a
+    command, a path or a reason cannot read as something else; a diff as it is (the editor shows the
+    file's own text), followed by a line that names the lines holding such characters, so that none hides
+    in a change the user approves."""
+    shown: list[ToolCallContent] = []
+    for item in content:
+        fields: dict[str, Any] = dict(item)
+        inner = fields.get("content")
+        if fields.get("type") == "content" and isinstance(inner, dict) and isinstance(inner.get("text"), str):
+            item = text_content(visible(inner["text"], layout=True))
+        shown.append(item)
+        new = fields.get("newText")
+        if fields.get("type") == "diff" and isinstance(new, str):
+            lines = split_lines(new)
+            hidden = [n for n, line in enumerate(lines, 1) if visible(line, layout=True) != line]
+            if hidden:
+                numbers = ", ".join(map(str, hidden[:10])) + (" ..." if len(hidden) > 10 else "")
+                samples = "; ".join(visible(lines[n - 1], layout=True)[:200] for n in hidden[:3])
+                shown.append(
+                    text_content(
+                        f"{visible(str(fields.get('path')))}: line {numbers} of the new text holds characters "
+                        f"that a terminal obeys or that reorder the text as it is drawn, shown here as escapes: "
+                        f"{samples}"
+                    )
+                )
+    return shown

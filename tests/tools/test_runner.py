@@ -437,3 +437,35 @@ async def test_hang_in_model_then_cancel_keeps_history_valid(check: Any) -> None
         calls = [c["id"] for m in history if m["role"] == "assistant" for c in m.get("tool_calls", [])]
         answered = [m["tool_call_id"] for m in history if m["role"] == "tool"]
         assert calls == answered
+
+
+async def test_every_text_of_a_permission_request_is_shown_as_it_is(check: Any) -> None:
+    """Not only the title: a change the user approves cannot hide what it does behind characters that
+    reorder the text as it is drawn (U+202E, "Trojan Source"). The diff stays the file's text, followed by
+    a line that names the line that holds them, as escapes (the request's text: :func:`for_a_person`)."""
+    rlo = "\u202e"
+    client = FakeClient(permission=allow_once)
+    responses = [
+        [call("write_file", path="safe.py", content=f"access = 'user' # {rlo} ;'nimda' = access\n")],
+        text("ok"),
+    ]
+    await prompt_in_mode("ask", responses, client, check)
+    [body] = [r["toolCall"]["content"] for r in client.permission_requests]
+    [diff] = [block for block in body if block["type"] == "diff"]
+    assert rlo in diff["newText"]  # the file's own text
+    [note] = [block["content"]["text"] for block in body if block["type"] == "content"]
+    assert note == (
+        "/ws/safe.py: line 1 of the new text holds characters that a terminal obeys or that reorder the text "
+        "as it is drawn, shown here as escapes: access = 'user' # \\u202e ;'nimda' = access"
+    )
+
+
+def test_a_requests_text_is_shown_with_escapes() -> None:
+    """A command, a path or a reason in a request's body: what a terminal would obey, or what reorders
+    the text, is written as an escape; line breaks and tabs stay."""
+    from refagent.tools.text import for_a_person, text_content
+
+    body = text_content("```sh\necho ok #\u202e\x1b[2K ;dlrow olleh ohce\n```\nWorking directory: /ws/\u2066x\tend")
+    assert for_a_person([body]) == [
+        text_content("```sh\necho ok #\\u202e\\x1b[2K ;dlrow olleh ohce\n```\nWorking directory: /ws/\\u2066x\tend")
+    ]
