@@ -81,6 +81,45 @@ RUN_LATER = (
 )
 """Paths at the top of a root that git, editors, CI and other agents run code from (see above), and,
 for a root that is a home directory, what the user's shell, git and desktop run from there."""
+HOME_RUN_LATER = (
+    ".cargo/config.toml",
+    ".cargo/config",
+    ".cargo/bin",
+    "go/bin",
+    ".bun/bin",
+    ".deno/bin",
+    ".npm-global",
+    ".config/pip",
+    ".pip",
+    ".pydistutils.cfg",
+    ".pythonrc.py",
+    ".ipython",
+    ".gradle/init.d",
+    ".gradle/gradle.properties",
+    ".m2/settings.xml",
+    ".bundle/config",
+    ".gemrc",
+    ".vimrc",
+    ".vim",
+    ".config/nvim",
+    ".emacs",
+    ".emacs.d",
+    ".config/emacs",
+    ".tmux.conf",
+    ".config/tmux",
+    ".inputrc",
+    ".xprofile",
+    ".xinitrc",
+    ".xsession",
+    ".xsessionrc",
+    ".config/environment.d",
+    ".config/Code/User",
+    ".config/zed",
+)
+"""For a root that is the user's home directory only (``$HOME``): what every later build, interpreter,
+editor and session there takes orders from (a ``rustc-wrapper`` in ``~/.cargo/config.toml``, a pip index
+in ``~/.config/pip``, Gradle's init scripts, an editor's start-up files, the programs on ``PATH``). In a
+project these names are the project's own, and what its own tools read is the repository's code."""
 DEPTH = 3
 """How deep below a root a nested repository is looked for: ``a/b/c/.git`` is found, ``a/b/c/d/.git`` not."""
 MAX_DIRECTORIES = 1000
@@ -121,6 +160,8 @@ def hold(roots: Sequence[str], hidden: Sequence[str] = (), held_too: Sequence[st
     candidates: list[str] = []
     for root in roots:
         candidates += [os.path.join(root, name) for name in RUN_LATER]
+        if is_home(root):
+            candidates += [os.path.join(root, name) for name in HOME_RUN_LATER]
         for nested in nested_repositories(root):  # the top of each repository too: its editor and CI files
             candidates += [nested, *(os.path.join(os.path.dirname(nested), name) for name in RUN_LATER[1:])]
     candidates += configured(roots)
@@ -152,6 +193,12 @@ def hold(roots: Sequence[str], hidden: Sequence[str] = (), held_too: Sequence[st
                 continue  # outside the roots, everything is read-only already
         hold_read_only(path)
     return held
+
+
+def is_home(root: str) -> bool:
+    """Whether ``root`` is the user's home directory (``$HOME``, resolved)."""
+    home = os.environ.get("HOME", "")
+    return bool(home) and os.path.isabs(home) and os.path.realpath(home) == root
 
 
 def pin_ways(paths: Sequence[str], roots: Sequence[str]) -> None:

@@ -32,7 +32,7 @@ from refagent.acp.errors import RequestError
 from refagent.acp.text import one_line
 from refagent.acp.types import PermissionOption, ToolKind
 from refagent.confine.confinement import own_code
-from refagent.confine.run_later import RUN_LATER
+from refagent.confine.run_later import HOME_RUN_LATER, RUN_LATER, is_home
 from refagent.tools.base import Plan, scope_covers
 from refagent.tools.grounds import changed
 from refagent.tools.modes import mode_named
@@ -161,8 +161,11 @@ def runs_later(plan: Plan, roots: Sequence[str]) -> Plan:
             if not within(path, root):
                 continue
             shown = one_line(os.path.relpath(path, root))
+            home = HOME_RUN_LATER if is_home(root) else ()
             if any(within(path, os.path.join(top, name)) for top in _tops(path, root) for name in RUN_LATER):
                 why = "git or an editor runs it"
+            elif any(within(path, os.path.join(root, name)) for name in home):
+                why = "your tools take orders from it"
             elif any(within(path, code) for code in own_code()):
                 why = "refagent runs it when it starts"
             else:

@@ -45,7 +45,7 @@ def env_of(home: Path) -> dict[str, str]:
 
 
 async def run(home: Path, script: str, private: list[str] = ()) -> str:  # type: ignore[assignment]
-    """``script`` at ``workspace`` in a session whose root is ``home``."""
+    """``script`` at ``workspace`` in a session whose root is ``home`` (the launcher finds it in ``$HOME``)."""
     env = env_of(home)
     confinement = Confinement([str(home)], SUPPORT, env=env, private=private)
     try:
@@ -128,6 +128,11 @@ async def test_the_agents_own_directories_and_log_file_are_made_and_hidden(home:
         # directory of the root, and the root itself.
         (f"mkdir -p notes/objects notes/refs; {BARE.format('notes')}", "notes/HEAD"),
         (f"mkdir -p objects refs; {BARE.format('.')}", "HEAD"),
+        # What every later build there takes orders from: cargo runs a rustc-wrapper from the home's config.
+        (
+            "mkdir -p ~/.cargo; printf '[build]\\nrustc-wrapper = \"evil\"\\n' > ~/.cargo/config.toml",
+            ".cargo/config.toml",
+        ),
     ],
 )
 async def test_what_other_programs_take_later_cannot_be_made_around_the_hold(
