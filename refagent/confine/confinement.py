@@ -397,12 +397,10 @@ def agent_identity() -> str:
     """This process as the launcher's ``--agent`` names it: ``PID:START``, its start time in clock ticks
     after boot (field 22 of ``/proc/self/stat``), so that a pid reused after the agent ended is not taken
     for it; "" where ``/proc`` cannot say."""
-    try:
-        with open("/proc/self/stat", "rb") as file:
-            start = file.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return ""
-    return f"{os.getpid()}:{start}"
+    from refagent.confine.descendants import start_time
+
+    start = start_time(os.getpid())
+    return f"{os.getpid()}:{start}" if start else ""
 
 
 class Confinement:

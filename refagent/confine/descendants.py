@@ -1,5 +1,6 @@
 """The processes below this one, found in ``/proc`` and ended: what the launcher's keeper does without a PID
-namespace (:func:`refagent.confine.launcher._keep`). The keeper is their subreaper
+namespace (:func:`refagent.confine.launcher._keep`); and a process's start time (:func:`start_time`), which
+tells it from a later one given the same pid. The keeper is their subreaper
 (:func:`refagent.confine.namespaces.child_subreaper`), so a process that double-forks or calls ``setsid``
 is still below it, and none of its children left means none of its descendants is left.
 
@@ -68,6 +69,15 @@ def below(ancestor: int) -> list[int]:
         level = [child for parent in level for child in children.get(parent, ())]
         found += level
     return found
+
+
+def start_time(pid: int) -> str:
+    """When ``pid`` started, in clock ticks after boot (field 22 of ``/proc/PID/stat``); "" if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            return file.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
 
 
 def _kill(pid: int, number: int) -> None:

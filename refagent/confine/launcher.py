@@ -247,19 +247,10 @@ def _watch(agent: str) -> int | None:
         fd = os.pidfd_open(int(pid))
     except (OSError, AttributeError):
         return None
-    if _start_time(int(pid)) != start:
+    if descendants.start_time(int(pid)) != start:
         os.close(fd)
         return None
     return fd
-
-
-def _start_time(pid: int) -> str:
-    """When ``pid`` started (field 22 of ``/proc/PID/stat``), or "" if it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            return file.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return ""
 
 
 def _keep(options: Options, alive: int, report: int) -> None:
@@ -270,32 +261,54 @@ def _keep(options: Options, alive: int, report: int) -> None:
     started outlives it, as a namespace's init ensures with namespaces. Leaves the launcher's process
     group, as init does, so that a kill of that group does not skip this. Never returns."""
     try:
-        namespaces.die_with_parent(_ABANDONED)
-        if select.select([alive], [], [], 0)[0]:  # end of file: the outer launcher died before the line above
-            os._exit(CANNOT_CONFINE)
-        os.close(alive)
+        _heard(alive)
         os.setpgid(0, 0)
         namespaces.child_subreaper()
     except OSError as exc:
         _report_failure(report, exc)
-    _pass_on(options, descendants.signal_all, lambda status: _end_kept(report, status))
-    signal.signal(_ABANDONED, lambda _number, _frame: _end_kept(report, CANNOT_CONFINE << 8))
+    _run_command(options, options.tmp, report, descendants.signal_all, lambda status: _end_kept(report, status))
+
+
+def _heard(alive: int) -> None:
+    """The keeper's (or init's) first step: it hears the outer launcher die (:data:`_ABANDONED`), and ends
+    at once if that has happened already (``alive`` at end of file)."""
+    namespaces.die_with_parent(_ABANDONED)
+    if select.select([alive], [], [], 0)[0]:  # end of file: the outer launcher died before the line above
+        os._exit(CANNOT_CONFINE)
+    os.close(alive)
+
+
+def _run_command(
+    options: Options,
+    tmp: str,
+    report: int,
+    forward: Callable[[int], None],
+    end: Callable[[int], None],
+    before_exec: Callable[[], None] | None = None,
+) -> None:
+    """The keeper's (or init's) work: pass signals on (:func:`_pass_on`), start the command (``before_exec``
+    runs in its process), reap every child until the command ends, then ``end`` with its wait status (with
+    125's, if the outer launcher dies first). Never returns."""
+    _pass_on(options, forward, end)
+    signal.signal(_ABANDONED, lambda _number, _frame: end(CANNOT_CONFINE << 8))
     command = os.fork()
     if command == 0:
         os.close(report)
         _default_signals()
         signal.signal(_ABANDONED, signal.SIG_DFL)
         try:
-            _exec(options, options.tmp)
+            if before_exec is not None:
+                before_exec()
+            _exec(options, tmp)
         except OSError as exc:
             _fail(exc)
     while True:
         try:
             pid, status = os.waitpid(-1, 0)
         except ChildProcessError:
-            _end_kept(report, CANNOT_CONFINE << 8)
+            end(CANNOT_CONFINE << 8)
         if pid == command:
-            _end_kept(report, status)
+            end(status)
 
 
 def _pass_on(options: Options, forward: Callable[[int], None], end: Callable[[int], None]) -> None:
@@ -338,35 +351,20 @@ def _init(options: Options, alive: int, report: int) -> None:
     memory. A signal from inside (where Landlock does not scope them) reaches it only if it handles that
     one, and then at most ends the namespace early, sweep included."""
     try:
-        namespaces.die_with_parent(_ABANDONED)
-        if select.select([alive], [], [], 0)[0]:  # end of file: the outer launcher died before the line above
-            os._exit(CANNOT_CONFINE)
-        os.close(alive)
+        _heard(alive)
         namespaces.not_dumpable()
         os.setpgid(0, 0)
         tmp, held = _mount(options)
     except OSError as exc:
         _report_failure(report, exc)
-    # PID 1 gets only the signals it handles: pass them to the whole namespace
-    _pass_on(options, lambda number: _kill(-1, number), lambda status: _end_namespace(held, report, status))
-    signal.signal(_ABANDONED, lambda _number, _frame: _end_namespace(held, report, CANNOT_CONFINE << 8))
-    command = os.fork()
-    if command == 0:
-        os.close(report)
-        _default_signals()
-        signal.signal(_ABANDONED, signal.SIG_DFL)
-        try:
-            namespaces.drop_privileges()
-            _exec(options, tmp)
-        except OSError as exc:
-            _fail(exc)
-    while True:
-        try:
-            pid, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            _end_namespace(held, report, CANNOT_CONFINE << 8)
-        if pid == command:
-            _end_namespace(held, report, status)
+    _run_command(
+        options,
+        tmp,
+        report,
+        lambda number: _kill(-1, number),  # PID 1 gets only the signals it handles: pass them to the namespace
+        lambda status: _end_namespace(held, report, status),
+        namespaces.drop_privileges,
+    )
 
 
 def _end_namespace(held: run_later.Held, report: int, status: int) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,31 +83,33 @@ def call(n: int, command: str, level: str) -> list[ToolCallRequest]:
     return [ToolCallRequest(f"c{n}", "run_command", json.dumps({"command": command, "sandbox": level}))]
 
 
-async def test_always_allow_asks_again_once_a_repository_is_made(tmp_path: Path, check: Any) -> None:
-    """``git status`` at level ``none`` allowed always; then (unseen by the user) a repository appears
-    whose configuration git would run: the same command is asked for again, and says why."""
+async def asked_twice(tmp_path: Path, check: Any, between: Callable[[], None]) -> list[str]:
+    """``git status`` at level ``none``, allowed always at the first prompt; ``between`` the two prompts,
+    what an earlier command the user did not see left; the titles of the permission requests."""
     model = ScriptedModel([call(1, "git status", "none"), text("one"), call(2, "git status", "none"), text("two")])
     client = FakeClient(permission=select("allow_always"))
     async with connect(Settings(make_model=lambda profile: model), client=client, check=check) as editor:
         await editor.initialize()
         sid = await editor.new_session(str(tmp_path))
         await editor.prompt(sid, "status?")
-        (tmp_path / ".git").mkdir()  # what an earlier command the user did not see left
-        (tmp_path / ".git" / "config").write_text("[core]\n\tfsmonitor = touch pwned\n")
+        between()
         await editor.prompt(sid, "and now?")
-    titles = [request["toolCall"]["title"] for request in client.permission_requests]
-    assert titles == [
+    return [request["toolCall"]["title"] for request in client.permission_requests]
+
+
+async def test_always_allow_asks_again_once_a_repository_is_made(tmp_path: Path, check: Any) -> None:
+    """A repository appears whose configuration git would run: the same command is asked for again, and
+    the title says why."""
+
+    def plant() -> None:
+        (tmp_path / ".git").mkdir()
+        (tmp_path / ".git" / "config").write_text("[core]\n\tfsmonitor = touch pwned\n")
+
+    assert await asked_twice(tmp_path, check, plant) == [
         "Run `git status` (unconfined)",
         "Run `git status` (unconfined) (changed since you allowed it: the repository)",
     ]
 
 
 async def test_always_allow_holds_while_nothing_changed(tmp_path: Path, check: Any) -> None:
-    model = ScriptedModel([call(1, "git status", "none"), text("one"), call(2, "git status", "none"), text("two")])
-    client = FakeClient(permission=select("allow_always"))
-    async with connect(Settings(make_model=lambda profile: model), client=client, check=check) as editor:
-        await editor.initialize()
-        sid = await editor.new_session(str(tmp_path))
-        await editor.prompt(sid, "status?")
-        await editor.prompt(sid, "and now?")
-    assert len(client.permission_requests) == 1
+    assert await asked_twice(tmp_path, check, lambda: None) == ["Run `git status` (unconfined)"]
