@@ -440,12 +440,11 @@ class Confinement:
         if not self.support.namespaces:
             return []
         make_own(self._env, self._private)
-        hidden = []
-        for path in hidden_paths(self._env, self.roots, self._private, existing=False):
-            inside = any(within(path, root) for root in self.roots)
-            if (inside or os.path.exists(path)) and (inside or not within(path, "/tmp")):
-                hidden.append(path)
-        return hidden
+        return [
+            path
+            for path in hidden_paths(self._env, self.roots, self._private, existing=False)
+            if any(within(path, root) for root in self.roots) or (os.path.exists(path) and not within(path, "/tmp"))
+        ]
 
     def argv(
         self,
