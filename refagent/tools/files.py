@@ -18,11 +18,14 @@ import difflib
 import re
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+import anyio
+import anyio.lowlevel
+
 from refagent.disk.read import LinePage
 from refagent.errors import ToolError
 from refagent.seams import FromDisk
 from refagent.tools.args import arg_bool, arg_int, arg_str, shown
-from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult, outside_read_scope
+from refagent.tools.base import CANCEL_NOTE, BaseTool, Plan, ResolvedPath, ToolContext, ToolResult, outside_read_scope
 from refagent.tools.text import MAX_LINE_CHARS, cut_line, diff, is_crlf, location, numbered, split_lines, with_endings
 
 DEFAULT_READ_LIMIT = 2000
@@ -204,8 +207,7 @@ class WriteFile(BaseTool):
 
         async def execute() -> ToolResult:
             await _check_unchanged(ctx, resolved, old)
-            await ctx.files.write_text(path, new)
-            ctx.reads.saw(path, new)
+            await _write(ctx, path, new, resolved.display)
             verb = "Created" if old is None else "Overwrote"
             count = len(split_lines(new))
             return ToolResult(
@@ -292,8 +294,7 @@ class EditFile(BaseTool):
 
         async def execute() -> ToolResult:
             await _check_unchanged(ctx, resolved, before)
-            await ctx.files.write_text(path, after)
-            ctx.reads.saw(path, after)
+            await _write(ctx, path, after, resolved.display)
             return ToolResult(
                 _edit_report(resolved.display, before, after, first_line, count, new_string) + disk_note(before),
                 content=[diff(path, before, after)],
@@ -435,3 +436,28 @@ def _edit_report(display: str, before: str | None, after: str, first_line: int, 
     end = min(len(lines), first_line + changed - 1 + 3, start + 40)
     snippet = numbered(lines[start - 1 : end], start) if lines else "(the file is now empty)"
     return f"Edited {display}. Lines {start}-{end} now read:\n{snippet}"
+
+
+WRITE_SECONDS = 30.0
+"""How long a write on its way is waited for once the call is cancelled (:func:`_write`)."""
+
+
+async def _write(ctx: ToolContext, path: str, text: str, display: str) -> None:
+    """Write ``text`` to ``path`` and note that the model has seen it. A cancel that comes while the write
+    is on its way (the editor's ``fs/write_text_file``, which the editor may still carry out after the agent
+    stopped waiting) waits for its answer, :data:`WRITE_SECONDS` at most, and then says the file was
+    written (:data:`~refagent.tools.base.CANCEL_NOTE`): the model, the record and ``/undo`` hear what was
+    done, not that nothing was."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(WRITE_SECONDS) as waited:
+        await ctx.files.write_text(path, text)
+    if waited.cancelled_caught:
+        raise ToolError(
+            f"The write of {display} got no answer within {WRITE_SECONDS:g} s: it may or may not have been done. "
+            f"Read {display} to see what it holds."
+        )
+    ctx.reads.saw(path, text)
+    try:
+        await anyio.lowlevel.checkpoint_if_cancelled()
+    except anyio.get_cancelled_exc_class() as cancelled:
+        cancelled.add_note(f"{CANCEL_NOTE}The user cancelled this call after {display} was written.")
+        raise

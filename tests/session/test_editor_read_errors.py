@@ -83,3 +83,41 @@ async def test_two_sessions_at_once_and_a_read_the_editor_fails(tmp_path: Path, 
     assert "invalid sessionId" in tools[1]
     assert (tmp_path / "app.py").read_text() == "print('on disk')\n"
     assert other == []  # the second session saw nothing of the first's turn
+
+
+async def test_a_write_the_editor_does_after_a_cancel_is_told(tmp_path: Path, check: Any) -> None:
+    """The turn is cancelled while the editor is writing the file (it still writes it after the agent
+    stopped waiting): the call waits for the answer, and the model hears the file was written, not that
+    the call never ran."""
+    (tmp_path / "app.py").write_text("print('old')\n")
+    model = ScriptedModel([[request("write_file", path="app.py", content="print('new')\n")], text("done")])
+    client = FakeClient(permission=allow_once)
+    writing = anyio.Event()
+    answer = anyio.Event()
+
+    async def write(params: dict[str, Any]) -> Any:
+        writing.set()
+        await answer.wait()  # the editor is slow: it answers after the cancel
+        client.files[params["path"]] = params["content"]
+        return None
+
+    async def read(params: dict[str, Any]) -> Any:
+        return {"content": client.files.get(params["path"], (tmp_path / "app.py").read_text())}
+
+    client.extra = {"fs/write_text_file": write, "fs/read_text_file": read}
+    async with connect(Settings(make_model=lambda profile: model, store=None), client=client, check=check) as editor:
+        await editor.initialize(FS)
+        sid = await editor.new_session(str(tmp_path))
+        async with anyio.create_task_group() as tasks:
+
+            async def cancel_while_writing() -> None:
+                await writing.wait()
+                await editor.cancel(sid)
+                await anyio.wait_all_tasks_blocked()
+                answer.set()
+
+            tasks.start_soon(cancel_while_writing)
+            assert await editor.prompt(sid, "rewrite app.py") == {"stopReason": "cancelled"}
+        tools = [m["content"] for m in editor.agent.sessions[sid].history if m["role"] == "tool"]
+    assert client.files[str(tmp_path / "app.py")] == "print('new')\n"
+    assert tools == ["The user cancelled this call after app.py was written."]
