@@ -355,13 +355,18 @@ def hidden_paths(
     return found
 
 
-@functools.cache
 def own_code() -> tuple[str, ...]:
     """The agent's own code and interpreter, which its next start runs: its package's directory, its
-    environment (``sys.prefix``: site-packages, where a ``.pth`` file runs at every start) and the
-    interpreter's installation (``sys.base_prefix``: the standard library). Where a root holds one (a
-    checkout of refagent used on itself, a home directory with pyenv in it), commands get it read-only and
-    the file tools ask before changing it (:func:`refagent.tools.permissions.runs_later`)."""
+    environment (``sys.prefix``: site-packages, where a ``.pth`` file runs at every start), the
+    interpreter's installation (``sys.base_prefix``: the standard library), and the custom tools it has
+    imported (:func:`add_own_code`). Where a root holds one (a checkout of refagent used on itself, a home
+    directory with pyenv or the tools in it), commands get it read-only and the file tools ask before
+    changing it (:func:`refagent.tools.permissions.runs_later`)."""
+    return (*_installed_code(), *_OWN_CODE_TOO)
+
+
+@functools.cache
+def _installed_code() -> tuple[str, ...]:
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     found: list[str] = []
     for path in (package, sys.prefix, sys.base_prefix):
@@ -369,6 +374,20 @@ def own_code() -> tuple[str, ...]:
         if real not in found and real != "/":
             found.append(real)
     return tuple(found)
+
+
+_OWN_CODE_TOO: list[str] = []
+"""The custom tools' directories and modules, once imported (:func:`add_own_code`)."""
+
+
+def add_own_code(paths: Sequence[str]) -> None:
+    """Count ``paths`` (absolute) as the agent's own code from now on: the custom tools' ``tool_path``
+    directories and module files, which the next ``refagent`` imports as it imports itself. (For the whole
+    process: they are the agent's, whichever session imported them.)"""
+    for path in paths:
+        real = os.path.realpath(path)
+        if os.path.isabs(path) and real != "/" and real not in _OWN_CODE_TOO:
+            _OWN_CODE_TOO.append(real)
 
 
 def cgroup_bases() -> tuple[str, ...]:

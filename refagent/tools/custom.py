@@ -19,11 +19,13 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from refagent.confine.confinement import add_own_code
 from refagent.tools.base import MAX_NAME_LENGTH, NAME_CHARS, BaseTool
 from refagent.tools.registry import default_tools
 
@@ -95,6 +97,7 @@ class CustomTools:
                 continue
             cls = getattr(module, class_name, None)
             where = f"{module_name} ({getattr(module, '__file__', None) or 'no file'})"
+            self._own(module)
             if cls is None:
                 self._problem(entry, f"{where} has no {class_name}")
             elif not isinstance(cls, type) or not issubclass(cls, BaseTool):
@@ -102,6 +105,16 @@ class CustomTools:
             else:
                 classes.append((entry, cls))
         return classes
+
+    def _own(self, module: object) -> None:
+        """The tool's module (a package's whole directory) and the ``tool_path`` directories are the
+        agent's own code now: commands get them read-only, the file tools ask before changing them
+        (:func:`refagent.confine.confinement.add_own_code`), as the next start imports them."""
+        file = getattr(module, "__file__", None)
+        paths = [str(directory) for directory in self.path]
+        if isinstance(file, str):
+            paths.append(os.path.dirname(file) if os.path.basename(file) == "__init__.py" else file)
+        add_own_code(paths)
 
     def _searched(self) -> str:
         if not self.path:

@@ -17,11 +17,15 @@ from typing import Any
 import pytest
 
 from refagent import config
+from refagent.confine import confinement
+from refagent.confine.process import LocalTerminals
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.server.handshake import answer_initialize
 from refagent.settings import Settings
 from refagent.testing.memory import connect
+from refagent.tools.base import Plan
+from refagent.tools.permissions import runs_later
 from refagent.tools.registry import default_tools
 from tests.support.helpers_process import ROOT, AgentProcess, agent_env
 
@@ -82,6 +86,7 @@ class Tools:
 @pytest.fixture
 def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Tools]:
     monkeypatch.setattr(sys, "path", list(sys.path))  # the loader appends tool_path to it
+    monkeypatch.setattr(confinement, "_OWN_CODE_TOO", [])  # what the tools imported here add to own code
     before = set(sys.modules)
     yield Tools(tmp_path)
     for name in set(sys.modules) - before:
@@ -109,6 +114,31 @@ def test_the_session_tools_are_the_default_ones_then_the_custom_ones_in_order(to
     first, second = settings.tools(), settings.tools()
     assert first[-1] is not second[-1]  # a fresh instance per session, like the built-in tools
     assert problems(settings) == []
+
+
+@pytest.mark.anyio
+async def test_a_custom_tool_is_the_agents_own_code_once_imported(tools: Tools) -> None:
+    """The next ``refagent`` imports it as it imports itself: where a root holds it, a command cannot
+    change it, and the file tools ask before they do."""
+    shout = tools.module(SHOUT)
+    settings = tools.settings(f"{shout}:Shout")
+    assert names(settings)[-1] == "shout"
+    assert str(tools.directory.resolve()) in confinement.own_code()
+
+    async def nothing() -> Any:
+        raise AssertionError
+
+    edit = Plan("Write", nothing, locations=[{"path": str(tools.directory / f"{shout}.py")}], mutating=True)
+    assert runs_later(edit, [str(tools.root)]).runs_later == f"tools/{shout}.py: refagent runs it when it starts"
+    if not confinement.machine_support().missing("workspace"):
+        box = confinement.Confinement([str(tools.root)], confinement.machine_support())
+        try:
+            result = await LocalTerminals(confinement=box).run(
+                f"echo evil >> tools/{shout}.py || echo refused; echo ok > notes.txt && echo wrote", str(tools.root), 30
+            )
+        finally:
+            box.close()
+        assert result.output.splitlines()[-2:] == ["refused", "wrote"], result.output
 
 
 def test_no_custom_tools_means_the_default_tools_and_nothing_to_report(tmp_path: Path) -> None:
