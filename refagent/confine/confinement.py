@@ -30,22 +30,18 @@ bring its own launcher options; everything above the launcher stays as it is.
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import fcntl
 import functools
 import logging
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from refagent.confine import probe
+from refagent.confine.private_tmp import PrivateTmp
 from refagent.confine.probe import LAUNCHER
-from refagent.confine.removal import remove_tree
 from refagent.within import within
 
 if TYPE_CHECKING:  # an annotation: the seams' module is not needed to answer the first session/new
@@ -443,8 +439,8 @@ class Confinement:
         self.shown = toolchains_in_tmp(environ) if support.namespaces else []
         self._env = environ
         self._private = list(private)
-        self._tmp: str | None = None
-        self._lock: int | None = None
+        self.tmp = PrivateTmp(bounded=support.namespaces)
+        """The session's private ``/tmp`` (:mod:`refagent.confine.private_tmp`)."""
 
     def missing(self, level: Level) -> list[str]:
         return self.support.missing(level)
@@ -516,6 +512,11 @@ class Confinement:
                     if any(within(code, root) for root in self.roots):
                         options += ["--hold", code]
             options += ["--tmp", self.private_tmp()]
+            if support.namespaces:
+                options += ["--layers", self.tmp.layers()]
+                holder = self.tmp.holder()
+                if holder is not None:
+                    options += ["--tmp-in", str(holder)]
             if support.landlock:
                 options += ["--landlock", str(support.landlock)]
                 # With a network namespace there is no way out to deny, and its own loopback stays usable.
@@ -529,67 +530,15 @@ class Confinement:
 
     def private_tmp(self) -> str:
         """The session's own temporary directory (mode 0700), made now if need be; removed by
-        :meth:`close`, or when the agent exits."""
-        if self._tmp is None or not os.path.isdir(self._tmp):
-            self.close()
-            tmp = tempfile.mkdtemp(prefix=TMP_PREFIX)
-            self._lock = os.open(tmp + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-            fcntl.flock(self._lock, fcntl.LOCK_EX)  # held until close(), or until this process ends
-            self._tmp = tmp
-            atexit.register(self.close)
-        return self._tmp
+        :meth:`close`, or when the agent exits. Where commands get namespaces, what they see there is the
+        bounded tmpfs its holder keeps (:class:`~refagent.confine.private_tmp.PrivateTmp`)."""
+        return self.tmp.path()
 
     def close(self) -> None:
         """Remove the private temporary directory and everything in it, and the empty cgroups of commands
         whose launcher was killed (the time limit's kill of a command that ignored SIGTERM)."""
         remove_stale_cgroups()
-        tmp, self._tmp = self._tmp, None
-        lock, self._lock = self._lock, None
-        if tmp is not None:
-            remove_tree(tmp)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp + ".lock")
-        if lock is not None:
-            os.close(lock)
-
-
-TMP_PREFIX = "refagent-tmp-"
-"""Private directories are ``refagent-tmp-...`` in the system's temporary directory, each beside a
-``.lock`` file that its agent holds locked (``flock``) for as long as it lives."""
-
-
-def remove_stale_private_dirs() -> list[str]:
-    """Remove the private directories no living agent holds (``kill -9`` leaves them); returns them.
-
-    A lock, not a process id, says whether the owner lives: an agent in another PID namespace that shares
-    this ``/tmp`` has a pid this one cannot see."""
-    removed: list[str] = []
-    root = tempfile.gettempdir()
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return removed
-    for name in names:
-        if not name.startswith(TMP_PREFIX) or name.endswith(".lock"):
-            continue
-        path = os.path.join(root, name)
-        try:
-            lock = os.open(path + ".lock", os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except OSError:
-            continue  # no lock file: not ours to judge
-        try:
-            if os.fstat(lock).st_uid != os.getuid():
-                continue
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            continue  # held: its agent lives
-        finally:
-            os.close(lock)
-        remove_tree(path)
-        with contextlib.suppress(OSError):
-            os.unlink(path + ".lock")
-        removed.append(path)
-    return removed
+        self.tmp.close()
 
 
 UNCONFINED = Confinement([], Support())

@@ -53,7 +53,7 @@ else:
 if __package__ in (None, ""):  # run as a script: import the siblings as parts of the package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from refagent.confine import cgroups, descendants, landlock, namespaces, run_later  # noqa: E402
+from refagent.confine import cgroups, descendants, landlock, namespaces, run_later, trials  # noqa: E402
 
 CANNOT_CONFINE = 125
 """The exit code when the confinement could not be set up (the command did not run)."""
@@ -76,6 +76,12 @@ class Options:
         self.held: list[str] = []
         self.cgroups: list[str] = []
         self.tmp = ""
+        self.tmp_in = 0
+        """The pid of the session's ``/tmp`` holder (:func:`hold_tmp`), whose namespaces the command joins."""
+        self.hold_tmp = 0
+        """This process is a session's ``/tmp`` holder, of this many bytes (:func:`hold_tmp`)."""
+        self.layers = ""
+        """Where the caches' private layers lie (the session's directory's sibling, on disk)."""
         self.landlock = 0
         self.deny_tcp = False
         self.namespaces = False
@@ -101,6 +107,9 @@ def parse(argv: list[str]) -> Options:
         "--hold",
         "--cgroup",
         "--tmp",
+        "--tmp-in",
+        "--hold-tmp",
+        "--layers",
         "--landlock",
         "--limits",
         "--lc-ctype",
@@ -126,6 +135,12 @@ def parse(argv: list[str]) -> Options:
                 options.caches.append(value)
             elif name == "--show":
                 options.shown.append(value)
+            elif name == "--tmp-in":
+                options.tmp_in = int(value)
+            elif name == "--hold-tmp":
+                options.hold_tmp = int(value)
+            elif name == "--layers":
+                options.layers = value
             elif name == "--hide":
                 options.hidden.append(value)
             elif name == "--cgroup":
@@ -160,7 +175,7 @@ def parse(argv: list[str]) -> Options:
         else:
             raise SystemExit(f"refagent launcher: unknown option {name}")
         index += 1
-    if not options.command and not options.probe:
+    if not options.command and not options.probe and not options.hold_tmp:
         raise SystemExit("refagent launcher: no command after --")
     return options
 
@@ -168,7 +183,10 @@ def parse(argv: list[str]) -> Options:
 def main(argv: list[str]) -> None:
     options = parse(argv)
     if options.probe:
-        sys.stdout.write(probe())
+        sys.stdout.write(trials.probe())
+        return
+    if options.hold_tmp:
+        hold_tmp(options.tmp, options.hold_tmp)
         return
     _default_signals()
     limits = _limits_of(options.limits)
@@ -190,8 +208,41 @@ def main(argv: list[str]) -> None:
         _fail(exc)
 
 
+def hold_tmp(tmp: str, size: int) -> None:
+    """Be a session's ``/tmp`` holder: in a user and mount namespace of its own, a tmpfs of ``size`` bytes
+    over ``tmp``, kept until stdin closes (the agent closes the session) or the agent dies. Each command of
+    the session joins these namespaces before its own (``--tmp-in``), so its ``/tmp`` is this tmpfs: the
+    same for every command of the session, bounded, and gone with the holder. Prints ``ready`` once it is
+    mounted, or what failed. (It hears the agent die by its end of input: a parent-death signal would
+    follow the thread that started it.)"""
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        namespaces.unshare(namespaces.CLONE_NEWUSER | namespaces.CLONE_NEWNS)
+        namespaces.map_ids(uid, gid)
+        namespaces.make_private()
+        namespaces.bounded_tmpfs(tmp, size)
+    except OSError as exc:
+        sys.stdout.write(f"failed: {exc}\n")
+        sys.stdout.flush()
+        return
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    while True:
+        try:
+            if not os.read(0, 4096):
+                return
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+
+
 def _run_in_namespaces(options: Options) -> None:
     """Unshare, start init (which runs the command), and end as the command ended. Never returns."""
+    if options.tmp_in:  # the session's /tmp is the tmpfs its holder keeps: start from its namespaces
+        cwd = os.getcwd()
+        namespaces.join(options.tmp_in)
+        os.chdir(cwd)
     uid, gid = os.getuid(), os.getgid()
     flags = namespaces.CLONE_NEWUSER | namespaces.CLONE_NEWNS | namespaces.CLONE_NEWPID
     if options.netns:
@@ -402,7 +453,9 @@ def _mount(options: Options) -> tuple[str, run_later.Held]:
     cwd = os.getcwd()
     roots = [*options.write]
     namespaces.make_private()
-    options.write += namespaces.writable_only(roots, options.tmp or None, options.caches, options.shown)
+    options.write += namespaces.writable_only(
+        roots, options.tmp or None, options.caches, options.shown, options.layers or options.tmp
+    )
     held = run_later.hold(roots, options.hidden, options.held)
     try:  # noqa: SIM105 (contextlib is one more import in a process that counts milliseconds)
         os.chdir(cwd)  # the old working directory is on the read-only mount beneath: enter the new one
@@ -523,61 +576,6 @@ def _report_failure(report: int, error: OSError) -> None:
     sys.stderr.write(f"refagent: the command was not run: cannot confine it ({error.strerror or error})\n")
     os.write(report, str(CANNOT_CONFINE << 8).encode())  # a wait status for "exited with 125"
     os._exit(CANNOT_CONFINE)
-
-
-# -- what this machine can do ----------------------------------------------------------------------------
-
-
-def probe() -> str:
-    """Try each piece in a throwaway child; ``landlock=ABI``, ``namespaces=0|1``, ``netns=0|1`` and, for a
-    piece that failed, ``why.PIECE=message`` lines."""
-    lines = [f"landlock={landlock.abi_version()}"]
-    for piece, extra in (("namespaces", 0), ("netns", namespaces.CLONE_NEWNET)):
-        problem = _try_in_child(extra)
-        lines.append(f"{piece}={0 if problem else 1}")
-        if problem:
-            lines.append(f"why.{piece}={problem}")
-    return "".join(line + "\n" for line in lines)
-
-
-def _try_in_child(extra_flags: int) -> str:
-    """'' if a child can unshare (with ``extra_flags``) and its init can mount; else what failed."""
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:
-        os.close(read)
-        try:
-            uid, gid = os.getuid(), os.getgid()
-            flags = namespaces.CLONE_NEWUSER | namespaces.CLONE_NEWNS | namespaces.CLONE_NEWPID | extra_flags
-            namespaces.unshare(flags)
-            namespaces.map_ids(uid, gid)
-            init = os.fork()
-            if init == 0:
-                try:
-                    namespaces.make_private()
-                    namespaces.mount_setattr("/", read_only=True)
-                    namespaces.private_dev()
-                    namespaces.fresh_proc()
-                    namespaces.protect_proc()
-                    namespaces.drop_privileges()
-                except OSError as exc:
-                    os.write(write, str(exc).encode()[:500])
-                    os._exit(1)
-                os._exit(0)
-            _, status = os.waitpid(init, 0)
-            os._exit(0 if status == 0 else 1)
-        except OSError as exc:
-            os.write(write, str(exc).encode()[:500])
-            os._exit(1)
-    os.close(write)
-    message = b""
-    while chunk := os.read(read, 4096):
-        message += chunk
-    os.close(read)
-    _, status = os.waitpid(child, 0)
-    if status == 0:
-        return ""
-    return message.decode("utf-8", "replace").replace("\n", " ") or "failed"
 
 
 if __name__ == "__main__":

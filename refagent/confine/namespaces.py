@@ -59,6 +59,21 @@ def _check(result: int, what: str) -> None:
         raise NamespaceError(number, f"{what} failed: {os.strerror(number)}")
 
 
+def join(pid: int) -> None:
+    """Enter the user and mount namespaces of ``pid`` (the session's ``/tmp`` holder, which is this user's:
+    its user namespace gives this process every capability needed to enter its mounts). The working
+    directory is the mount namespace's root afterwards: the caller changes back to its own."""
+    for kind, flag in (("user", CLONE_NEWUSER), ("mnt", CLONE_NEWNS)):
+        try:
+            fd = os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise NamespaceError(exc.errno or 0, f"the session's /tmp is gone ({exc.strerror})") from None
+        try:
+            _check(libc.setns(ctypes.c_int(fd), ctypes.c_int(flag)), f"setns({kind})")
+        finally:
+            os.close(fd)
+
+
 def unshare(flags: int) -> None:
     """Move this (single-threaded) process into new namespaces; a new PID namespace takes its next child."""
     _check(libc.unshare(ctypes.c_int(flags)), "unshare")
@@ -138,10 +153,12 @@ def writable_only(
     tmp: str | None,
     caches: Sequence[str] = (),
     shown: Sequence[str] = (),
+    layers: str | None = None,
 ) -> list[str]:
     """Every mount read-only, then ``writable`` (session roots) mounted back writable at their places,
     and ``tmp`` (the private temporary directory) writable as ``/tmp``, or at its own place when a root
-    lies at or above ``/tmp``. Returns the ``caches`` made writable (see :func:`private_caches`).
+    lies at or above ``/tmp``. Returns the ``caches`` made writable (see :func:`private_caches`), whose
+    private layers lie in ``layers`` (by default in ``tmp``).
 
     Read-only mounts hold what Landlock does not: ``chmod``, ``chown``, timestamps and extended
     attributes of files outside the roots. Roots that lie under the host's ``/tmp`` are mounted back on
@@ -161,7 +178,8 @@ def writable_only(
             continue
     roots = [root for root in roots if root in held]
     tmp = tmp if tmp in held else None
-    layered = private_caches(caches, tmp) if tmp else []  # before the file system turns read-only
+    layers = layers or tmp
+    layered = private_caches(caches, layers) if layers and tmp else []  # before the file system turns read-only
     mount_setattr("/", read_only=True)
     for cache in layered:
         mount_setattr(cache, read_only=False, recursive=False)
@@ -195,6 +213,11 @@ def pin(path: str) -> None:
     """Mount the directory ``path`` over itself with everything mounted beneath, as it is (writable stays
     writable): a mount point can be neither renamed nor removed, so what lies below keeps its place."""
     mount(path, path, None, MS_BIND | MS_REC)
+
+
+def bounded_tmpfs(path: str, size: int) -> None:
+    """A fresh tmpfs of ``size`` bytes over ``path``, for this user alone (mode 0700)."""
+    mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=0700")
 
 
 def hide(path: str) -> None:

@@ -29,7 +29,8 @@ from anyio.abc import TaskGroup
 from refagent.acp import params as p
 from refagent.acp.connection import Peer, Reply
 from refagent.acp.errors import AuthRequired, InternalError, InvalidParams, InvalidRequest, MethodNotFound
-from refagent.confine.confinement import machine_support, remove_stale_cgroups, remove_stale_private_dirs
+from refagent.confine.confinement import machine_support, remove_stale_cgroups
+from refagent.confine.private_tmp import remove_stale_private_dirs
 from refagent.errors import ConfigError
 from refagent.llm.pool import ModelPool, require_key
 from refagent.server.handshake import AUTH_METHOD, answer_initialize

@@ -112,9 +112,31 @@ async def test_nothing_a_command_started_outlives_the_agent_killed(
                 await agent.wait_for(lambda m: m.get("id") == asked)
             while len(survivors(marker)) < 5:  # noqa: ASYNC110 - processes of another namespace
                 await anyio.sleep(0.02)
+            holders = holders_of(agent.pid)
             agent.process.kill()  # SIGKILL: the agent cleans up nothing
             await agent.process.wait()
     assert await gone(marker) == []
+    # The session's /tmp holder, where there are namespaces (not at level none, which has no private /tmp).
+    assert len(holders) == (1 if not disable and level == "workspace" else 0)
+    with anyio.fail_after(5):
+        while any(alive(pid) for pid in holders):  # noqa: ASYNC110 - not our child: nothing to wait on
+            await anyio.sleep(0.02)
+
+
+def holders_of(agent: int) -> list[int]:
+    """The session /tmp holders (``launcher.py --hold-tmp``) the agent ``agent`` started."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as file:
+                command = file.read()
+            with open(f"/proc/{entry}/stat", "rb") as file:
+                parent = int(file.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"--hold-tmp" in command and parent == agent:
+            found.append(int(entry))
+    return found
 
 
 @pytest.mark.parametrize("disable", ["", "namespaces"], ids=["namespaces", "no namespaces"])

@@ -38,9 +38,9 @@ from refagent.confine.confinement import (
     WRITES,
     Confinement,
     Support,
-    remove_stale_private_dirs,
 )
 from refagent.confine.launcher import CANNOT_CONFINE, parse
+from refagent.confine.private_tmp import remove_stale_private_dirs
 from refagent.confine.process import LocalTerminals
 from refagent.seams import Level
 from tests.support.procs import alive, gone, survivors
@@ -140,8 +140,9 @@ async def test_tmp_is_private_to_the_session_and_is_tmpdir(box: Sandboxed, tmp_p
     assert host_file.name not in first.output  # the host's /tmp is not what the command sees
     assert second.output == "mine\n"  # the same private directory for the whole session
     private = Path(box.confinement.private_tmp())
-    assert (private / "kept.txt").read_text() == "mine\n"
     assert not exists(Path("/tmp/kept.txt"))
+    # The session's /tmp is the tmpfs its holder keeps: not even its directory on the host shows it.
+    assert not exists(private / "kept.txt")
     box.confinement.close()
     assert not exists(private)
 
@@ -588,3 +589,4 @@ def test_private_directories_no_agent_holds_are_removed() -> None:
         live.close()
     assert not exists(held)
     assert not exists(Path(f"{held}.lock"))
+    assert not exists(Path(f"{held}.layers"))

@@ -13,7 +13,7 @@ import pytest
 from refagent.confine import cgroups
 from refagent.confine.confinement import Confinement, cgroup_bases
 from refagent.confine.process import LocalTerminals, ResourceLimits, _memory_total
-from tests.support.procs import survivors
+from tests.support.procs import alive, survivors
 from tests.support.sandboxed import CONFINED, SUPPORT
 
 pytestmark = [*CONFINED, pytest.mark.slow]
@@ -150,3 +150,30 @@ async def test_a_command_that_ignores_sigterm_has_ended_when_its_call_returns(tm
         confinement.close()
     assert result.timed_out
     assert survivors(marker) == []  # at once: no waiting for a teardown
+
+
+async def test_the_sessions_tmp_is_bounded_as_a_whole_and_lasts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session's /tmp is a tmpfs its holder keeps (8 MiB here): a command that fills it gets ENOSPC,
+    the next command still sees what an earlier one left, and the holder is gone once the session is."""
+    from refagent.confine import private_tmp
+
+    total = _memory_total()
+    assert total is not None
+    monkeypatch.setattr(private_tmp, "TMP_SHARE", (8 << 20) / total)
+    confinement = Confinement([str(tmp_path)], SUPPORT)
+    terminals = LocalTerminals(confinement=confinement)
+    try:
+        kept = await terminals.run("echo kept > /tmp/kept; df -k /tmp | tail -1", str(tmp_path), 30)
+        full = await terminals.run("head -c 20000000 /dev/zero > /tmp/big; echo exit $?", str(tmp_path), 30)
+        after = await terminals.run("rm -f /tmp/big; cat /tmp/kept", str(tmp_path), 30)
+        holder = confinement.tmp.holder()
+    finally:
+        confinement.close()
+    assert kept.output.split()[:2] == ["tmpfs", "8192"], kept.output  # 8 MiB, in KiB
+    assert "No space left on device" in full.output, full.output
+    assert "exit 1" in full.output
+    assert after.output == "kept\n"
+    assert holder is not None
+    assert not alive(holder)
