@@ -125,11 +125,17 @@ def _start_holder(path: str) -> subprocess.Popen[bytes] | None:
 
 def _tmp_size() -> int | None:
     """:data:`TMP_SHARE` of the machine's memory, in bytes (None if unknown)."""
+    total = memory_total()
+    return None if total is None else int(total * TMP_SHARE)
+
+
+def memory_total() -> int | None:
+    """The machine's memory in bytes (``MemTotal`` of /proc/meminfo), if known."""
     try:
         with open("/proc/meminfo", encoding="ascii") as file:
             for line in file:
                 if line.startswith("MemTotal:"):
-                    return int(int(line.split()[1]) * 1024 * TMP_SHARE)
+                    return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
     return None

@@ -62,6 +62,7 @@ import anyio
 import anyio.abc
 
 from refagent.confine.confinement import UNCONFINED, Confinement
+from refagent.confine.private_tmp import memory_total
 from refagent.errors import ToolError
 from refagent.seams import CommandResult, Level
 
@@ -147,22 +148,10 @@ class ResourceLimits:
                 limits["NPROC"] = running + self.process_headroom
         if self.tasks is not None:
             limits["TASKS"] = self.tasks
-        memory = _memory_total()
+        memory = memory_total()
         if self.memory_share is not None and memory is not None:
             limits["MEMORY"] = int(memory * self.memory_share)
         return limits
-
-
-def _memory_total() -> int | None:
-    """The machine's memory in bytes (``MemTotal`` of /proc/meminfo), if known."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as file:
-            for line in file:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def _threads_running() -> int | None:

@@ -12,7 +12,8 @@ import pytest
 
 from refagent.confine import cgroups
 from refagent.confine.confinement import Confinement, cgroup_bases
-from refagent.confine.process import LocalTerminals, ResourceLimits, _memory_total
+from refagent.confine.private_tmp import memory_total
+from refagent.confine.process import LocalTerminals, ResourceLimits
 from tests.support.procs import alive, survivors
 from tests.support.sandboxed import CONFINED, SUPPORT
 
@@ -81,7 +82,7 @@ async def test_a_fork_bomb_is_bounded(
 async def test_a_memory_hog_is_killed_alone(tmp_path: Path) -> None:
     if not any(takes_memory(base) for base in cgroup_bases()):
         pytest.skip("the agent cannot make a memory cgroup here")
-    total = _memory_total()
+    total = memory_total()
     assert total is not None
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -159,7 +160,7 @@ async def test_the_sessions_tmp_is_bounded_as_a_whole_and_lasts(
     the next command still sees what an earlier one left, and the holder is gone once the session is."""
     from refagent.confine import private_tmp
 
-    total = _memory_total()
+    total = memory_total()
     assert total is not None
     monkeypatch.setattr(private_tmp, "TMP_SHARE", (8 << 20) / total)
     confinement = Confinement([str(tmp_path)], SUPPORT)
