@@ -241,7 +241,10 @@ def _run_in_namespaces(options: Options) -> None:
     """Unshare, start init (which runs the command), and end as the command ended. Never returns."""
     if options.tmp_in:  # the session's /tmp is the tmpfs its holder keeps: start from its namespaces
         cwd = os.getcwd()
-        namespaces.join(options.tmp_in)
+        try:
+            namespaces.join(options.tmp_in)
+        except OSError as exc:  # an editor's terminal in another PID namespace (a Flatpak) cannot see it
+            sys.stderr.write(f"refagent: this command's /tmp is the session's directory, not its tmpfs ({exc})\n")
         os.chdir(cwd)
     uid, gid = os.getuid(), os.getgid()
     flags = namespaces.CLONE_NEWUSER | namespaces.CLONE_NEWNS | namespaces.CLONE_NEWPID

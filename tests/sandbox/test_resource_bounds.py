@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from refagent.confine import cgroups
@@ -178,3 +179,18 @@ async def test_the_sessions_tmp_is_bounded_as_a_whole_and_lasts(
     assert after.output == "kept\n"
     assert holder is not None
     assert not alive(holder)
+
+
+async def test_a_command_that_cannot_join_the_sessions_tmp_still_runs_confined(tmp_path: Path) -> None:
+    """An editor's terminal that cannot see the holder (another PID namespace): the command runs, as
+    confined as ever, with the session's directory as its /tmp, and says so."""
+    confinement = Confinement([str(tmp_path)], SUPPORT)
+    try:
+        argv = confinement.argv(["/bin/sh", "-c", "echo ran; touch /etc/refagent-x || echo refused"], "workspace")
+        gone_pid = 2**22 + 7  # above any pid_max: no such process
+        argv[argv.index("--tmp-in") + 1] = str(gone_pid)
+        done = await anyio.run_process(argv, check=False)
+    finally:
+        confinement.close()
+    assert done.stdout.decode() == "ran\nrefused\n"
+    assert "this command's /tmp is the session's directory" in done.stderr.decode()
