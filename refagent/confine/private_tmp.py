@@ -25,12 +25,15 @@ import fcntl
 import logging
 import os
 import select
-import subprocess
 import sys
 import tempfile
+from typing import TYPE_CHECKING
 
 from refagent.confine.probe import LAUNCHER
 from refagent.confine.removal import remove_tree
+
+if TYPE_CHECKING:  # made when a session's first command runs: subprocess is off the first answers' path
+    import subprocess
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +82,8 @@ class PrivateTmp:
         """End the holder (the tmpfs goes with it), and remove the directory, its layers and its lock."""
         holder, self._holder = self._holder, None
         if holder is not None:
+            import subprocess
+
             with contextlib.suppress(OSError, subprocess.TimeoutExpired):
                 assert holder.stdin is not None
                 holder.stdin.close()  # its end of input: it exits
@@ -97,6 +102,8 @@ class PrivateTmp:
 def _start_holder(path: str) -> subprocess.Popen[bytes] | None:
     """A holder of a tmpfs over ``path`` (``launcher.py --hold-tmp``), once it says it is ready; None (and
     a warning in the log) if it cannot start or does not say so in time."""
+    import subprocess
+
     size = _tmp_size()
     if size is None:
         return None
