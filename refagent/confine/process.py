@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from refagent.confine.confinement import UNCONFINED, Confinement
 from refagent.confine.private_tmp import memory_total
@@ -249,6 +250,9 @@ class LocalTerminals:
         return job
 
     async def _spawn(self, command: str, cwd: str, time_limit: float, level: Level) -> anyio.abc.Process:
+        if self.confinement is not None and level != "none":
+            # The session's /tmp (and its holder) is made off the event loop: the loop keeps reading.
+            await anyio.to_thread.run_sync(self.confinement.private_tmp)
         try:
             return await anyio.open_process(
                 self._argv(command, time_limit, level),

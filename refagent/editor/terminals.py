@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from refagent.acp.client import ExitStatus, SessionClient, TerminalOutput
 from refagent.acp.errors import RequestError
@@ -120,6 +121,8 @@ class EditorTerminals:
                 "\\udcff), which the editor's terminal cannot be sent: ACP carries Unicode text only. Match "
                 "that name with a shell pattern instead (? for the byte)."
             )
+        if self.confinement is not None and level != "none":
+            await anyio.to_thread.run_sync(self.confinement.private_tmp)  # its holder starts off the loop
         executable, args = self._command(command, level, time_limit)
         # Shielded: a cancel while the editor makes the terminal must not leave its answer (a terminal
         # running the command) to no one. The id comes back, and the caller's finally releases it.
