@@ -149,10 +149,14 @@ def memory_total() -> int | None:
 
 
 def _remove(path: str) -> None:
+    """Remove the directory and its layers; the lock file too once both are gone. What a command still
+    running kept (it made entries faster than they went) stays with its lock file, which its agent no
+    longer holds: the next agent's :func:`remove_stale_private_dirs` takes it."""
     remove_tree(path)
     remove_tree(path + ".layers")
-    with contextlib.suppress(OSError):
-        os.unlink(path + ".lock")
+    if not os.path.lexists(path) and not os.path.lexists(path + ".layers"):
+        with contextlib.suppress(OSError):
+            os.unlink(path + ".lock")
 
 
 def remove_stale_private_dirs() -> list[str]:
