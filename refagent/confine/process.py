@@ -420,12 +420,14 @@ def _signal_group(pgid: int, number: int) -> bool:
 
 
 def _group_alive(pgid: int) -> bool:
-    """Whether a process of the group still runs. Zombies do not count: where PID 1 does not reap
-    orphans (some containers), they stay in the group forever and ``killpg(pgid, 0)`` keeps succeeding."""
-    if not _signal_group(pgid, 0):
-        return False
+    """Whether a process of the group, or of the session its leader leads (the launcher's: it starts with
+    a session of its own), still runs. The launcher's keeper or init leaves the group, so that a kill of
+    the group cannot skip their cleanup, but not the session: while one of them ends what the command
+    left, the command has not ended. Zombies do not count: where PID 1 does not reap orphans (some
+    containers), they stay forever and ``killpg(pgid, 0)`` keeps succeeding."""
+    group = _signal_group(pgid, 0)
     if not os.path.isdir("/proc/self"):
-        return True
+        return group
     with os.scandir("/proc") as entries:
         for entry in entries:
             if not entry.name.isdigit():
@@ -435,8 +437,8 @@ def _group_alive(pgid: int) -> bool:
                     fields = file.read().rsplit(b")", 1)[1].split()
             except (OSError, IndexError):
                 continue  # it ended while we looked
-            # after "pid (comm)": state, ppid, pgrp, ...
-            if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            # after "pid (comm)": state, ppid, pgrp, session, ...
+            if len(fields) > 3 and pgid in (int(fields[2]), int(fields[3])) and fields[0] not in (b"Z", b"X"):
                 return True
     return False
 
