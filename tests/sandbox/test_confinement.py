@@ -580,7 +580,7 @@ def test_private_directories_no_agent_holds_are_removed() -> None:
     held = Path(live.private_tmp())
     try:
         removed = remove_stale_private_dirs()
-        assert str(stale) in removed
+        # Gone: by this sweep, or by a real agent's that another test started meanwhile (each sweeps /tmp).
         assert not exists(stale)
         assert not exists(Path(f"{stale}.lock"))
         assert exists(held)  # its lock is held: its agent lives
