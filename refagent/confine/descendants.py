@@ -16,6 +16,7 @@ import time
 TYPE_CHECKING = False  # typing costs 14 ms to import
 if TYPE_CHECKING:
     import signal
+    from collections.abc import Iterator
 else:
     import _signal as signal  # the C module under `signal`, whose enums cost 5 ms to import
 
@@ -23,8 +24,8 @@ else:
 def signal_all(number: int) -> None:
     """Send ``number`` to every process below this one (with SIGCONT, so a stopped one acts on it)."""
     for pid in below(os.getpid()):
-        _kill(pid, number)
-        _kill(pid, signal.SIGCONT)
+        kill(pid, number)
+        kill(pid, signal.SIGCONT)
 
 
 def end_all(seconds: float) -> None:
@@ -43,17 +44,29 @@ def end_all(seconds: float) -> None:
             continue
         left = below(me)
         for pid in left:
-            _kill(pid, signal.SIGKILL)
+            kill(pid, signal.SIGKILL)
         select.select([], [], [], 0.002 if left else 0.01)
 
 
 def below(ancestor: int) -> list[int]:
     """The live processes below ``ancestor``, from ``/proc`` (zombies left out: they are only to reap)."""
     children: dict[int, list[int]] = {}
+    for pid, fields in live():
+        children.setdefault(int(fields[1]), []).append(pid)
+    found, level = [], [ancestor]
+    while level:
+        level = [child for parent in level for child in children.get(parent, ())]
+        found += level
+    return found
+
+
+def live() -> Iterator[tuple[int, list[bytes]]]:
+    """Each process running now (zombies left out) with the fields of its ``/proc/PID/stat`` after
+    ``pid (comm)``: state, ppid, pgrp, session, ... A process that ends while this looks is passed over."""
     try:
         names = os.listdir("/proc")
     except OSError:
-        return []
+        return
     for name in names:
         if not name.isdigit():
             continue
@@ -62,13 +75,8 @@ def below(ancestor: int) -> list[int]:
                 fields = file.read().rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
             continue  # ended while we looked
-        if fields[0] not in (b"Z", b"X"):  # after "pid (comm)": state, ppid
-            children.setdefault(int(fields[1]), []).append(int(name))
-    found, level = [], [ancestor]
-    while level:
-        level = [child for parent in level for child in children.get(parent, ())]
-        found += level
-    return found
+        if len(fields) > 3 and fields[0] not in (b"Z", b"X"):
+            yield int(name), fields
 
 
 def start_time(pid: int) -> str:
@@ -80,7 +88,8 @@ def start_time(pid: int) -> str:
         return ""
 
 
-def _kill(pid: int, number: int) -> None:
+def kill(pid: int, number: int) -> None:
+    """Send ``number`` to ``pid``, if it can still be sent (gone or another user's: nothing to do)."""
     try:  # noqa: SIM105 (contextlib is one more import in a process that counts milliseconds)
         os.kill(pid, number)
     except OSError:

@@ -275,7 +275,7 @@ def _supervise(options: Options, keeper: Callable[[Options, int, int], None]) ->
     os.close(alive_read)
     os.close(status_write)
     for number in _FORWARDED:
-        signal.signal(number, lambda number, _frame: _kill(child, number))
+        signal.signal(number, lambda number, _frame: descendants.kill(child, number))
     if agent is not None:
         # Both ends at once: the command's keeper reports (or dies), or the agent is gone.
         while True:
@@ -415,7 +415,9 @@ def _init(options: Options, alive: int, report: int) -> None:
         options,
         tmp,
         report,
-        lambda number: _kill(-1, number),  # PID 1 gets only the signals it handles: pass them to the namespace
+        lambda number: descendants.kill(
+            -1, number
+        ),  # PID 1 gets only the signals it handles: pass them to the namespace
         lambda status: _end_namespace(held, report, status),
         namespaces.drop_privileges,
     )
@@ -425,7 +427,7 @@ def _end_namespace(held: run_later.Held, report: int, status: int) -> None:
     """Kill what is left in the namespace and wait for all of it, sweep, report ``status``, exit."""
     signal.signal(_ABANDONED, signal.SIG_IGN)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # the agent may be gone: the sweep must still finish
-    _kill(-1, signal.SIGKILL)
+    descendants.kill(-1, signal.SIGKILL)
     while True:
         try:
             os.waitpid(-1, 0)
@@ -550,13 +552,6 @@ def _lower_limits(limits: dict[str, int]) -> None:
             resource.setrlimit(which, (limit if soft == infinity else min(soft, limit), limit))
         except (ValueError, OSError):
             pass
-
-
-def _kill(pid: int, number: int) -> None:
-    try:  # noqa: SIM105 (see above)
-        os.kill(pid, number)
-    except OSError:
-        pass
 
 
 def _end_as(status: int) -> None:

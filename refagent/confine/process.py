@@ -63,6 +63,7 @@ import anyio.abc
 import anyio.to_thread
 
 from refagent.confine.confinement import UNCONFINED, Confinement
+from refagent.confine.descendants import live
 from refagent.confine.private_tmp import memory_total
 from refagent.errors import ToolError
 from refagent.seams import CommandResult, Level
@@ -428,19 +429,8 @@ def _group_alive(pgid: int) -> bool:
     group = _signal_group(pgid, 0)
     if not os.path.isdir("/proc/self"):
         return group
-    with os.scandir("/proc") as entries:
-        for entry in entries:
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat", "rb") as file:
-                    fields = file.read().rsplit(b")", 1)[1].split()
-            except (OSError, IndexError):
-                continue  # it ended while we looked
-            # after "pid (comm)": state, ppid, pgrp, session, ...
-            if len(fields) > 3 and pgid in (int(fields[2]), int(fields[3])) and fields[0] not in (b"Z", b"X"):
-                return True
-    return False
+    # After "pid (comm)": state, ppid, pgrp, session.
+    return any(pgid in (int(fields[2]), int(fields[3])) for _, fields in live())
 
 
 # -- output -------------------------------------------------------------------------------------------------
