@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import gc
 import os
-import signal
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 from refagent import __version__, logs
 
@@ -23,26 +22,9 @@ from refagent import __version__, logs
 if TYPE_CHECKING:
     import argparse
 
-    from refagent.server.agent import Agent
-    from refagent.server.handshake import Opened
     from refagent.settings import Settings
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
-TERMINAL_HINT = (
-    "refagent is serving the Agent Client Protocol on stdin/stdout, for an editor. "
-    'To use it from this terminal: refagent chat, or refagent run "your task" (Ctrl-D leaves).\n'
-)
-"""What a person who runs ``refagent`` in a terminal reads (one line, on stderr); the agent then goes on."""
-START_SECONDS = 10.0
-"""How long the garbage collector may stay off at start-up, if no session is opened (see :func:`serve_stdio`)."""
-NEXT_SECONDS = 0.2
-"""How long, once ``initialize`` is answered, the CLI waits for the editor's next line before it starts the
-event loop: a ``session/new`` that comes meanwhile is answered at once too (editors send it as soon as
-they read the answer). One that comes later waits for the loop, which has started meanwhile."""
-
-Taken = TypeVar("Taken")
-"""What the agent takes over from a request answered before the loop (:func:`_answer_now`)."""
-
 Customise: TypeAlias = "Callable[[Settings], Settings]"
 """A fork's change to the agent's settings (its tools, its model factory...): given the settings refagent
 made, the settings to run with (:func:`main`)."""
@@ -171,6 +153,8 @@ def main(argv: list[str] | None = None, *, customise: Customise | None = None) -
             f"REFAGENT_LOG_LEVEL={args.log_level!r}: --log-level must be one of {', '.join(LOG_LEVELS)}"
         )
     logs.configure(args.log_level, args.log_file)  # applied when first needed (refagent.logs)
+    from refagent.server.boot import serve_stdio
+
     if args.demo:
         return serve_stdio(demo_settings(private_files(args, None), customise=customise))
     return serve_stdio(load_settings(args, customise=customise))
@@ -238,153 +222,3 @@ def demo_settings(private: tuple[str, ...] = (), *, customise: Customise | None 
 
     settings = Settings(profiles=[demo_profile()], private_files=private)
     return customise(settings) if customise is not None else settings
-
-
-def serve_stdio(settings: Settings | None = None) -> int:
-    """Serve ACP on this process's stdio until stdin closes or SIGTERM/SIGINT arrives.
-
-    An ``initialize`` that comes first is answered before the event loop starts, and so is a
-    ``session/new`` that follows it within :data:`NEXT_SECONDS` (see :mod:`refagent.server.handshake`);
-    everything else is the agent's, on the loop. The sandbox probe starts before the first line is read
-    (:mod:`refagent.confine.probe`): the first session's modes describe what it finds.
-
-    The garbage collector is off from here until the first session is open (its response written), or
-    :data:`START_SECONDS` have passed: start-up allocates mostly what lives as long as the process (modules,
-    classes, functions), and collecting it again and again cost some 10 ms before that first response.
-    """
-    gc.disable()
-    from refagent.confine import probe
-    from refagent.server.handshake import read_first_line, read_line
-    from refagent.server.stdio import guard_stdio
-    from refagent.settings import Settings
-
-    settings = settings or Settings()
-    if os.isatty(0):  # a person typed `refagent` in a terminal: editors always start it with pipes
-        sys.stderr.write(TERMINAL_HINT)
-        sys.stderr.flush()
-    fds = guard_stdio()
-    probe.start()
-    first, pending = read_first_line(fds.read_fd)
-    answered = _answer_early(first, fds.write_fd, settings) if first is not None else None
-    opened = None
-    if answered is None:
-        pending = first + b"\n" + pending if first is not None else pending
-    else:
-        second, pending = read_line(fds.read_fd, pending, NEXT_SECONDS)
-        opened = _open_early(second, fds.write_fd, settings) if second is not None else None
-        if second is not None and opened is None:
-            pending = second + b"\n" + pending
-    logs.ready()  # where logs go, before the loop's modules (which log) load
-    import logging
-
-    import anyio
-
-    code = 0
-    try:
-        anyio.run(_serve, fds.read_fd, fds.write_fd, settings, pending, answered, opened)
-    except Exception:
-        logging.getLogger("refagent").exception("the agent failed")
-        code = 1
-    logging.shutdown()
-    # The stdin reader thread may still be blocked in read(2) (after a signal, stdin is still open);
-    # everything that needed cleaning up has been by now, so leave without waiting for it.
-    os._exit(code)
-
-
-def _answer_early(line: bytes, write_fd: int, settings: Settings) -> dict[str, Any] | None:
-    """Answer ``line`` now if it is a well-formed ``initialize``; return its params (None: not answered)."""
-    from refagent.server.handshake import answer_initialize
-    from refagent.server.v2 import wants_v2
-
-    def answer(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        if wants_v2(params):
-            return None  # the agent answers it, in v2 (refagent.server.v2)
-        return answer_initialize(settings, settings.saves_sessions(), params), params
-
-    return _answer_now(line, write_fd, "initialize", answer)
-
-
-def _open_early(line: bytes, write_fd: int, settings: Settings) -> Opened | None:
-    """Answer ``line`` now if it is a ``session/new`` the agent would accept; return the session it opens
-    (None: not answered)."""
-    from refagent.server.handshake import answer_new_session
-
-    return _answer_now(line, write_fd, "session/new", lambda params: answer_new_session(settings, params))
-
-
-def _answer_now(
-    line: bytes, write_fd: int, method: str, answer: Callable[[dict[str, Any]], tuple[dict[str, Any], Taken] | None]
-) -> Taken | None:
-    """Answer ``line`` now if it is a ``method`` request that ``answer`` answers: its result is written, and
-    what the agent takes over from it returned. None: left to the agent, which answers it as any request
-    (a request ``answer`` refuses, with the error)."""
-    from refagent.acp import jsonrpc
-    from refagent.acp.errors import RequestError
-
-    message = jsonrpc.parse_line(line)
-    if not isinstance(message, jsonrpc.Request) or message.method != method:
-        return None
-    try:
-        answered = answer(message.params)
-    except RequestError:
-        return None
-    except Exception:  # not expected: the agent answers it, and says what went wrong
-        logs.logger("refagent").exception("%s could not be answered early", method)
-        return None
-    if answered is None:
-        return None
-    result, taken = answered
-    _write(write_fd, jsonrpc.encode(jsonrpc.result_response(message.id, result)))
-    return taken
-
-
-def _write(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-async def _serve(
-    read_fd: int,
-    write_fd: int,
-    settings: Settings,
-    pending: bytes,
-    answered: dict[str, Any] | None,
-    opened: Opened | None,
-) -> None:
-    import anyio
-
-    from refagent.acp.connection import Connection
-    from refagent.server.agent import Agent
-    from refagent.server.stdio import FdWriter, read_lines
-
-    connection = Connection(read_lines(read_fd, pending), FdWriter(write_fd))
-    async with Agent(connection, settings) as agent, anyio.create_task_group() as tg:
-        tg.start_soon(_stop_on_signal, tg.cancel_scope)
-        tg.start_soon(_collect_after_start, agent)
-        if answered is not None:
-            agent.adopt(answered)
-            if opened is not None:
-                tg.start_soon(agent.adopt_session(opened))
-            tg.start_soon(agent.warm_up)
-        await connection.serve(agent)
-        tg.cancel_scope.cancel()
-
-
-async def _collect_after_start(agent: Agent) -> None:
-    """The garbage collector back on (:func:`serve_stdio` turned it off) once the first session is open."""
-    import anyio
-
-    with anyio.move_on_after(START_SECONDS):
-        await agent.first_session.wait()
-    gc.enable()
-
-
-async def _stop_on_signal(scope: object) -> None:
-    import anyio
-
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async for signum in signals:
-            logs.logger("refagent").info("signal %s: shutting down", signum)
-            scope.cancel()  # type: ignore[attr-defined]
-            return

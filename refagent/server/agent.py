@@ -1,27 +1,25 @@
 """The ACP agent: the connection's handler (:class:`Agent`).
 
-Every method a client may call is in :data:`REQUESTS` (and ``session/cancel`` in :data:`NOTIFICATIONS`),
-each mapped to the :class:`Agent` method that answers it; anything else is ``-32601``. ``initialize`` and
-``authenticate`` are answered here; the ``session/*`` methods by
-:class:`refagent.session.manager.SessionManager` (``session/prompt`` through
-:mod:`refagent.session.prompting`). Capabilities advertised at ``initialize`` are exactly the ones
-implemented (:func:`refagent.server.handshake.answer_initialize`).
+Every method a client may call is in :data:`refagent.server.methods.REQUESTS` (and ``session/cancel`` in
+its ``NOTIFICATIONS``), each mapped to the :class:`Agent` method that answers it; anything else is
+``-32601``. ``initialize`` and ``authenticate`` are answered here; the ``session/*`` methods by
+:class:`refagent.session.manager.SessionManager` (``session/prompt`` by the session itself). Capabilities
+advertised at ``initialize`` are exactly the ones implemented
+(:func:`refagent.server.handshake.answer_initialize`).
 
-Starting fast: this module imports little. The session machinery is imported when the first session
-request arrives (or in the background right after ``initialize`` has been answered), so the editor's
-``initialize`` is answered before any of it loads. The model client's heavy import (``openai``, most of a
-second of CPU) waits until the first session's response is out and its workspace built: run at once after
-``initialize``, it would hold the interpreter while that ``session/new`` is being answered.
-(:mod:`refagent.confine.confinement` is loaded by then: the CLI starts the sandbox probe right after
-answering ``initialize``.)
+The agent starts where start-up stopped (:mod:`refagent.server.boot`): it is made with what start-up
+answered before the loop (:class:`~refagent.server.handshake.Started`: the client's ``initialize``, the
+sessions it opened) and takes it over. The model client's heavy import (``openai``, most of a second of
+CPU) waits until the first session's response is out and its workspace built, and no other session is
+being opened: run earlier, it would hold the interpreter while those responses are being made.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -29,21 +27,33 @@ from anyio.abc import TaskGroup
 from refagent.acp import params as p
 from refagent.acp.connection import Peer, Reply
 from refagent.acp.errors import AuthRequired, InternalError, InvalidParams, InvalidRequest, MethodNotFound
+from refagent.acp.requests import (
+    AuthenticateParams,
+    ListSessionsParams,
+    NewSessionParams,
+    OpenSessionParams,
+    PromptParams,
+    SessionParams,
+    SetConfigOptionParams,
+    SetModeParams,
+    SetTitleParams,
+)
+from refagent.config.writer import forget_keys
 from refagent.confine.confinement import machine_support, remove_stale_cgroups
 from refagent.confine.private_tmp import remove_stale_private_dirs
 from refagent.errors import ConfigError
 from refagent.llm.pool import ModelPool, require_key
-from refagent.server.handshake import AUTH_METHOD, answer_initialize
+from refagent.server.handshake import AUTH_METHOD, Started, answer_initialize
+from refagent.server.methods import NOTIFICATIONS, REQUESTS
 from refagent.server.v2 import wants_v2
+from refagent.server.v2.bridge import V2Bridge
+from refagent.session.manager import SessionManager
 from refagent.settings import Settings
 
-__all__ = ["NOTIFICATIONS", "REQUESTS", "Agent", "Settings"]
+__all__ = ["Agent", "Settings"]
 
 if TYPE_CHECKING:
     from refagent.acp.types import ClientCapabilities
-    from refagent.server.handshake import Opened
-    from refagent.server.v2.bridge import V2Bridge
-    from refagent.session.manager import SessionManager
     from refagent.session.state import Session
 
 log = logging.getLogger(__name__)
@@ -60,7 +70,7 @@ class Agent:
     tasks (file watchers, MCP servers) and stops them on exit.
     """
 
-    def __init__(self, peer: Peer, settings: Settings | None = None) -> None:
+    def __init__(self, peer: Peer, settings: Settings | None = None, started: Started | None = None) -> None:
         self.peer = peer
         self.settings = settings or Settings()
         self.store = self.settings.store() if self.settings.store is not None else None
@@ -76,10 +86,18 @@ class Agent:
         self._manager: SessionManager | None = None
         self.first_session = anyio.Event()
         """Set once the first session's response is written and its own after-work done (its workspace
-        built): start-up is over (the CLI turns the garbage collector back on)."""
+        built): start-up is over (it turns the garbage collector back on)."""
+        self._started = started
 
     async def __aenter__(self) -> Agent:
-        self._background = await anyio.create_task_group().__aenter__()
+        self._background = background = await anyio.create_task_group().__aenter__()
+        started, self._started = self._started, None
+        if started is not None and started.client is not None:  # take over what start-up answered
+            self.adopt(started.client)
+            background.start_soon(self.warm_up)
+            for opened in started.opened:
+                _, after = self.manager().open_new(opened.params, opened.session_id, opened.support)
+                background.start_soon(self._and_after_first_session(after))
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -101,10 +119,8 @@ class Agent:
         return self.manager().sessions
 
     def manager(self) -> SessionManager:
-        """The session machinery, imported on first use."""
+        """The session machinery, made on first use."""
         if self._manager is None:
-            from refagent.session.manager import SessionManager
-
             self._manager = SessionManager(
                 peer=self.peer,
                 settings=self.settings,
@@ -128,8 +144,6 @@ class Agent:
         if self.v2 is not None:  # the client negotiated v2: its requests are translated for the methods below
             return await self.v2.handle_request(method, params)
         if method == "initialize" and wants_v2(params):
-            from refagent.server.v2.bridge import V2Bridge
-
             self.v2 = V2Bridge(self)
             return await self.v2.handle_request(method, params)
         return await self.handle_v1_request(method, params)
@@ -139,13 +153,15 @@ class Agent:
         route = REQUESTS.get(method)
         if route is None or (route.needs_store and self.store is None):
             raise MethodNotFound(f"Method not found: {_short(method)}")
-        return await route.handler(self, params)
+        handler: Callable[[Params], Awaitable[Any]] = getattr(self, route.handler)
+        return await handler(params)
 
     async def handle_notification(self, method: str, params: Params) -> None:
-        handler = NOTIFICATIONS.get(method)
-        if handler is None:
+        name = NOTIFICATIONS.get(method)
+        if name is None:
             raise MethodNotFound(f"Method not found: {_short(method)}")
-        handler(self, params)
+        handler: Callable[[Params], None] = getattr(self, name)
+        handler(params)
 
     # -- initialization ----------------------------------------------------------------------
 
@@ -156,7 +172,7 @@ class Agent:
         return Reply(result, after=self.warm_up)
 
     def adopt(self, params: Params) -> None:
-        """Take the client's side of an ``initialize`` (answered here, or before the loop by the CLI)."""
+        """Take the client's side of an ``initialize`` (answered here, or before the loop by start-up)."""
         self.client_capabilities = p.optional(params, "clientCapabilities", dict, {})  # type: ignore[assignment]
         self.client_info = p.optional(params, "clientInfo", dict, {})
         self.initialized = True
@@ -165,10 +181,9 @@ class Agent:
         log.info("client %s %s", self.client_info.get("name", "?"), self.client_info.get("version", ""))
 
     async def warm_up(self) -> None:
-        """After ``initialize`` is answered: load the session machinery and probe the sandbox while the
-        editor is busy with its own start-up. (What no response waits for comes after the first
-        session's: :meth:`_after_first_session`.)"""
-        await anyio.to_thread.run_sync(_import_sessions)
+        """After ``initialize`` is answered: finish probing the sandbox while the editor is busy with its
+        own start-up. (What no response waits for comes after the first session's:
+        :meth:`_after_first_session`.)"""
         await anyio.to_thread.run_sync(machine_support)  # cached: the first session does not wait for it
 
     async def _after_first_session(self) -> None:
@@ -179,6 +194,7 @@ class Agent:
         if self.first_session.is_set():
             return
         self.first_session.set()
+        await self.manager().none_opening()  # a session/new sent with the first is answered before this
         await anyio.to_thread.run_sync(remove_stale_private_dirs)
         await anyio.to_thread.run_sync(remove_stale_cgroups)
         if self.settings.warm_up is not None:
@@ -201,8 +217,6 @@ class Agent:
     async def authenticate(self, params: Params) -> dict[str, Any]:
         """``authenticate``: re-read the configuration (file and environment); succeed if the default
         profile has its key."""
-        from refagent.acp.requests import AuthenticateParams  # (see _import_sessions)
-
         method_id = AuthenticateParams.parse(params).method_id
         if method_id != AUTH_METHOD:
             raise InvalidParams(f"Invalid params: unknown authentication method {method_id!r}")
@@ -223,8 +237,6 @@ class Agent:
         path = self.settings.config_file
         if path is None:  # not advertised
             raise MethodNotFound("Method not found: logout")
-        from refagent.config.writer import forget_keys
-
         try:
             removed = await anyio.to_thread.run_sync(forget_keys, path)
         except ConfigError as exc:
@@ -248,132 +260,52 @@ class Agent:
             self._manager.reconfigure(settings)
 
     # -- sessions: their params typed here (refagent.acp.requests), answered by the session manager ---------
-    # Each parse raises -32602 for params the schema does not allow, before the manager sees anything. The
-    # params types are imported with the session machinery (_import_sessions), not with this module.
+    # Each parse raises -32602 for params the schema does not allow, before the manager sees anything.
 
     async def new_session(self, params: Params) -> Reply:
-        from refagent.acp.requests import NewSessionParams
-
         return self._then_after_first_session(await self.manager().new_session(NewSessionParams.parse(params)))
 
-    def adopt_session(self, opened: Opened) -> Callable[[], Coroutine[Any, Any, None]]:
-        """Make the session whose ``session/new`` the CLI answered before the loop started
-        (:func:`refagent.server.handshake.answer_new_session`), as that answer said; return the work its
-        response's after-work would have done, for the caller to run now."""
-        _, after = self.manager().open_new(opened.params, opened.session_id, opened.support)
-        return self._and_after_first_session(after)
-
     async def fork_session(self, params: Params) -> Reply:
-        from refagent.acp.requests import OpenSessionParams
-
         # A fork opens a session too, and may be a connection's first (an editor forks a saved session).
         return self._then_after_first_session(await self.manager().fork_session(OpenSessionParams.parse(params)))
 
     async def load_session(self, params: Params) -> Reply:
-        from refagent.acp.requests import OpenSessionParams
-
         return self._then_after_first_session(await self.manager().load_session(OpenSessionParams.parse_load(params)))
 
     async def resume_session(self, params: Params) -> Reply:
-        from refagent.acp.requests import OpenSessionParams
-
         return self._then_after_first_session(await self.manager().resume_session(OpenSessionParams.parse(params)))
 
     async def list_sessions(self, params: Params) -> dict[str, Any]:
-        from refagent.acp.requests import ListSessionsParams
-
         return await self.manager().list_sessions(ListSessionsParams.parse(params))
 
     async def close_session(self, params: Params) -> dict[str, Any]:
-        from refagent.acp.requests import SessionParams
-
         return await self.manager().close_session(SessionParams.parse(params))
 
     async def delete_session(self, params: Params) -> dict[str, Any]:
-        from refagent.acp.requests import SessionParams
-
         return await self.manager().delete_session(SessionParams.parse(params))
 
     async def prompt(self, params: Params) -> dict[str, Any]:
-        from refagent.acp.requests import PromptParams
-
         return await self.manager().prompt(PromptParams.parse(params))
 
     async def set_title(self, params: Params) -> dict[str, Any]:
-        from refagent.acp.requests import SetTitleParams
-
         return await self.manager().set_title(SetTitleParams.parse(params))
 
     async def steer(self, params: Params) -> dict[str, Any]:
         """``_session/steering`` (an extension, as Claude's and Codex's adapters have it): a message for the
         running turn, with a prompt's params (:mod:`refagent.session.steering`)."""
-        from refagent.acp.requests import PromptParams
-
         return await self.manager().steer(PromptParams.parse(params))
 
     async def set_mode(self, params: Params) -> dict[str, Any]:
-        from refagent.acp.requests import SetModeParams
-
         return await self.manager().set_mode(SetModeParams.parse(params))
 
     async def set_config_option(self, params: Params) -> dict[str, Any]:
-        from refagent.acp.requests import SetConfigOptionParams
-
         return await self.manager().set_config_option(SetConfigOptionParams.parse(params))
 
     def cancel(self, params: Params) -> None:
         """``session/cancel``: ends the session's turn and the prompts queued behind it."""
-        from refagent.acp.requests import SessionParams
-
         target = SessionParams.parse_notification(params)
         if self._manager is not None and target is not None:  # no sessions yet: nothing to cancel
             self._manager.cancel(target)
-
-
-class Route:
-    """Who answers a request method, and whether it exists only when sessions are saved. (A plain class:
-    a frozen dataclass takes half a millisecond to create, on the way to the first ``session/new``
-    response.)"""
-
-    __slots__ = ("handler", "needs_store")
-
-    def __init__(self, handler: Callable[[Agent, Params], Awaitable[Any]], needs_store: bool = False) -> None:
-        self.handler = handler
-        self.needs_store = needs_store
-
-
-REQUESTS: Final[Mapping[str, Route]] = {
-    "initialize": Route(Agent.initialize),
-    "authenticate": Route(Agent.authenticate),
-    "logout": Route(Agent.logout),
-    "session/new": Route(Agent.new_session),
-    "session/load": Route(Agent.load_session, needs_store=True),
-    "session/resume": Route(Agent.resume_session, needs_store=True),
-    "session/fork": Route(Agent.fork_session, needs_store=True),  # unstable
-    "session/list": Route(Agent.list_sessions, needs_store=True),
-    "session/close": Route(Agent.close_session),
-    "session/delete": Route(Agent.delete_session, needs_store=True),
-    "session/set_title": Route(Agent.set_title, needs_store=True),  # unstable
-    "session/prompt": Route(Agent.prompt),
-    "session/set_mode": Route(Agent.set_mode),
-    "session/set_config_option": Route(Agent.set_config_option),
-    "_session/steering": Route(Agent.steer),  # an extension: advertised in initialize's _meta
-}
-"""Every request method the agent answers (ACP v1, agent side), and the method of :class:`Agent` that does."""
-
-NOTIFICATIONS: Final[Mapping[str, Callable[[Agent, Params], None]]] = {
-    "session/cancel": Agent.cancel,
-}
-"""Every notification the agent acts on."""
-
-
-def _import_sessions() -> None:
-    """The session machinery, and the params types of its requests (:mod:`refagent.acp.requests`: their
-    classes take a few milliseconds to create, which this keeps off the way to the loop's start; the
-    methods above import them where they parse, found loaded by then in the common case)."""
-    # the imports are the point
-    import refagent.acp.requests
-    import refagent.session.manager  # noqa: F401
 
 
 def _short(text: str, limit: int = 100) -> str:

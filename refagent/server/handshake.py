@@ -1,33 +1,25 @@
-"""The first exchanges: the answers to ``initialize`` and to the first ``session/new``, computable before
-the event loop exists.
+"""The answers start-up gives before the event loop exists: to ``initialize`` and to ``session/new``,
+pure functions of the settings and the request (no anyio, nothing of the session machinery).
 
 An editor waits on ``initialize`` before it shows anything, and on ``session/new`` before the user can
-type. Importing anyio and asyncio and starting a loop costs more than either answer, so the CLI reads the
-first line with a plain blocking read (:func:`read_first_line`), answers an ``initialize`` at once with
-:func:`answer_initialize`, waits a moment for the next line (:func:`read_line`; editors send
-``session/new`` as soon as they have the answer) and answers a ``session/new`` with
-:func:`answer_new_session`. Only then does it start the loop and the agent, which adopt the client's
-capabilities (``Agent.adopt``) and the session opened (``Agent.adopt_session``: made with what the
-answer said, then set up as any new session is after its response) and carry on reading after those
-lines. Anything else is left to the agent as usual, and so is a request either function cannot answer
-(invalid params: the agent answers with the error). :class:`refagent.server.agent.Agent` answers a later
-``initialize`` with the same function, and any ``session/new`` with the functions this one uses.
-
-This module imports no anyio and nothing of the session machinery.
+type; importing anyio and asyncio and starting a loop costs more than either answer. So start-up
+(:mod:`refagent.server.boot`) answers the requests it reads before the loop with the ``early`` answers of
+:data:`refagent.server.methods.REQUESTS` (:func:`early_initialize`, :func:`early_new_session`), which
+record in :class:`Started` what the agent takes over. The agent answers the same requests on the loop
+with the same functions (:func:`answer_initialize`,
+:func:`refagent.session.options.new_session_result`): the answer is the same
+whichever phase gives it.
 """
 
 from __future__ import annotations
 
-import os
-import select
-import signal
-import time
 from typing import TYPE_CHECKING, Any
 
 from refagent import __version__
-from refagent.acp import MAX_LINE_BYTES, PROTOCOL_VERSION
+from refagent.acp import PROTOCOL_VERSION
 from refagent.acp import params as p
 from refagent.llm.profiles import key_hint
+from refagent.server.v2 import wants_v2
 from refagent.settings import Settings
 
 if TYPE_CHECKING:
@@ -38,7 +30,6 @@ AUTH_METHOD = "api-key"
 """The ``agent`` sign-in method: read the configuration again."""
 LOGIN_METHOD = "login"
 """The ``terminal`` sign-in method: the client runs ``refagent login`` for the user."""
-_CHUNK = 1 << 16
 
 
 def answer_initialize(settings: Settings, has_store: bool, params: dict[str, Any]) -> dict[str, Any]:
@@ -111,48 +102,23 @@ def _terminal_auth(params: dict[str, Any]) -> bool:
     return isinstance(meta, dict) and meta.get("terminal-auth") is True
 
 
-def read_first_line(fd: int) -> tuple[bytes | None, bytes]:
-    """Block until the first line of ``fd`` arrives: ``(line, what was read after it)``.
+class Started:
+    """What start-up answered before the event loop, which the agent takes over
+    (:class:`refagent.server.agent.Agent`). (A plain class: see :class:`Opened`.)"""
 
-    ``(None, rest)`` at EOF before a newline. From now until the event loop installs its own handlers,
-    SIGTERM, SIGINT and SIGHUP end the process with status 0: nothing has started that needs cleaning up.
-    """
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, _exit_now)
-    return read_line(fd, b"", None)
+    __slots__ = ("client", "opened")
 
-
-def read_line(fd: int, buffered: bytes, timeout: float | None) -> tuple[bytes | None, bytes]:
-    """The next line of ``fd``, ``buffered`` (read from it already) first: ``(line, what was read after
-    it)``, the line without its end. ``(None, everything read)`` at EOF before a newline, or when no
-    newline came within ``timeout`` seconds (None: no limit)."""
-    buffer = bytearray(buffered)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    searched = 0  # where the search for the newline goes on: each byte is looked at once
-    while (end := buffer.find(b"\n", searched)) == -1:
-        searched = len(buffer)
-        if len(buffer) > MAX_LINE_BYTES:  # the agent's reader drops it, and answers with an error
-            return None, bytes(buffer)
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return None, bytes(buffer)
-        try:
-            chunk = os.read(fd, _CHUNK)
-        except InterruptedError:
-            continue
-        except OSError:
-            chunk = b""
-        if not chunk:
-            return None, bytes(buffer)
-        buffer += chunk
-    return bytes(buffer[:end]).rstrip(b"\r"), bytes(buffer[end + 1 :])
+    def __init__(self) -> None:
+        self.client: dict[str, Any] | None = None
+        """The params of the last ``initialize`` answered (None: none was)."""
+        self.opened: list[Opened] = []
+        """The sessions whose ``session/new`` was answered, in order."""
 
 
 class Opened:
-    """A session opened by :func:`answer_new_session`, its response written: what the agent needs to make
-    it once the loop runs (:meth:`refagent.server.agent.Agent.adopt_session`). (A plain class: see
-    :class:`refagent.server.agent.Route`.)"""
+    """A session whose ``session/new`` start-up answered (:func:`early_new_session`): what the agent
+    needs to make it once the loop runs. (A plain class: a frozen dataclass takes half a millisecond to
+    create, on the way to the answer.)"""
 
     __slots__ = ("params", "session_id", "support")
 
@@ -164,29 +130,37 @@ class Opened:
         """How its commands will be confined (:meth:`Settings.sandbox_support`), which its modes describe."""
 
 
-def answer_new_session(settings: Settings, params: dict[str, Any]) -> tuple[dict[str, Any], Opened] | None:
-    """The first ``session/new``'s result, and the session it opens, computed with no event loop: the
-    agent answers the same request with the same functions, and this is what it would answer.
+def early_initialize(settings: Settings, started: Started, params: dict[str, Any]) -> dict[str, Any] | None:
+    """Start-up's answer to an ``initialize`` (:func:`answer_initialize`), recorded in ``started``; None
+    for one asking for version 2 (the agent answers it, in v2: :mod:`refagent.server.v2`)."""
+    if wants_v2(params):
+        return None
+    result = answer_initialize(settings, settings.saves_sessions(), params)
+    started.client = params
+    return result
 
-    None when this cannot answer: a sandbox maker of a fork's that only says how it confines once made.
-    Raises :class:`~refagent.acp.errors.RequestError` for what the agent refuses (invalid params, a
-    missing key): the agent then answers it, with the error."""
+
+def early_new_session(settings: Settings, started: Started, params: dict[str, Any]) -> dict[str, Any] | None:
+    """Start-up's answer to a ``session/new`` that follows an ``initialize`` it answered, the session it
+    opens recorded in ``started``.
+
+    None when this cannot answer: no ``initialize`` came first, or a sandbox maker of a fork's only says
+    how it confines once made. Raises :class:`~refagent.acp.errors.RequestError` for what the agent
+    refuses (invalid params, a missing key): the agent then answers it, with the error."""
+    # Imported here: the params types, the key check and the modes are not on initialize's way (some 9 ms)
     from refagent.acp.requests import NewSessionParams
     from refagent.ids import new_id
     from refagent.llm.pool import require_key
-    from refagent.session.modes import DEFAULT_MODE
-    from refagent.session.options import state
+    from refagent.session.options import new_session_result
 
+    if started.client is None:
+        return None
     parsed = NewSessionParams.parse(params)
-    profile = settings.active_profile()
-    require_key(profile)
-    support = settings.sandbox_support()  # the probe's answer: the CLI started it before the first line
+    require_key(settings.active_profile())
+    support = settings.sandbox_support()  # the probe's answer: start-up started it before the first line
     if support is None:
         return None
     opened = Opened(new_id("sess"), parsed, support)
-    result = state(DEFAULT_MODE, support, settings.profiles, profile.id, profile.default_reasoning_effort)
-    return {"sessionId": opened.session_id, **result}, opened
-
-
-def _exit_now(signum: int, frame: object) -> None:
-    os._exit(0)
+    result = new_session_result(settings, opened.session_id, support)
+    started.opened.append(opened)
+    return result

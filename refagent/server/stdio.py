@@ -5,14 +5,19 @@ and points fds 0 and 1 at ``/dev/null`` and stderr. After that nothing else in t
 ``print()``, not a library, not a child process that inherits fds, can write to the protocol stream or
 read from it.
 
-Reading and writing use blocking ``os.read``/``os.write`` in worker threads: that works for pipes, files
-and ttys alike, handles lines of any length, and never blocks the event loop.
+One :class:`LineReader` and one :class:`FdWriter` serve the whole life of the process: start-up reads
+and writes through them before the event loop exists (:mod:`refagent.server.boot`), and the connection
+goes on with the same two objects on the loop. Both use blocking ``os.read``/``os.write`` (in worker
+threads once the loop runs): that works for pipes, files and ttys alike, handles lines of any length, and
+never blocks the event loop.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import sys
+from collections import deque
 from collections.abc import AsyncIterator
 
 from refagent.acp import LINE_TOO_LONG, MAX_LINE_BYTES
@@ -44,52 +49,90 @@ def guard_stdio() -> ProtocolFds:
     return ProtocolFds(read_fd, write_fd)
 
 
-async def read_lines(fd: int, initial: bytes = b"") -> AsyncIterator[bytes]:
-    """Yield the lines of ``fd`` without their line ending, until EOF (or a read error, treated as EOF).
+class LineReader:
+    """The lines of ``fd``, without their line ending, until EOF (a read error counts as EOF): read one by
+    one before the event loop (:meth:`next_line`), then on it (:meth:`lines`), from one buffer.
 
-    ``initial``: bytes already read from ``fd`` (by :func:`refagent.server.handshake.read_first_line`), which
-    come first. A line longer than :data:`~refagent.acp.MAX_LINE_BYTES` is dropped as it is read
-    and :data:`~refagent.acp.LINE_TOO_LONG` yielded in its place (the agent answers it with an
-    error, and goes on)."""
-    import anyio.to_thread  # here, not at the top: the first answer is written before anyio is loaded
+    A line longer than :data:`~refagent.acp.MAX_LINE_BYTES` is dropped as it is read and
+    :data:`~refagent.acp.LINE_TOO_LONG` comes in its place (the agent answers it with an error, and goes
+    on). Each byte is looked at once: reading is linear in the input, however it is split.
+    """
 
-    buffer = bytearray()
-    discarding = False  # the line being read is longer than MAX_LINE_BYTES: its rest is dropped as it comes
-    chunk = initial
-    while True:
-        if not chunk:
-            try:
-                chunk = await anyio.to_thread.run_sync(os.read, fd, _CHUNK, abandon_on_cancel=True)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                if discarding:
-                    yield LINE_TOO_LONG
-                elif buffer.strip():
-                    yield bytes(buffer)
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._ready: deque[bytes] = deque()
+        """Complete lines read and not yet taken."""
+        self._partial = bytearray()
+        self._discarding = False
+        """The line being read is longer than MAX_LINE_BYTES: its rest is dropped as it comes."""
+        self.at_eof = False
+
+    def next_line(self, *, wait: bool) -> bytes | None:
+        """The next line: one read already, else one read from ``fd`` now, blocking for it if ``wait``
+        (else only what has arrived). None at EOF, or when ``wait`` is False and no whole line has come."""
+        while not self._ready and not self.at_eof:
+            if not wait and not select.select([self.fd], [], [], 0)[0]:
+                return None
+            self._take(self._read())
+        return self._ready.popleft() if self._ready else None
+
+    def put_back(self, line: bytes) -> None:
+        """Make ``line`` (taken with :meth:`next_line`) the next line again: start-up leaves it to the loop."""
+        self._ready.appendleft(line)
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        """Every line not taken yet, until EOF, reading on the event loop from a worker thread."""
+        import anyio.to_thread  # here: start-up reads with next_line, and answers before anyio is loaded
+
+        while True:
+            while self._ready:
+                yield self._ready.popleft()
+            if self.at_eof:
                 return
+            self._take(await anyio.to_thread.run_sync(self._read, abandon_on_cancel=True))
+
+    def _read(self) -> bytes:
+        while True:
+            try:
+                return os.read(self.fd, _CHUNK)
+            except InterruptedError:
+                continue
+            except OSError:
+                return b""
+
+    def _take(self, chunk: bytes) -> None:
+        """Split ``chunk`` (b"": EOF) into the lines it ends, keeping the start of the next."""
+        if not chunk:
+            self.at_eof = True
+            if self._discarding:
+                self._ready.append(LINE_TOO_LONG)
+            elif self._partial.strip():
+                self._ready.append(bytes(self._partial).rstrip(b"\r"))
+            self._partial.clear()
+            return
         start = 0
-        while (end := chunk.find(b"\n", start)) != -1:  # each byte is looked at once: linear in the input
-            if discarding:
-                yield LINE_TOO_LONG
-                discarding = False
-            elif buffer:
-                buffer += chunk[start:end]
-                yield bytes(buffer).rstrip(b"\r") if len(buffer) <= MAX_LINE_BYTES else LINE_TOO_LONG
-                buffer.clear()
+        partial = self._partial
+        while (end := chunk.find(b"\n", start)) != -1:
+            if self._discarding:
+                self._ready.append(LINE_TOO_LONG)
+                self._discarding = False
+            elif partial:
+                partial += chunk[start:end]
+                self._ready.append(bytes(partial).rstrip(b"\r") if len(partial) <= MAX_LINE_BYTES else LINE_TOO_LONG)
+                partial.clear()
             else:
-                yield chunk[start:end].rstrip(b"\r") if end - start <= MAX_LINE_BYTES else LINE_TOO_LONG
+                self._ready.append(chunk[start:end].rstrip(b"\r") if end - start <= MAX_LINE_BYTES else LINE_TOO_LONG)
             start = end + 1
-        if not discarding:
-            buffer += chunk[start:]
-            if len(buffer) > MAX_LINE_BYTES:
-                buffer.clear()
-                discarding = True
-        chunk = b""
+        if not self._discarding:
+            partial += chunk[start:]
+            if len(partial) > MAX_LINE_BYTES:
+                partial.clear()
+                self._discarding = True
 
 
 class FdWriter:
-    """Writes all of each buffer to ``fd`` from a worker thread (a slow reader must not stall the loop).
+    """Writes all of each buffer to ``fd``: at once before the event loop (:meth:`write_now`), from a
+    worker thread on it (calling it: a slow reader must not stall the loop).
 
     A cancelled write abandons its thread: at shutdown (EOF, SIGTERM) the process must not wait on a
     client that stopped reading and let the pipe fill up.
@@ -99,12 +142,12 @@ class FdWriter:
         self.fd = fd
 
     async def __call__(self, data: bytes) -> None:
-        import anyio.to_thread
+        import anyio.to_thread  # here, as in LineReader.lines
 
-        await anyio.to_thread.run_sync(self._write_all, data, abandon_on_cancel=True)
+        await anyio.to_thread.run_sync(self.write_now, data, abandon_on_cancel=True)
 
-    def _write_all(self, data: bytes) -> None:
+    def write_now(self, data: bytes) -> None:
+        """Write all of ``data``, blocking until it is."""
         view = memoryview(data)
         while view:
-            written = os.write(self.fd, view)
-            view = view[written:]
+            view = view[os.write(self.fd, view) :]

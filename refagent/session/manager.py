@@ -40,6 +40,7 @@ from refagent.ids import new_id
 from refagent.llm.pool import ModelPool, require_key
 from refagent.persistence.recorder import load as load_session
 from refagent.persistence.recorder import replay
+from refagent.session.options import new_session_result
 from refagent.session.speaker import speaker
 from refagent.session.state import Session
 from refagent.settings import Settings
@@ -96,6 +97,10 @@ class SessionManager:
         self.models = models
         self.capabilities = capabilities
         self.sessions: dict[str, Session] = {}
+        self._in_order = anyio.Lock()  # fair: session/new requests are answered in the order they came
+        self._opening = 0
+        self._none_opening = anyio.Event()
+        self._none_opening.set()
 
     def reconfigure(self, settings: Settings) -> None:
         """The configuration was read again (``authenticate``): new sessions and prompts use ``settings``."""
@@ -104,11 +109,27 @@ class SessionManager:
     # -- opening ------------------------------------------------------------------------------
 
     async def new_session(self, params: NewSessionParams) -> Reply:
-        """``session/new``: a session in ``cwd`` (and the client's additional directories)."""
+        """``session/new``: a session in ``cwd`` (and the client's additional directories). Several sent
+        together are answered in the order they came, one right after the other."""
         require_key(self.settings.active_profile())
-        support = await anyio.to_thread.run_sync(self.settings.sandbox_support)  # probed once, off the loop
-        session, after = self.open_new(params, new_id("sess"), support)
-        return Reply(self._state(session, with_id=True), after=after)
+        self._opening += 1
+        if self._none_opening.is_set():
+            self._none_opening = anyio.Event()
+        try:
+            async with self._in_order:
+                support = await anyio.to_thread.run_sync(self.settings.sandbox_support)  # probed once, off the loop
+                session, after = self.open_new(params, new_id("sess"), support)
+        finally:
+            self._opening -= 1
+            if not self._opening:
+                self._none_opening.set()
+        return Reply(new_session_result(self.settings, session.id, session.support), after=after)
+
+    async def none_opening(self) -> None:
+        """Wait until no ``session/new`` is being answered: work that would slow those answers waits for
+        this (the model client's import, after the first session)."""
+        while self._opening:
+            await self._none_opening.wait()
 
     def open_new(
         self, params: NewSessionParams, session_id: str, support: Support | None
@@ -116,8 +137,8 @@ class SessionManager:
         """A new session ``session_id`` as ``session/new`` asked for it (its key checked by the caller), and
         the work to do once its response is written (:meth:`_settle`). ``support``: the settings'
         :meth:`~refagent.settings.Settings.sandbox_support`, which the response's modes describe. The
-        agent opens with this the session whose response the CLI wrote before the loop started
-        (:mod:`refagent.server.handshake`)."""
+        agent opens with this the sessions whose response start-up wrote before the loop started
+        (:mod:`refagent.server.boot`)."""
         cwd, servers, extra = params.cwd, params.mcp_servers, list(params.additional_directories)
         # Its index entry is written after the response (_settle): the index is rewritten whole.
         store_log = self.store.create(session_id, cwd, extra, listed=False) if self.store is not None else None

@@ -1,9 +1,9 @@
 """What a session offers the client to choose: its modes and its config options, as the responses that
 open a session carry them (``modes``, ``configOptions``) and ``config_option_update`` repeats them.
 
-Functions of the session's choices, not of a :class:`~refagent.session.state.Session`, so that the CLI can
-answer the first ``session/new`` before the event loop exists, with the same functions as the session
-made after it (:mod:`refagent.server.handshake`). Light to import, for that reason.
+Functions of the session's choices, not of a :class:`~refagent.session.state.Session`, so that start-up
+can answer a ``session/new`` before the event loop exists with the same function as the agent on the loop
+(:func:`new_session_result`; :mod:`refagent.server.handshake`). Light to import, for that reason.
 """
 
 from __future__ import annotations
@@ -11,12 +11,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from refagent.session.modes import modes_for
+from refagent.session.modes import DEFAULT_MODE, modes_for
 
 if TYPE_CHECKING:
     from refagent.acp.types import ConfigOption, SessionMode, SessionModeState
     from refagent.confine.confinement import Support
     from refagent.llm.profiles import ModelProfile
+    from refagent.settings import Settings
+
+
+def new_session_result(settings: Settings, session_id: str, support: Support) -> dict[str, Any]:
+    """The ``session/new`` result of a new session ``session_id`` whose commands are confined as ``support``
+    says: its id, and the modes and config options a new session starts with. The one builder of that
+    answer, before the loop (:func:`refagent.server.handshake.early_new_session`) and on it
+    (:meth:`refagent.session.manager.SessionManager.new_session`)."""
+    profile = settings.active_profile()
+    result = state(DEFAULT_MODE, support, settings.profiles, profile.id, profile.default_reasoning_effort)
+    return {"sessionId": session_id, **result}
 
 
 def state(

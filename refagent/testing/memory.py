@@ -33,6 +33,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from refagent.acp.connection import Connection
 from refagent.acp.errors import MethodNotFound, RequestError
 from refagent.server.agent import Agent, Settings
+from refagent.server.handshake import Started
 from refagent.testing.transcript import Check, Direction, Transcript
 
 PermissionPolicy = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -201,15 +202,18 @@ async def connect(
     *,
     client: FakeClient | None = None,
     check: Check | None = None,
+    started: Started | None = None,
 ) -> AsyncIterator[Editor]:
-    """Start an agent and a fake editor connected in memory; both stop when the block exits."""
+    """Start an agent and a fake editor connected in memory; both stop when the block exits. ``started``:
+    what start-up answered before the loop (:func:`refagent.server.boot.answer_early`), which the agent
+    takes over as it does in a process."""
     transcript = Transcript(check=check)
     client = client or FakeClient()
     to_agent_send, to_agent_receive = anyio.create_memory_object_stream[bytes](1024)
     to_client_send, to_client_receive = anyio.create_memory_object_stream[bytes](1024)
     agent_connection = Connection(_lines(to_agent_receive), _tap(transcript, "agent", to_client_send))
     client_connection = Connection(_lines(to_client_receive), _tap(transcript, "client", to_agent_send))
-    async with Agent(agent_connection, settings) as agent, anyio.create_task_group() as tg:
+    async with Agent(agent_connection, settings, started) as agent, anyio.create_task_group() as tg:
         tg.start_soon(agent_connection.serve, agent)
         tg.start_soon(client_connection.serve, client)
         try:

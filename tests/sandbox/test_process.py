@@ -16,10 +16,6 @@ from typing import Any
 import anyio
 import pytest
 
-from refagent.acp import LINE_TOO_LONG
-from refagent.acp.jsonrpc import Invalid, parse_line
-from refagent.server import stdio
-from refagent.server.stdio import FdWriter, read_lines
 from tests.support.helpers_process import ROOT, AgentProcess, agent_command, agent_env
 
 pytestmark = pytest.mark.anyio
@@ -150,10 +146,15 @@ def test_exits_even_when_the_client_stops_reading_stdout(tmp_path: Path, how: st
         assert json.loads(first)["id"] == 0
         process.stdin.write(b"".join(line % n for n in range(1, 3 * capacity // 300)))
         process.stdin.flush()
-        # wait until the agent has filled the pipe: from here on its writer is blocked
+        # wait until the agent has filled the pipe: from here on its writer is blocked. (Full is not always
+        # every byte of the capacity: the kernel counts pages, and a write that does not fit the last one's
+        # rest takes a new one.) Nothing more coming for a while, past half of it, is full.
         deadline = time.monotonic() + 10
-        while _bytes_in_pipe(read_end) < capacity:
-            assert time.monotonic() < deadline, "the agent never filled its stdout"
+        last, since = -1, time.monotonic()
+        while (now := _bytes_in_pipe(read_end)) != last or now < capacity // 2 or time.monotonic() - since < 0.3:
+            assert time.monotonic() < deadline, f"the agent never filled its stdout ({now} bytes of {capacity})"
+            if now != last:
+                last, since = now, time.monotonic()
             time.sleep(0.005)
         started = time.monotonic()
         if how == "sigterm":
@@ -201,84 +202,6 @@ async def test_log_file_receives_the_logs(tmp_path: Path, check: Any) -> None:
         assert await agent.wait_exit(EXIT_WITHIN) == 0
     assert "client pipe-test 1" in log_file.read_text(encoding="utf-8")
     assert "client pipe-test" not in agent.stderr()
-
-
-# -- the stdio transport's pieces, over a real pipe ---------------------------------------------------
-
-
-def _write_all_and_close(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-    os.close(fd)
-
-
-def _read_all_and_close(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 1 << 16):
-        chunks.append(chunk)
-    os.close(fd)
-    return b"".join(chunks)
-
-
-async def test_read_lines_splits_a_pipe_into_lines() -> None:
-    long = b"y" * 300_000  # spans many reads, and the pipe's capacity
-    data = b"first\r\n\n  \n" + long + b"\n" + b"a\nb\n" * 3 + b"last without a newline"
-    read_fd, write_fd = os.pipe()
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(anyio.to_thread.run_sync, _write_all_and_close, write_fd, data)
-            lines = [line async for line in read_lines(read_fd)]
-    finally:
-        os.close(read_fd)
-    assert lines == [b"first", b"", b"  ", long, *[b"a", b"b"] * 3, b"last without a newline"]
-
-
-@pytest.mark.parametrize("initial", [b"", b"x" * 5000])
-async def test_a_line_past_the_bound_is_dropped_as_it_is_read(monkeypatch: pytest.MonkeyPatch, initial: bytes) -> None:
-    """A line longer than MAX_LINE_BYTES (made small here) is not kept: the reader yields LINE_TOO_LONG in
-    its place, and the lines after it as they are (the agent answers an error and goes on). ``initial``:
-    what the early reader handed over, itself past the bound already."""
-    monkeypatch.setattr(stdio, "MAX_LINE_BYTES", 4096)
-    data = b"before\n" + b"z" * 300_000 + b"\nafter\n" + b"w" * 4096 + b"\n" + b"v" * 4097 + b"\nend\n" + b"u" * 5000
-    read_fd, write_fd = os.pipe()
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(anyio.to_thread.run_sync, _write_all_and_close, write_fd, data)
-            lines = [line async for line in read_lines(read_fd, initial)]
-    finally:
-        os.close(read_fd)
-    # With ``initial``, it and "before" are one line, past the bound.
-    assert lines == [
-        LINE_TOO_LONG if initial else b"before",
-        LINE_TOO_LONG,
-        b"after",
-        b"w" * 4096,  # at the bound: kept
-        LINE_TOO_LONG,
-        b"end",
-        LINE_TOO_LONG,  # the last line, without a newline, past the bound
-    ]
-    [invalid] = [parse_line(LINE_TOO_LONG)]
-    assert isinstance(invalid, Invalid)
-    assert invalid.error.code == -32600
-    assert invalid.error.message == "Invalid Request: a message longer than 256 MiB"
-
-
-async def test_fd_writer_writes_everything_to_a_slow_reader() -> None:
-    data = bytes(range(256)) * 8192  # 2 MiB: many times the pipe's capacity
-    read_fd, write_fd = os.pipe()
-    received: list[bytes] = []
-
-    async def read() -> None:
-        received.append(await anyio.to_thread.run_sync(_read_all_and_close, read_fd))
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(read)
-        writer = FdWriter(write_fd)
-        await writer(data[:1000])
-        await writer(data[1000:])
-        os.close(write_fd)
-    assert received == [data]
 
 
 GUARD_SCRIPT = r"""

@@ -13,6 +13,7 @@ import pytest
 import refagent
 from refagent import cli
 from refagent.llm.demo import DemoModel
+from refagent.server import boot
 from refagent.settings import Settings
 from tests.support.helpers_process import agent_command, agent_env
 
@@ -155,30 +156,6 @@ def test_stdin_at_eof_from_the_start(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("opened", [True, False], ids=["first-session", "none-in-time"])
-async def test_the_garbage_collector_comes_back_after_start_up(monkeypatch: pytest.MonkeyPatch, opened: bool) -> None:
-    """serve_stdio turns the collector off for start-up; it is back once the first session is open, or
-    after START_SECONDS without one."""
-    import gc
-
-    import anyio
-
-    class Started:
-        first_session = anyio.Event()
-
-    monkeypatch.setattr(cli, "START_SECONDS", 0.05)
-    if opened:
-        Started.first_session.set()
-    gc.disable()
-    try:
-        with anyio.fail_after(5):
-            await cli._collect_after_start(Started())  # type: ignore[arg-type]
-        assert gc.isenabled()
-    finally:
-        gc.enable()
-
-
 def test_typed_in_a_terminal_it_says_what_it_is_then_serves(tmp_path: Path) -> None:
     """stdin a terminal (a person, not an editor, which uses pipes): one line on stderr, then ACP as usual;
     the line never reaches stdout, which belongs to the protocol."""
@@ -200,7 +177,7 @@ def test_typed_in_a_terminal_it_says_what_it_is_then_serves(tmp_path: Path) -> N
         os.close(terminal)
     assert b'"id":1' in answer
     assert b'"protocolVersion":1' in answer
-    assert stderr.decode().splitlines()[0] == cli.TERMINAL_HINT.strip()
+    assert stderr.decode().splitlines()[0] == boot.TERMINAL_HINT.strip()
 
 
 def test_with_pipes_it_says_nothing(tmp_path: Path) -> None:

@@ -1,13 +1,14 @@
-"""The first ``session/new`` is answered before the event loop starts and the session's workspace is built:
+"""The first ``session/new`` is answered before the session's workspace is built (and before the event loop
+starts, when it comes with ``initialize``):
 what the agent has imported when it writes that response.
 
 Like :mod:`tests.server.test_startup_imports`, these tests spawn the real agent behind a hook on ``os.write``
 (nothing in the agent changes): ``initialize`` and ``session/new`` are sent as an editor sends them, and at
 the ``session/new`` response the hook reports ``sys.modules`` on stderr, lets the response through and ends
-the process. The CLI answers a ``session/new`` that follows ``initialize`` at once before it imports the
-event loop and the agent (:mod:`refagent.server.handshake`); the tools, the sandbox's backends and watcher,
-prompting, MCP and the model client are built after the response (:mod:`refagent.session.manager`). So
-none of them may be loaded by then.
+the process. Start-up answers a ``session/new`` written with ``initialize`` before it imports the event
+loop and the agent (:mod:`refagent.server.boot`), and the agent one written later; either way, the tools,
+the sandbox's backends and watcher, prompting, MCP and the model client are built after the response
+(:mod:`refagent.session.manager`). So none of them may be loaded by then.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ from refagent.cli import main
 raise SystemExit(main())
 """
 
-NOT_YET = (
-    # the event loop and the agent, which start once the response is written
+LOOP = (
+    # the event loop and the agent, which start once start-up has answered what came with initialize
     "anyio",
     "sniffio",
     "asyncio",
@@ -55,6 +56,11 @@ NOT_YET = (
     "refagent.session.manager",
     "refagent.session.state",
     "refagent.persistence",
+    "datetime",  # config.writer's (logout), which the agent imports
+)
+"""What a ``session/new`` start-up answers (sent with ``initialize``) is answered without."""
+
+NOT_YET = (
     # built or imported after the response, in its after-work (or at the first prompt)
     "refagent.tools",
     "refagent.mcp",
@@ -78,9 +84,9 @@ NOT_YET = (
     "ctypes",
     "uuid",
     "hashlib",
-    "datetime",
 )
-"""Packages and modules (with their submodules) that must not be loaded when the response is written."""
+"""Packages and modules (with their submodules) that must not be loaded when the response is written,
+whichever phase answers it."""
 
 ANSWERED_WITH: dict[str, str] = {
     "refagent.tools": "the package of tools.modes (its __init__ imports nothing)",
@@ -94,7 +100,10 @@ def _under(module: str, names: tuple[str, ...]) -> bool:
 
 
 @pytest.mark.parametrize("keyed", [False, True], ids=["scripted-model", "configured-model"])
-def test_session_new_is_answered_before_the_workspace_and_the_model_client_load(tmp_path: Path, keyed: bool) -> None:
+@pytest.mark.parametrize("together", [True, False], ids=["with-initialize", "after-its-answer"])
+def test_session_new_is_answered_before_the_workspace_and_the_model_client_load(
+    tmp_path: Path, keyed: bool, together: bool
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
     project = tmp_path / "project"
@@ -121,11 +130,16 @@ def test_session_new_is_answered_before_the_workspace_and_the_model_client_load(
     initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
     new = {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": str(project), "mcpServers": []}}
     try:
-        process.stdin.write(json.dumps(initialize).encode() + b"\n")
-        process.stdin.flush()
-        assert json.loads(process.stdout.readline())["id"] == 0
-        process.stdin.write(json.dumps(new).encode() + b"\n")
-        process.stdin.flush()
+        if together:  # start-up answers both
+            process.stdin.write(json.dumps(initialize).encode() + b"\n" + json.dumps(new).encode() + b"\n")
+            process.stdin.flush()
+            assert json.loads(process.stdout.readline())["id"] == 0
+        else:  # as most editors send it: the loop answers it
+            process.stdin.write(json.dumps(initialize).encode() + b"\n")
+            process.stdin.flush()
+            assert json.loads(process.stdout.readline())["id"] == 0
+            process.stdin.write(json.dumps(new).encode() + b"\n")
+            process.stdin.flush()
         answer = process.stdout.readline()  # before stdin closes: EOF would cancel the request
         _, stderr = process.communicate(timeout=30)
     finally:
@@ -141,3 +155,5 @@ def test_session_new_is_answered_before_the_workspace_and_the_model_client_load(
     [report] = [line for line in text.splitlines() if line.startswith("MODULES ")]
     loaded = json.loads(report.removeprefix("MODULES "))
     assert [m for m in loaded if _under(m, NOT_YET) and m not in ANSWERED_WITH] == []
+    if together:
+        assert [m for m in loaded if _under(m, LOOP)] == []

@@ -1,7 +1,7 @@
 """The editor's first answer stays light: what the agent has imported when it writes its ``initialize`` response.
 
-The CLI reads the first line and answers ``initialize`` before the event loop starts
-(:func:`refagent.cli.serve_stdio`, :mod:`refagent.server.handshake`). These tests spawn the real agent, as
+Start-up reads the first line and answers ``initialize`` before the event loop starts
+(:mod:`refagent.server.boot`, :mod:`refagent.server.handshake`). These tests spawn the real agent, as
 ``python -m refagent`` runs it, behind a hook on ``os.write`` (nothing in the agent changes): at the
 agent's first protocol write the hook reports ``sys.modules`` on stderr, lets the response through and
 ends the process, so the loop and the rest never start. A module that joins the early path makes these
@@ -57,7 +57,7 @@ INITIALIZE = {
 
 EARLY_REFAGENT: dict[str, str] = {
     "refagent": "the package: __version__, for --version and agentInfo",
-    "refagent.cli": "the entry point: parses the arguments, reads the first line, answers it",
+    "refagent.cli": "the entry point: parses the arguments, loads the configuration",
     "refagent.errors": "ConfigError: a broken configuration falls back to the scripted model",
     "refagent.config": "the configuration: its command-line options and the profiles it loads",
     "refagent.config.file": "where the config file is, and reading it (there may be none)",
@@ -70,8 +70,10 @@ EARLY_REFAGENT: dict[str, str] = {
     "refagent.llm": "the package of llm.profiles",
     "refagent.llm.profiles": "ModelProfile: image support (promptCapabilities), the key hint (authMethods)",
     "refagent.settings": "Settings, and sessions_root(): whether sessions are saved (loadSession, list, resume)",
-    "refagent.server": "the package of server.handshake and server.stdio",
-    "refagent.server.handshake": "read_first_line() and answer_initialize()",
+    "refagent.server": "the package of server.boot",
+    "refagent.server.boot": "start-up: reads the first line, answers it",
+    "refagent.server.methods": "REQUESTS: which requests start-up answers, and how",
+    "refagent.server.handshake": "early_initialize(): the initialize answer",
     "refagent.server.stdio": "guard_stdio(): the protocol's fds, before anything can write to stdout",
     "refagent.server.v2": "wants_v2(): an initialize that asks for v2 (when offered) is left to the agent",
     "refagent.acp": "PROTOCOL_VERSION",

@@ -117,6 +117,13 @@ class AgentProcess:
         self.transcript.record("client", line)
         await self.send_raw(line + b"\n")
 
+    async def send_together(self, messages: list[dict[str, Any]]) -> None:
+        """Send ``messages`` in one write (an editor that writes several at once)."""
+        lines = [json.dumps(message, separators=(",", ":")).encode() for message in messages]
+        for line in lines:
+            self.transcript.record("client", line)
+        await self.send_raw(b"".join(line + b"\n" for line in lines))
+
     async def send_raw(self, data: bytes) -> None:
         assert self.process.stdin is not None
         await self.process.stdin.send(data)
