@@ -1,6 +1,6 @@
 """What command confinement adds to a command, measured against the unconfined path in the same run.
 
-Every command the agent runs starts through the launcher (:mod:`refagent.confine.launcher`), which lowers
+Every command the agent runs starts through the launcher (:mod:`refagent.sandbox.confine.launcher`), which lowers
 the resource limits and, at levels ``network`` and ``workspace``, confines the command (Landlock, user,
 mount, PID and, for ``workspace``, network namespaces). Level ``none`` goes through the same launcher
 unconfined: that is the baseline the confinement is judged against.
@@ -41,9 +41,9 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 import anyio
 
-from refagent.confine.confinement import Confinement, Support, machine_support
-from refagent.confine.process import LocalTerminals
-from refagent.seams import Level
+from refagent.sandbox.confine.confinement import Confinement, Support, machine_support
+from refagent.sandbox.confine.process import LocalTerminals
+from refagent.sandbox.seams import Level
 
 TRUE_TARGET_MS = 30.0
 PYTEST_TARGET_RATIO = 1.10

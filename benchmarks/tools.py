@@ -27,12 +27,12 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from refagent.confine.process import LocalTerminals
-from refagent.disk.local_fs import LocalFileSystem
-from refagent.disk.policy import RootPolicy
-from refagent.disk.tracker import FileTracker
-from refagent.search.dispatch import LocalSearch
-from refagent.search.ripgrep import RG_BASE, find_rg
+from refagent.sandbox.confine.process import LocalTerminals
+from refagent.sandbox.disk.local_fs import LocalFileSystem
+from refagent.sandbox.disk.policy import RootPolicy
+from refagent.sandbox.disk.tracker import FileTracker
+from refagent.sandbox.search.dispatch import LocalSearch
+from refagent.sandbox.search.ripgrep import RG_BASE, find_rg
 from refagent.tools.base import ToolContext
 from refagent.tools.files import ReadFile
 from refagent.tools.search import Grep

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None, *, customise: Customise | None = None) -
         from refagent.client.login import logout_main
 
         return logout_main(argv[1:])
-    from refagent.confine import probe
+    from refagent.sandbox.confine import probe
 
     options = parse_args(argv) if argv else None  # --help and --version end here, before anything starts
     # Serving (see serve_stdio): the sandbox probe runs on another core while the configuration loads, and

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from refagent.config.loading import Config
-    from refagent.confine.confinement import Support
     from refagent.llm.protocol import ModelClient
     from refagent.persistence.store import SessionStore
+    from refagent.sandbox.confine.confinement import Support
     from refagent.sandbox.local import Sandbox
     from refagent.tools.base import BaseTool
     from refagent.tools.custom import CustomTools
@@ -85,9 +85,9 @@ class LocalSandboxes:
         return local_sandbox(cwd, additional, private)
 
     def support(self) -> Support | None:
-        """This machine's (:func:`refagent.confine.confinement.machine_support`, which waits for the
+        """This machine's (:func:`refagent.sandbox.confine.confinement.machine_support`, which waits for the
         probe the first time)."""
-        from refagent.confine.confinement import machine_support
+        from refagent.sandbox.confine.confinement import machine_support
 
         return machine_support()
 

@@ -22,7 +22,7 @@ RANKS = {
     "errors": 0,
     "ids": 0,
     "prompts": 0,
-    "within": 0,
+    "sandbox.within": 0,
     "dirs": 0,
     "logs": 0,
     # below the tools: the model, the saved sessions
@@ -31,12 +31,13 @@ RANKS = {
     # the configuration (the file, flags and environment, profiles, limits, the model client kinds): it
     # names the model's clients and the tools, and needs only the model's room
     "config": 2,
-    # the machine: the seams (protocols), then the rooms that implement them, then the sandbox that joins them
-    "seams": 2,
-    "disk": 3,
-    "search": 4,
-    "confine": 4,
-    "editor": 5,
+    # the sandbox, one building: its seams (protocols) at the door, then the rooms that implement them, then
+    # the assembly that joins them (sandbox.local)
+    "sandbox.seams": 2,
+    "sandbox.disk": 3,
+    "sandbox.search": 4,
+    "sandbox.confine": 4,
+    "sandbox.editor": 5,
     "sandbox": 6,
     "tools": 7,
     "mcp": 8,
@@ -93,7 +94,10 @@ GRAPH = {name: imports_of(path) for name, path in MODULES.items()}
 
 
 def room(module: str) -> str:
+    """A package or top-level module of refagent; inside the sandbox, one of its rooms (sandbox.disk...)."""
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "sandbox" and f"sandbox.{parts[2]}" in RANKS:
+        return f"sandbox.{parts[2]}"
     return parts[1] if len(parts) > 1 else "__init__"
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import anyio
 
 KEPT_BYTES = 20_000
-"""What is kept of a command's output, at each end (:class:`~refagent.confine.process.KeptOutput`)."""
+"""What is kept of a command's output, at each end (:class:`~refagent.sandbox.confine.process.KeptOutput`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ async def run_shell(command: str, cwd: str) -> ShellRun:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    from refagent.confine.process import KeptOutput  # here: the chat starts without the sandbox's modules
+    from refagent.sandbox.confine.process import KeptOutput  # here: the chat starts without the sandbox's modules
 
     kept = KeptOutput(2 * KEPT_BYTES)
     try:

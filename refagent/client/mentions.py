@@ -7,12 +7,12 @@ e-mail address, a path that does not exist) is text. Only what the user typed co
 collapsed paste, nor a shared command's output (the chat passes what was typed, :func:`mentioned`).
 
 A file is attached only where the agent's own path policy would let ``read_file`` read it without asking
-(:class:`~refagent.disk.policy.RootPolicy` of the chat's directory, with the agent's files and the user's
+(:class:`~refagent.sandbox.disk.policy.RootPolicy` of the chat's directory, with the agent's files and the user's
 credentials private): a mention that leads elsewhere (a path outside, or a link in the workspace to
 ``~/.ssh/id_ed25519``) says why it would ask (:attr:`Mention.asks`), and the chat asks the user. An image
 the chat saved from the clipboard (Ctrl-V) is the user's paste, and does not ask.
 
-Completion lists the workspace as git sees it (:class:`~refagent.disk.gitignore.GitIgnore`: ``.git`` and
+Completion lists the workspace as git sees it (:class:`~refagent.sandbox.disk.gitignore.GitIgnore`: ``.git`` and
 what ``.gitignore`` files ignore are left out; symbolic links are not followed), at most
 :data:`MAX_ENTRIES` entries, read again after :data:`FRESH_SECONDS`. A fragment with a ``/`` completes
 from the start of the path; one without matches any file or directory whose name holds it.
@@ -29,9 +29,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from refagent.disk.gitignore import GitIgnore
-from refagent.disk.policy import RootPolicy
 from refagent.errors import ToolError
+from refagent.sandbox.disk.gitignore import GitIgnore
+from refagent.sandbox.disk.policy import RootPolicy
 
 MAX_ENTRIES = 20_000
 FRESH_SECONDS = 10.0
@@ -167,8 +167,8 @@ def _pasted(path: str) -> bool:
 
 def chat_policy(cwd: str) -> RootPolicy:
     """The path policy a session the chat opens in ``cwd`` has: the roots ``[cwd]``, the agent's own files
-    and the user's credentials private (:func:`~refagent.confine.confinement.hidden_paths`)."""
-    from refagent.confine.confinement import hidden_paths
+    and the user's credentials private (:func:`~refagent.sandbox.confine.confinement.hidden_paths`)."""
+    from refagent.sandbox.confine.confinement import hidden_paths
 
     return RootPolicy(cwd, [], private=hidden_paths(os.environ, [], existing=False))
 

@@ -18,7 +18,7 @@
   is ``start`` with a task group of its own, until cancelled, then ``aclose``.
 
 Environment of stdio servers: the agent's (or ``env``) without the model's credentials
-(:func:`refagent.confine.process.scrub_env`, the rule commands follow), plus the entry's own ``env``, which
+(:func:`refagent.sandbox.confine.process.scrub_env`, the rule commands follow), plus the entry's own ``env``, which
 is kept as given even when it names a secret: the user configured it for that server.
 """
 
@@ -35,9 +35,9 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
-from refagent.confine.process import scrub_env
 from refagent.mcp.config import Limits, ServerConfig, ServerConfigError, StdioServer, parse_server, server_name
 from refagent.mcp.tools import ToolNames, make_tool
+from refagent.sandbox.confine.process import scrub_env
 from refagent.tools.base import BaseTool
 
 if TYPE_CHECKING:

@@ -32,9 +32,9 @@ import mcp_types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from refagent.confine.process import end_group  # one way of ending a process group, shared with commands
 from refagent.mcp.config import StdioServer
 from refagent.mcp.errors import ServerUnavailable
+from refagent.sandbox.confine.process import end_group  # one way of ending a process group, shared with commands
 
 if TYPE_CHECKING:  # the SDK names the pair of streams only in a private module: for types alone
     from mcp.client._transport import TransportStreams

@@ -10,16 +10,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from refagent.confine.confinement import Confinement, hidden_paths, machine_support
-from refagent.confine.process import LocalTerminals
-from refagent.disk.local_fs import LocalFileSystem
-from refagent.disk.policy import RootPolicy
-from refagent.disk.tracker import FileTracker
-from refagent.disk.watcher import RootWatcher
-from refagent.editor.files import EditorFiles
-from refagent.editor.terminals import EditorTerminals
-from refagent.seams import Disk, PathPolicy, ReadTracker, Search, Terminals, TextFiles, Watcher
-from refagent.search.dispatch import LocalSearch
+from refagent.sandbox.confine.confinement import Confinement, hidden_paths, machine_support
+from refagent.sandbox.confine.process import LocalTerminals
+from refagent.sandbox.disk.local_fs import LocalFileSystem
+from refagent.sandbox.disk.policy import RootPolicy
+from refagent.sandbox.disk.tracker import FileTracker
+from refagent.sandbox.disk.watcher import RootWatcher
+from refagent.sandbox.editor.files import EditorFiles
+from refagent.sandbox.editor.terminals import EditorTerminals
+from refagent.sandbox.seams import Disk, PathPolicy, ReadTracker, Search, Terminals, TextFiles, Watcher
+from refagent.sandbox.search.dispatch import LocalSearch
 
 if TYPE_CHECKING:
     from refagent.acp.client import SessionClient
@@ -50,7 +50,7 @@ class Sandbox:
     def files_with(self, client: SessionClient) -> TextFiles:
         """The text files the tools read and write: the editor's ``fs/*`` where the client offers them and
         :attr:`editor_files` holds, each path checked by :attr:`policy` before and after its request
-        (:class:`~refagent.editor.files.EditorFiles`); otherwise :attr:`disk`."""
+        (:class:`~refagent.sandbox.editor.files.EditorFiles`); otherwise :attr:`disk`."""
         if self.editor_files and (client.reads_files or client.writes_files):
             return EditorFiles(client, self.disk, self.policy)
         return self.disk
@@ -71,8 +71,8 @@ class Sandbox:
 
 def local_sandbox(cwd: str, additional: list[str], private: Sequence[str] = ()) -> Sandbox:
     """The standard sandbox of a session with roots ``[cwd, *additional]``: commands confined as far as this
-    machine can (:func:`refagent.confine.confinement.machine_support`), the agent's ``private`` files
-    hidden from them besides its standard directories (:func:`refagent.confine.confinement.hidden_paths`).
+    machine can (:func:`refagent.sandbox.confine.confinement.machine_support`), the agent's ``private`` files
+    hidden from them besides its standard directories (:func:`refagent.sandbox.confine.confinement.hidden_paths`).
     Where a root holds those (a session in ``$HOME``), the file tools treat them as outside the roots,
     whether or not they exist yet."""
     confinement = Confinement([cwd, *additional], machine_support(), private=private)

@@ -39,10 +39,10 @@ from refagent.acp.requests import (
     SetTitleParams,
 )
 from refagent.config.writer import forget_keys
-from refagent.confine.confinement import machine_support, remove_stale_cgroups
-from refagent.confine.private_tmp import remove_stale_private_dirs
 from refagent.errors import ConfigError
 from refagent.llm.pool import ModelPool, require_key
+from refagent.sandbox.confine.confinement import machine_support, remove_stale_cgroups
+from refagent.sandbox.confine.private_tmp import remove_stale_private_dirs
 from refagent.server.handshake import AUTH_METHOD, Started, answer_initialize
 from refagent.server.methods import NOTIFICATIONS, REQUESTS
 from refagent.server.v2 import wants_v2

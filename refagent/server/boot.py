@@ -10,7 +10,7 @@ more in it yet, hands over to the loop: the agent is made with what start-up did
 through the same :class:`FdWriter`. What answers a request is decided by the input alone (which lines had
 arrived), never by a clock; both phases give the same answer, and answers keep the requests' order.
 
-The sandbox probe starts before the first line is read (:mod:`refagent.confine.probe`): the first
+The sandbox probe starts before the first line is read (:mod:`refagent.sandbox.confine.probe`): the first
 session's modes describe what it finds. The garbage collector is off from here until the first session is
 open (its response written and its after-work done), or :data:`START_SECONDS` have passed: start-up
 allocates mostly what lives as long as the process (modules, classes, functions), and collecting it again
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from refagent import logs
 from refagent.acp import jsonrpc
 from refagent.acp.errors import RequestError
-from refagent.confine import probe
+from refagent.sandbox.confine import probe
 from refagent.server.handshake import Started
 from refagent.server.methods import REQUESTS
 from refagent.server.stdio import FdWriter, LineReader, guard_stdio

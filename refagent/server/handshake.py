@@ -24,7 +24,7 @@ from refagent.settings import Settings
 
 if TYPE_CHECKING:
     from refagent.acp.requests import NewSessionParams
-    from refagent.confine.confinement import Support
+    from refagent.sandbox.confine.confinement import Support
 
 AUTH_METHOD = "api-key"
 """The ``agent`` sign-in method: read the configuration again."""

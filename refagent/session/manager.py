@@ -35,11 +35,11 @@ from refagent.acp.client import Client
 from refagent.acp.connection import Peer, Reply
 from refagent.acp.errors import InvalidParams, ResourceNotFound
 from refagent.acp.text import one_line
-from refagent.confine.confinement import Support
 from refagent.ids import new_id
 from refagent.llm.pool import ModelPool, require_key
 from refagent.persistence.recorder import load as load_session
 from refagent.persistence.recorder import replay
+from refagent.sandbox.confine.confinement import Support
 from refagent.session.options import new_session_result
 from refagent.session.speaker import speaker
 from refagent.session.state import Session
@@ -62,7 +62,7 @@ if TYPE_CHECKING:  # annotations; the modules themselves load after the first se
     from refagent.persistence.store import SessionStore
     from refagent.persistence.writer import SessionLog
     from refagent.sandbox.local import Sandbox
-    from refagent.seams import Watcher
+    from refagent.sandbox.seams import Watcher
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from refagent.confine.confinement import Support
+from refagent.sandbox.confine.confinement import Support
 from refagent.tools.modes import DEFAULT, MODES
 
 if TYPE_CHECKING:  # an annotation (the TypedDicts are not needed to answer session/new)

@@ -15,8 +15,8 @@ from refagent.session.modes import DEFAULT_MODE, modes_for
 
 if TYPE_CHECKING:
     from refagent.acp.types import ConfigOption, SessionMode, SessionModeState
-    from refagent.confine.confinement import Support
     from refagent.llm.profiles import ModelProfile
+    from refagent.sandbox.confine.confinement import Support
     from refagent.settings import Settings
 
 

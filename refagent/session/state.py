@@ -34,13 +34,13 @@ import anyio
 from refagent.acp import updates
 from refagent.acp.errors import InternalError, InvalidParams
 from refagent.acp.requests import ClientSystemPrompt
-from refagent.confine.confinement import Support
 from refagent.llm.pool import require_key
 from refagent.llm.profiles import ModelProfile
 from refagent.persistence.conversation import Conversation
 from refagent.persistence.reader import StoredSession
 from refagent.persistence.recorder import Recorder
 from refagent.persistence.writer import SessionLog
+from refagent.sandbox.confine.confinement import Support
 from refagent.session import options
 from refagent.session.modes import DEFAULT_MODE, MODE_IDS, modes_for
 from refagent.session.steering import Steers

@@ -12,8 +12,8 @@ client says, and a model that was not told of them fights them.
 The environment is what a model needs to act sensibly without asking: the roots, the OS and shell, the
 date, whether the project is a git repository and on which branch, and the project's own instructions
 from ``AGENTS.md`` files at the roots (the format many agents share). Everything is read without running
-git, through the session's sandbox (its :class:`~refagent.seams.PathPolicy` and
-:class:`~refagent.seams.Disk`, never the host's disk directly: a sandbox elsewhere describes its own
+git, through the session's sandbox (its :class:`~refagent.sandbox.seams.PathPolicy` and
+:class:`~refagent.sandbox.seams.Disk`, never the host's disk directly: a sandbox elsewhere describes its own
 files), so building the prompt costs a few small reads.
 
 These files come with the repository and are read before anyone is asked, and what they hold goes to
@@ -38,7 +38,7 @@ from pathlib import PurePosixPath
 
 from refagent.acp.requests import ClientSystemPrompt
 from refagent.errors import ToolError
-from refagent.seams import Disk, PathPolicy
+from refagent.sandbox.seams import Disk, PathPolicy
 
 MAX_INSTRUCTIONS_CHARS = 40_000
 """All ``AGENTS.md`` files together: more would crowd out the conversation."""

@@ -5,7 +5,7 @@ Backends: the sandbox decides (:meth:`refagent.sandbox.local.Sandbox.files_with`
 the standard one reads and writes text through the editor's ``fs/*`` when it advertises them, checked by
 its path policy, and runs commands in the editor's ``terminal/*`` under its confinement; otherwise its disk
 and its own terminals. Everything else (listing, searching, deleting, moving) is the sandbox's alone.
-Questions for the user go to the editor (:class:`refagent.editor.questions.EditorQuestions`).
+Questions for the user go to the editor (:class:`refagent.sandbox.editor.questions.EditorQuestions`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from refagent.acp.client import SessionClient
-from refagent.editor.questions import EditorQuestions
+from refagent.sandbox.editor.questions import EditorQuestions
 from refagent.sandbox.local import Sandbox
 from refagent.tools.base import BaseTool, Plan, ToolContext
 from refagent.tools.jobs import BackgroundJobs

@@ -1,5 +1,5 @@
 """An editor's terminals, faked with real processes: implements ``terminal/*`` as a client would, so the
-agent's :class:`~refagent.editor.terminals.EditorTerminals` can be tested against real commands.
+agent's :class:`~refagent.sandbox.editor.terminals.EditorTerminals` can be tested against real commands.
 
 Plug it into :class:`refagent.testing.memory.FakeClient` with ``extra=host.handlers()``.
 """

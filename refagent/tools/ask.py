@@ -2,7 +2,7 @@
 
 The question goes out through :attr:`refagent.tools.base.ToolContext.questions`: the editor's form
 (``elicitation/create``) when it advertises one, else, for a few choices, its permission dialog with one
-option per choice (:class:`refagent.editor.questions.EditorQuestions`). Where it cannot be asked (free text
+option per choice (:class:`refagent.sandbox.editor.questions.EditorQuestions`). Where it cannot be asked (free text
 without forms, too many choices, an editor's error), the model is told to end its turn and ask in its
 message instead. The result says exactly what happened: the choice, the typed answer, a decline, a
 dismissal, or that it could not ask.
@@ -21,8 +21,8 @@ import anyio
 from refagent.acp import updates
 from refagent.acp.text import cut
 from refagent.acp.types import ToolCallContent
-from refagent.editor.questions import question_title
 from refagent.errors import ToolError
+from refagent.sandbox.editor.questions import question_title
 from refagent.tools.args import check_text
 from refagent.tools.base import CANCEL_NOTE, Answer, BaseTool, Plan, ToolContext, ToolResult
 

@@ -13,7 +13,7 @@ Errors the model can fix (bad arguments, a missing file, an ambiguous edit) are 
 
 Backends are passed in through :class:`ToolContext`, never imported: the editor's file system or the
 local disk, the editor's terminals or local processes. Their protocols (the seams) live with their
-implementations in :mod:`refagent.seams`; they are re-exported here, so a custom tool written
+implementations in :mod:`refagent.sandbox.seams`; they are re-exported here, so a custom tool written
 against this module needs nothing else.
 """
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from refagent.acp.types import ToolCallContent, ToolCallLocation, ToolKind
-from refagent.seams import (
+from refagent.sandbox.seams import (
     Answer,
     CommandResult,
     Disk,

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from refagent.confine.confinement import add_own_code
+from refagent.sandbox.confine.confinement import add_own_code
 from refagent.tools.base import MAX_NAME_LENGTH, NAME_CHARS, BaseTool
 from refagent.tools.registry import default_tools
 
@@ -109,7 +109,7 @@ class CustomTools:
     def _own(self, module: object) -> None:
         """The tool's module (a package's whole directory) and the ``tool_path`` directories are the
         agent's own code now: commands get them read-only, the file tools ask before changing them
-        (:func:`refagent.confine.confinement.add_own_code`), as the next start imports them."""
+        (:func:`refagent.sandbox.confine.confinement.add_own_code`), as the next start imports them."""
         file = getattr(module, "__file__", None)
         paths = [str(directory) for directory in self.path]
         if isinstance(file, str):

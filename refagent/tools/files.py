@@ -2,7 +2,7 @@
 
 Reads go through ``ctx.files`` (the editor's buffers when it offers ``fs/read_text_file``, else the
 disk); from the local disk, a page is read without reading the rest of a big file (:class:`LinePager`,
-returning :class:`~refagent.disk.read.LinePage`). A read records what the model saw in
+returning :class:`~refagent.sandbox.disk.read.LinePage`). A read records what the model saw in
 ``ctx.reads``; an edit or overwrite of a file that changed since is refused by ``ctx.reads.check_fresh``,
 and so is one whose file changed while the user was being asked. Edits are previewed as ACP ``diff``
 content (the whole file before and after) and written through ``ctx.files.write_text``.
@@ -21,9 +21,9 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import anyio
 import anyio.lowlevel
 
-from refagent.disk.read import LinePage
 from refagent.errors import ToolError
-from refagent.seams import FromDisk
+from refagent.sandbox.disk.read import LinePage
+from refagent.sandbox.seams import FromDisk
 from refagent.tools.args import arg_bool, arg_int, arg_str, shown
 from refagent.tools.base import CANCEL_NOTE, BaseTool, Plan, ResolvedPath, ToolContext, ToolResult, outside_read_scope
 from refagent.tools.text import MAX_LINE_CHARS, cut_line, diff, is_crlf, location, numbered, split_lines, with_endings
@@ -49,7 +49,7 @@ async def read_existing(ctx: ToolContext, path: str) -> str | None:
 
 def disk_note(*texts: str | None) -> str:
     """What a tool's result adds for a text the editor could not give (read from the disk instead:
-    :class:`~refagent.seams.FromDisk`), so the model knows unsaved changes may be missing; else ``""``."""
+    :class:`~refagent.sandbox.seams.FromDisk`), so the model knows unsaved changes may be missing; else ``""``."""
     notes = dict.fromkeys(text.note for text in texts if isinstance(text, FromDisk))
     return "".join(f"\n\n(Note: {note})" for note in notes)
 
@@ -60,7 +60,7 @@ def disk_note(*texts: str | None) -> str:
 @runtime_checkable
 class LinePager(Protocol):
     """A backend that reads a page without reading the whole file: the local disk
-    (:meth:`refagent.disk.local_fs.LocalFileSystem.read_lines`). Page 1 of a 100 MB file must cost
+    (:meth:`refagent.sandbox.disk.local_fs.LocalFileSystem.read_lines`). Page 1 of a 100 MB file must cost
     what page 1 of a 1 MB file costs."""
 
     async def read_lines(self, path: str, offset: int, limit: int, max_line_chars: int) -> LinePage: ...

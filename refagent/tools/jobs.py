@@ -31,7 +31,7 @@ import anyio.abc
 from refagent.acp import updates
 from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
-from refagent.seams import CommandResult, Job, Level, Terminals
+from refagent.sandbox.seams import CommandResult, Job, Level, Terminals
 from refagent.tools.args import shown
 from refagent.tools.text import fenced, text_content
 

@@ -20,8 +20,8 @@ from typing import Protocol, runtime_checkable
 import anyio
 import anyio.lowlevel
 
-from refagent.disk.write import TEMP_PREFIX, TEMP_SUFFIX
 from refagent.errors import ToolError
+from refagent.sandbox.disk.write import TEMP_PREFIX, TEMP_SUFFIX
 from refagent.tools.args import plural
 from refagent.tools.base import ResolvedPath, ToolContext
 
@@ -52,7 +52,7 @@ class FileChange:
 
 @runtime_checkable
 class DirRemover(Protocol):
-    """A disk that can remove an empty directory (:meth:`refagent.disk.local_fs.LocalFileSystem.remove_dir`):
+    """A disk that can remove an empty directory (:meth:`refagent.sandbox.disk.local_fs.LocalFileSystem.remove_dir`):
     a rolled-back patch then also takes away the directories it made for new files."""
 
     async def remove_dir(self, path: str) -> None: ...

@@ -2,13 +2,13 @@
 editors no such methods).
 
 Both act on the directory entry the model names: a symbolic link is deleted or moved itself, never its
-target (when the policy supports ``follow_symlinks=False``, as :class:`~refagent.disk.policy.RootPolicy`
+target (when the policy supports ``follow_symlinks=False``, as :class:`~refagent.sandbox.disk.policy.RootPolicy`
 does). The policy refuses roots, anything outside the roots and ``.git``; a directory is deleted only with
 ``recursive``; a move never overwrites.
 
 A ``.git`` at any depth is never deleted or moved along with a tree (a nested or vendored repository,
 a submodule): a directory that holds one is refused here, before permission is asked, and again by the
-disk at the moment of the delete or move (:data:`~refagent.disk.trees.PROTECTED_NAME`), which
+disk at the moment of the delete or move (:data:`~refagent.sandbox.disk.trees.PROTECTED_NAME`), which
 refuses before it deletes or moves anything.
 """
 

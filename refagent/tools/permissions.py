@@ -31,12 +31,12 @@ from refagent.acp.client import BadAnswer, PermissionAnswer
 from refagent.acp.errors import RequestError
 from refagent.acp.text import one_line
 from refagent.acp.types import PermissionOption, ToolKind
-from refagent.confine.confinement import own_code
-from refagent.confine.run_later import HOME_RUN_LATER, RUN_LATER, is_home
+from refagent.sandbox.confine.confinement import own_code
+from refagent.sandbox.confine.run_later import HOME_RUN_LATER, RUN_LATER, is_home
+from refagent.sandbox.within import within
 from refagent.tools.base import Plan, scope_covers
 from refagent.tools.grounds import changed
 from refagent.tools.modes import mode_named
-from refagent.within import within
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ def _tops(path: str, root: str) -> list[str]:
 
 def runs_later(plan: Plan, roots: Sequence[str]) -> Plan:
     """``plan`` marked (:attr:`Plan.runs_later`, with a permission scope of that path alone) when it
-    changes a file that git, an editor or CI runs later: a :data:`refagent.confine.run_later.RUN_LATER`
+    changes a file that git, an editor or CI runs later: a :data:`refagent.sandbox.confine.run_later.RUN_LATER`
     path at the top of a root or of a repository inside it (as the sandbox holds them for commands).
     "Always allow edits" does not cover it."""
     if not plan.mutating:

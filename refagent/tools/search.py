@@ -5,7 +5,7 @@ roots asks for (scoped as any read there is), and the results as the model sees 
 (the engines give them in no order), shown relative to the session's cwd, and capped with a note saying
 so. What a search visits and finds (ripgrep or the pure-Python engine, the rules both follow, and how an
 untrusted tree and pattern are kept harmless) is the sandbox's side, reached only through the
-:class:`~refagent.seams.Search` seam (``ToolContext.search``; the local one is :mod:`refagent.search`).
+:class:`~refagent.sandbox.seams.Search` seam (``ToolContext.search``; the local one is :mod:`refagent.sandbox.search`).
 
 - ``glob``: files whose path matches a gitignore-style glob (``*.py`` at any depth, ``src/**/*.ts``
   anchored at ``path``); a pattern that starts with an absolute directory (``/abs/dir/**/*.py``, as
@@ -22,13 +22,13 @@ import os
 from typing import Any, ClassVar
 
 from refagent.errors import ToolError
-from refagent.seams import Hits, OutputMode, PathPolicy, Query
-from refagent.search.limits import MAX_GREP_LINE_CHARS
-from refagent.search.walk import check_glob
+from refagent.sandbox.seams import Hits, OutputMode, PathPolicy, Query
+from refagent.sandbox.search.limits import MAX_GREP_LINE_CHARS
+from refagent.sandbox.search.walk import check_glob
+from refagent.sandbox.within import within
 from refagent.tools.args import arg_bool, arg_int, arg_str, plural, shown
 from refagent.tools.base import BaseTool, Plan, ResolvedPath, ToolContext, ToolResult, outside_read_scope
 from refagent.tools.text import location
-from refagent.within import within
 
 MAX_GLOB_RESULTS = 500
 DEFAULT_GREP_RESULTS = 200
@@ -94,7 +94,7 @@ def _split_absolute_glob(pattern: str) -> tuple[str | None, str]:
 
 class _Search(BaseTool):
     """What glob and grep share: a title of their pattern and path. Both run on the sandbox's
-    :class:`~refagent.seams.Search` (``ToolContext.search``)."""
+    :class:`~refagent.sandbox.seams.Search` (``ToolContext.search``)."""
 
     kind = "search"
     verb: ClassVar[str]
@@ -216,7 +216,7 @@ class Grep(_Search):
 
 def private_globs(policy: PathPolicy, directory: str) -> list[str]:
     """Globs that keep a search of ``directory`` out of the policy's private paths (the agent's own files
-    and the user's credentials, when a root holds them: :attr:`refagent.disk.policy.RootPolicy.private`),
+    and the user's credentials, when a root holds them: :attr:`refagent.sandbox.disk.policy.RootPolicy.private`),
     anchored at ``directory``; they come after the model's globs, which cannot bring them back."""
     globs = []
     for path in policy.private:

@@ -1,6 +1,6 @@
 """``run_command``: a shell command in the editor's terminal or a local process (``ctx.terminals``),
 confined at the level the model asks for (``sandbox``: ``workspace`` by default, ``network``, ``none``;
-:mod:`refagent.confine.confinement`).
+:mod:`refagent.sandbox.confine.confinement`).
 
 The user sees the level: the title names any level above ``workspace`` ("Run `npm install` (network
 access)"), the preview says what the sandbox holds and why the model asked for more, and a command this
@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from refagent.acp import updates
 from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
-from refagent.seams import LEVELS, Level
+from refagent.sandbox.seams import LEVELS, Level
 from refagent.tools.args import arg_bool, arg_int, arg_str, shown
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
 from refagent.tools.command_scope import permission_scope

@@ -13,7 +13,7 @@ from typing import Any
 
 from refagent.acp.text import visible
 from refagent.acp.types import DiffContent, ToolCallContent, ToolCallLocation
-from refagent.disk import read as fs_read
+from refagent.sandbox.disk import read as fs_read
 
 MAX_LINE_CHARS = 2000
 """Longer lines are cut (minified code, data): one line must not flood the model's context."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from refagent.client.mentions import MAX_IMAGE_BYTES, Mention, WorkspaceIndex, mention_at, mentioned, prompt_blocks
-from refagent.disk.policy import RootPolicy
+from refagent.sandbox.disk.policy import RootPolicy
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="

@@ -1,5 +1,5 @@
 """glob and grep on hostile trees, with hostile patterns (refagent.tools.search and the engines of
-refagent.search), on the real disk.
+refagent.sandbox.search), on the real disk.
 
 A repository is untrusted input: FIFOs, devices and links to them where files or ``.gitignore`` files
 are expected, patterns that make backtracking engines take exponential time, a directory swapped for a
@@ -17,12 +17,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from refagent.disk.gitignore import MAX_IGNORE_BYTES
 from refagent.errors import ToolError
-from refagent.seams import Query
-from refagent.search.dispatch import LocalSearch, list_files, search
-from refagent.search.python_engine import python_grep_in_process
-from refagent.search.ripgrep import find_rg, rg_grep
+from refagent.sandbox.disk.gitignore import MAX_IGNORE_BYTES
+from refagent.sandbox.seams import Query
+from refagent.sandbox.search.dispatch import LocalSearch, list_files, search
+from refagent.sandbox.search.python_engine import python_grep_in_process
+from refagent.sandbox.search.ripgrep import find_rg, rg_grep
 from refagent.tools.search import Glob, Grep
 from tests.support.tool_fakes import call, make_ctx
 

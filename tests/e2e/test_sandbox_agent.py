@@ -16,9 +16,9 @@ from typing import Any
 import anyio
 import pytest
 
-from refagent.confine.confinement import machine_support
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
+from refagent.sandbox.confine.confinement import machine_support
 from refagent.settings import Settings
 from refagent.testing.memory import FakeClient, connect
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn

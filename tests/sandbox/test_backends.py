@@ -12,17 +12,17 @@ import anyio
 import pytest
 
 from refagent.acp.errors import MethodNotFound, RequestError
-from refagent.confine.confinement import UNCONFINED
-from refagent.confine.process import LocalTerminals
-from refagent.disk.local_fs import LocalFileSystem
-from refagent.disk.policy import RootPolicy
-from refagent.disk.tracker import FileTracker
-from refagent.editor.files import EditorFiles
-from refagent.editor.terminals import EditorTerminals
 from refagent.errors import ToolError
+from refagent.sandbox.confine.confinement import UNCONFINED
+from refagent.sandbox.confine.process import LocalTerminals
+from refagent.sandbox.disk.local_fs import LocalFileSystem
+from refagent.sandbox.disk.policy import RootPolicy
+from refagent.sandbox.disk.tracker import FileTracker
+from refagent.sandbox.editor.files import EditorFiles
+from refagent.sandbox.editor.terminals import EditorTerminals
 from refagent.sandbox.local import Sandbox
-from refagent.seams import FromDisk
-from refagent.search.dispatch import LocalSearch
+from refagent.sandbox.seams import FromDisk
+from refagent.sandbox.search.dispatch import LocalSearch
 from refagent.testing.memory import FakeClient
 from refagent.testing.terminals import FakeTerminalHost
 from refagent.tools.base import Terminals, TextFiles
@@ -168,7 +168,7 @@ async def test_a_read_the_editor_fails_inside_the_roots_comes_from_the_disk(
     (workspace / "b").write_text("disk\n")
     (workspace / "c").write_text("more\n")
     (outside / "d").write_text("secret\n")
-    with caplog.at_level(logging.WARNING, logger="refagent.editor.files"):
+    with caplog.at_level(logging.WARNING, logger="refagent.sandbox.editor.files"):
         text = await backend.read_text(str(workspace / "b"))
         again = await backend.read_text(str(workspace / "c"))
         with pytest.raises(ToolError, match=r"The editor refused to read .*invalid sessionId"):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from refagent.confine.process import KeptOutput
-from refagent.editor.terminals import _after
+from refagent.sandbox.confine.process import KeptOutput
+from refagent.sandbox.editor.terminals import _after
 from tests.support.sandboxed import CONFINED, Sandboxed, box, outside
 
 __all__ = ["box", "outside"]  # fixtures, found by name

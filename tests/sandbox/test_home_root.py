@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from refagent.config import load
-from refagent.confine.confinement import Confinement, own_paths
-from refagent.confine.process import LocalTerminals
-from refagent.disk.policy import RootPolicy
 from refagent.errors import ToolError
+from refagent.sandbox.confine.confinement import Confinement, own_paths
+from refagent.sandbox.confine.process import LocalTerminals
+from refagent.sandbox.disk.policy import RootPolicy
 from refagent.sandbox.local import local_sandbox
 from tests.support.sandboxed import CONFINED, SUPPORT, outside
 

@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from refagent.confine.confinement import (
+from refagent.errors import ToolError
+from refagent.llm.protocol import ToolCallRequest
+from refagent.llm.scripted import ScriptedModel, text
+from refagent.sandbox.confine.confinement import (
     GIT,
     LIFETIME,
     METADATA,
@@ -25,15 +28,12 @@ from refagent.confine.confinement import (
     Support,
     machine_support,
 )
-from refagent.disk.local_fs import LocalFileSystem
-from refagent.disk.policy import RootPolicy
-from refagent.disk.tracker import FileTracker
-from refagent.errors import ToolError
-from refagent.llm.protocol import ToolCallRequest
-from refagent.llm.scripted import ScriptedModel, text
+from refagent.sandbox.disk.local_fs import LocalFileSystem
+from refagent.sandbox.disk.policy import RootPolicy
+from refagent.sandbox.disk.tracker import FileTracker
 from refagent.sandbox.local import Sandbox
-from refagent.seams import Level
-from refagent.search.dispatch import LocalSearch
+from refagent.sandbox.seams import Level
+from refagent.sandbox.search.dispatch import LocalSearch
 from refagent.session.modes import modes_for
 from refagent.settings import OwnSandboxes, Settings
 from refagent.testing.memory import Editor, FakeClient, allow_once, connect

@@ -11,10 +11,10 @@ import pytest
 
 from refagent.acp.errors import InvalidParams, RequestError
 from refagent.acp.requests import MAX_SYSTEM_PROMPT_CHARS, ClientSystemPrompt, NewSessionParams
-from refagent.disk.local_fs import LocalFileSystem
-from refagent.disk.policy import RootPolicy
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.persistence.store import SessionStore
+from refagent.sandbox.disk.local_fs import LocalFileSystem
+from refagent.sandbox.disk.policy import RootPolicy
 from refagent.session.system_prompt import CLIENT_HEADING, make_system_prompt, template
 from refagent.settings import Settings
 from refagent.testing.memory import Editor, connect

@@ -19,10 +19,10 @@ import pytest
 
 from refagent.acp.errors import RequestError
 from refagent.cli import build_parser, load_settings
-from refagent.confine.confinement import DISABLE_ENV, WRITES, machine_support
 from refagent.llm.protocol import Retrying
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.persistence.store import SessionStore
+from refagent.sandbox.confine.confinement import DISABLE_ENV, WRITES, machine_support
 from refagent.settings import ConfiguredTools, Settings
 from refagent.testing.memory import Editor, connect
 

@@ -12,11 +12,11 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from refagent.disk.local_fs import LocalFileSystem
-from refagent.disk.policy import RootPolicy
 from refagent.llm.scripted import ScriptedModel, text
+from refagent.sandbox.disk.local_fs import LocalFileSystem
+from refagent.sandbox.disk.policy import RootPolicy
 from refagent.sandbox.local import Sandbox
-from refagent.seams import Disk
+from refagent.sandbox.seams import Disk
 from refagent.session.system_prompt import (
     MAX_INSTRUCTIONS_BYTES,
     MAX_INSTRUCTIONS_CHARS,

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from refagent.confine.confinement import Confinement, machine_support
-from refagent.confine.process import LocalTerminals
-from refagent.editor.terminals import EditorTerminals
-from refagent.seams import Level
+from refagent.sandbox.confine.confinement import Confinement, machine_support
+from refagent.sandbox.confine.process import LocalTerminals
+from refagent.sandbox.editor.terminals import EditorTerminals
+from refagent.sandbox.seams import Level
 from refagent.testing.memory import FakeClient
 from refagent.testing.terminals import FakeTerminalHost
 from refagent.tools.base import CommandResult, Terminals

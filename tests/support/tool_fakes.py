@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from refagent.acp import updates
-from refagent.confine.confinement import Confinement, machine_support
-from refagent.confine.process import LocalTerminals
-from refagent.disk.local_fs import LocalFileSystem
-from refagent.disk.policy import RootPolicy
-from refagent.disk.tracker import FileTracker
+from refagent.sandbox.confine.confinement import Confinement, machine_support
+from refagent.sandbox.confine.process import LocalTerminals
+from refagent.sandbox.disk.local_fs import LocalFileSystem
+from refagent.sandbox.disk.policy import RootPolicy
+from refagent.sandbox.disk.tracker import FileTracker
 from refagent.sandbox.local import Sandbox
-from refagent.seams import Level, Search
-from refagent.search.dispatch import LocalSearch
+from refagent.sandbox.seams import Level, Search
+from refagent.sandbox.search.dispatch import LocalSearch
 from refagent.tools.base import BaseTool, CommandResult, Disk, Plan, Terminals, TextFiles, ToolContext, ToolResult
 from tests.support.acp_schema import validate_agent_message
 

@@ -12,9 +12,9 @@ import anyio
 import pytest
 
 from refagent.acp.errors import RequestError
-from refagent.editor.questions import EditorQuestions
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
+from refagent.sandbox.editor.questions import EditorQuestions
 from refagent.settings import OwnSandboxes, Settings
 from refagent.testing.memory import Editor, ElicitationPolicy, FakeClient, PermissionPolicy, connect
 from refagent.tools.ask import AskUser, result_of

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from refagent import config
-from refagent.confine import confinement
-from refagent.confine.process import LocalTerminals
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
+from refagent.sandbox.confine import confinement
+from refagent.sandbox.confine.process import LocalTerminals
 from refagent.server.handshake import answer_initialize
 from refagent.settings import Settings
 from refagent.testing.memory import connect
@@ -351,9 +351,9 @@ async def test_a_real_agent_imports_custom_tools_at_the_first_session(tools: Too
 
 
 def test_a_tool_written_against_tools_base_finds_the_seams_there() -> None:
-    """The backend protocols moved to refagent.seams; a custom tool that imports them from
+    """The backend protocols moved to refagent.sandbox.seams; a custom tool that imports them from
     refagent.tools.base (as tools written before the move do) gets the same objects."""
-    import refagent.seams as seams
+    import refagent.sandbox.seams as seams
     import refagent.tools.base as base
 
     for name in ("TextFiles", "Disk", "Terminals", "CommandResult", "PathPolicy", "ReadTracker", "ResolvedPath"):

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from refagent.acp.types import ToolKind
-from refagent.confine.confinement import Support
+from refagent.sandbox.confine.confinement import Support
 from refagent.session.modes import DEFAULT_MODE, MODE_IDS, modes_for
 from refagent.tools import permissions
 from refagent.tools.base import Plan, ToolResult
@@ -170,7 +170,7 @@ def test_what_runs_later_is_found_at_the_top_of_a_nested_repository(tmp_path: Pa
 def test_the_agents_own_code_in_a_root_asks_before_a_change() -> None:
     """A checkout of refagent used on itself: its package and its environment are what the next start of
     refagent runs, so an edit there asks, as one to what git or an editor runs does."""
-    from refagent.confine.confinement import own_code
+    from refagent.sandbox.confine.confinement import own_code
 
     package, environment = own_code()[:2]
     root = os.path.commonpath([package, environment])

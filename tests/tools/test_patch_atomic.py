@@ -14,11 +14,11 @@ from typing import Any
 import anyio
 import pytest
 
-from refagent.disk.write import TEMP_PREFIX
 from refagent.errors import ToolError
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.persistence.store import SessionStore
+from refagent.sandbox.disk.write import TEMP_PREFIX
 from refagent.settings import Settings
 from refagent.testing.memory import FakeClient, connect
 from refagent.tools.base import CANCEL_NOTE, Disk, Plan
@@ -483,8 +483,8 @@ async def test_undo_takes_back_a_patch_that_deletes_one_file_and_edits_another(t
 async def test_a_deleted_files_backup_is_hidden_from_glob(tmp_path: Path) -> None:
     """While a patch runs, a file it deletes waits beside its old place under a temporary name: neither
     search engine lists it (the root watcher ignores the prefix)."""
-    from refagent.search.python_engine import python_files
-    from refagent.search.ripgrep import find_rg, rg_files
+    from refagent.sandbox.search.python_engine import python_files
+    from refagent.sandbox.search.ripgrep import find_rg, rg_files
     from refagent.tools.patch_transaction import _backup_path
 
     backup = Path(_backup_path(str(tmp_path / "gone.txt")))

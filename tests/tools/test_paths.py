@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from refagent.disk.local_fs import LocalFileSystem
 from refagent.errors import ToolError
-from refagent.seams import TreePreview
+from refagent.sandbox.disk.local_fs import LocalFileSystem
+from refagent.sandbox.seams import TreePreview
 from refagent.tools.files import ReadFile
 from refagent.tools.paths import DeletePath, MovePath
 from tests.support.tool_fakes import call, make_ctx

@@ -1,0 +1,113 @@
+"""Which engine runs a search: :func:`search` (grep) and :func:`list_files` (glob), what the tools call.
+
+Contract: ripgrep when there is one, it accepts the pattern, and the tree's ``.gitignore`` files are safe
+for it to read (:func:`~refagent.sandbox.search.walk.rg_can_walk`); what it reports is then checked to
+be where it says (:func:`~refagent.sandbox.search.ripgrep.where_it_says`) and dropped if not. Otherwise
+the Python engine: for grep in a child process with a deadline
+(:func:`~refagent.sandbox.search.python_engine.python_grep_in_process`). A pattern neither engine accepts
+raises :class:`~refagent.errors.ToolError`. ``directory`` is absolute and resolved; a ``.gitignore``
+that is a link is read only when it leads inside the roots or the searched directory.
+
+:class:`LocalSearch` is these two as the :class:`~refagent.sandbox.seams.Search` seam: what a local sandbox gives
+its tools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import anyio
+
+from refagent.errors import ToolError
+from refagent.sandbox.seams import Hits, Query
+from refagent.sandbox.search.python_engine import (
+    PYTHON_GREP_SECONDS,
+    python_files,
+    python_grep_in_process,
+    python_regex,
+)
+from refagent.sandbox.search.ripgrep import RgPatternError, find_rg, rg_files, rg_grep, where_it_says
+from refagent.sandbox.search.walk import in_thread, rg_can_walk
+
+
+def _confine(directory: str, roots: Sequence[str]) -> list[str]:
+    """Where a linked ``.gitignore`` may lead: the roots, and the searched directory (which may be outside
+    them, with the user's leave)."""
+    return list(dict.fromkeys([*roots, directory]))
+
+
+async def search(
+    query: Query,
+    directory: str,
+    target: str,
+    rg: str | None,
+    *,
+    roots: Sequence[str] = (),
+    python_seconds: float = PYTHON_GREP_SECONDS,
+) -> Hits:
+    """Search ``target`` (``.`` for all of ``directory``, else a file name in it): ripgrep when there is
+    one, it accepts the pattern and the tree's ignore files are safe for it to read, else the Python
+    engine (in a child process, within ``python_seconds``). ``directory`` is absolute and resolved."""
+    confine = _confine(directory, roots)
+    if (
+        rg is not None
+        and target == "."
+        and not await in_thread(lambda stop: rg_can_walk(directory, query.globs, confine, stop))
+    ):
+        rg = None
+    if rg is not None:
+        try:
+            hits = await rg_grep(rg, query, directory, target)
+        except RgPatternError as exc:
+            try:
+                python_regex(query.pattern, query.literal, query.case_insensitive)
+            except ToolError:
+                raise ToolError(f"Invalid regular expression {query.pattern!r}: {_rg_message(str(exc))}") from None
+        else:
+            if target == ".":
+                kept = set(
+                    await anyio.to_thread.run_sync(lambda: where_it_says(directory, list(hits.counts), files=True))
+                )
+                for path in [path for path in hits.counts if path not in kept]:
+                    hits.drop(path)
+            return hits
+    return await python_grep_in_process(query, directory, target, confine=confine, seconds=python_seconds)
+
+
+async def list_files(
+    globs: list[str], directory: str, rg: str | None, *, roots: Sequence[str] = ()
+) -> tuple[list[str], bool]:
+    """The files under ``directory`` by the package's rules (and ``globs``), in no order, and whether that
+    is all of them: ripgrep when there is one and the tree's ignore files are safe for it to read."""
+    confine = _confine(directory, roots)
+    if rg is not None and await in_thread(lambda stop: rg_can_walk(directory, globs, confine, stop)):
+        paths, complete = await rg_files(rg, globs, directory)
+        # A listing reads no file, so its directories are what must be checked (file names can leak too).
+        kept: list[str] = await anyio.to_thread.run_sync(lambda: where_it_says(directory, paths, files=False))
+        return kept, complete
+    found: tuple[list[str], bool] = await in_thread(lambda stop: python_files(globs, directory, stop, confine=confine))
+    return found
+
+
+class LocalSearch:
+    """The :class:`~refagent.sandbox.seams.Search` of the local disk: :func:`search` and :func:`list_files`."""
+
+    def __init__(
+        self, rg: str | Literal["auto"] | None = "auto", *, python_seconds: float = PYTHON_GREP_SECONDS
+    ) -> None:
+        """``rg``: the ripgrep binary, None for the Python engine alone, ``auto`` to look for it (once,
+        here). ``python_seconds``: the Python grep engine's time limit."""
+        self.rg = find_rg() if rg == "auto" else rg
+        self.python_seconds = python_seconds
+
+    async def grep(self, query: Query, directory: str, target: str, *, roots: Sequence[str]) -> Hits:
+        return await search(query, directory, target, self.rg, roots=roots, python_seconds=self.python_seconds)
+
+    async def files(self, globs: list[str], directory: str, *, roots: Sequence[str]) -> tuple[list[str], bool]:
+        return await list_files(globs, directory, self.rg, roots=roots)
+
+
+def _rg_message(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return " ".join(lines[-3:]) if lines else "ripgrep rejected it"
