@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from refagent.config.loading import Config
     from refagent.llm.protocol import ModelClient
     from refagent.persistence.store import SessionStore
-    from refagent.sandbox.confine.confinement import Support
+    from refagent.sandbox.holding import Holding
     from refagent.sandbox.local import Sandbox
     from refagent.tools.base import BaseTool
     from refagent.tools.custom import CustomTools
@@ -68,10 +68,10 @@ class SandboxMaker(Protocol):
         files: its config and log files) from the session's commands and tools."""
         ...
 
-    def support(self) -> Support | None:
-        """How these sandboxes confine commands, when that is known before one is made (the modes of a
-        session's first response describe it); None: only a sandbox made can say
-        (:attr:`refagent.sandbox.local.Sandbox.confinement`). May block: call it from a worker thread."""
+    def holding(self) -> Holding | None:
+        """How far these sandboxes hold their commands, when that is known before one is made (the modes of
+        a session's first response describe it); None: only a sandbox made can say
+        (:attr:`refagent.sandbox.local.Sandbox.holding`). May block: call it from a worker thread."""
         ...
 
 
@@ -84,12 +84,13 @@ class LocalSandboxes:
 
         return local_sandbox(cwd, additional, private)
 
-    def support(self) -> Support | None:
+    def holding(self) -> Holding | None:
         """This machine's (:func:`refagent.sandbox.confine.confinement.machine_support`, which waits for the
         probe the first time)."""
+        # Imported here: the confinement's module is not on initialize's way (some 8 ms)
         from refagent.sandbox.confine.confinement import machine_support
 
-        return machine_support()
+        return machine_support().holding()
 
 
 class OwnSandboxes:
@@ -104,7 +105,7 @@ class OwnSandboxes:
     def __call__(self, cwd: str, additional: list[str], private: Sequence[str] = ()) -> Sandbox:
         return self.make(cwd, additional)
 
-    def support(self) -> Support | None:
+    def holding(self) -> Holding | None:
         return None
 
 
@@ -169,12 +170,12 @@ class Settings:
             return sessions_directory() is not None
         return self.store() is not None
 
-    def sandbox_support(self) -> Support | None:
-        """How the sandboxes of new sessions will confine commands, when that is known without making one
-        (:meth:`SandboxMaker.support`; for the standard sandbox it blocks for the probe the first time: call
-        it from a worker thread). A session's modes describe it in the response that opens the session,
-        before its sandbox is made."""
-        return self.make_sandbox.support()
+    def sandbox_holding(self) -> Holding | None:
+        """How far the sandboxes of new sessions will hold their commands, when that is known without making
+        one (:meth:`SandboxMaker.holding`; for the standard sandbox it blocks for the probe the first time:
+        call it from a worker thread). A session's modes describe it in the response that opens the
+        session, before its sandbox is made."""
+        return self.make_sandbox.holding()
 
     @classmethod
     def from_config(cls, config: Config, reload: Callable[[], Settings] | None = None) -> Settings:

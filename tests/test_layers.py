@@ -28,6 +28,7 @@ RANKS = {
     # below the tools: the model, the saved sessions
     "llm": 1,
     "persistence": 1,
+    "sandbox.holding": 1,  # the levels, and how far a sandbox holds commands: plain words, imports nothing
     # the configuration (the file, flags and environment, profiles, limits, the model client kinds): it
     # names the model's clients and the tools, and needs only the model's room
     "config": 2,

@@ -18,7 +18,17 @@ from refagent.sandbox.disk.tracker import FileTracker
 from refagent.sandbox.disk.watcher import RootWatcher
 from refagent.sandbox.editor.files import EditorFiles
 from refagent.sandbox.editor.terminals import EditorTerminals
-from refagent.sandbox.seams import Disk, PathPolicy, ReadTracker, Search, Terminals, TextFiles, Watcher
+from refagent.sandbox.seams import (
+    NOTHING_HELD,
+    Disk,
+    Holding,
+    PathPolicy,
+    ReadTracker,
+    Search,
+    Terminals,
+    TextFiles,
+    Watcher,
+)
 from refagent.sandbox.search.dispatch import LocalSearch
 
 if TYPE_CHECKING:
@@ -42,10 +52,21 @@ class Sandbox:
     confinement: Confinement | None = None
     """How commands are confined, in local processes and the editor's terminals alike. None: this sandbox
     confines its commands its own way (or not at all), and the editor's terminals are not used."""
+    own_holding: Holding | None = None
+    """How far a sandbox that confines its own way holds its commands (a container's, a VM's); None: as
+    :attr:`confinement` holds them, and nothing without one."""
     editor_files: bool = True
     """Whether the editor's files are this sandbox's (the host's disk, as the editor sees it): then text
     reads and writes go through the editor where it offers them. False for a sandbox whose disk is
     elsewhere (a container, a remote machine): the editor's buffers are not its files."""
+
+    @property
+    def holding(self) -> Holding:
+        """How far this sandbox holds its commands: the one answer the session's modes describe and
+        ``run_command`` decides from (:mod:`refagent.sandbox.holding`)."""
+        if self.own_holding is not None:
+            return self.own_holding
+        return self.confinement.support.holding() if self.confinement is not None else NOTHING_HELD
 
     def files_with(self, client: SessionClient) -> TextFiles:
         """The text files the tools read and write: the editor's ``fs/*`` where the client offers them and

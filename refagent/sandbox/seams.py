@@ -14,14 +14,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
+# The levels and what a sandbox holds commands to, at the seams' door too (refagent.sandbox.holding)
+from refagent.sandbox.holding import LEVELS as LEVELS
+from refagent.sandbox.holding import NOTHING_HELD as NOTHING_HELD
+from refagent.sandbox.holding import Holding as Holding
+from refagent.sandbox.holding import Level as Level
+
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
-
-Level = Literal["workspace", "network", "none"]
-"""How far a command is confined (:mod:`refagent.sandbox.confine.confinement` says what each level promises):
-``workspace`` writes only under the roots and has no network, ``network`` the same with the network, ``none``
-is not confined."""
-LEVELS: tuple[Level, ...] = ("workspace", "network", "none")
 
 
 class TextFiles(Protocol):
@@ -125,8 +125,8 @@ class Terminals(Protocol):
         *,
         sandbox: Level = "workspace",
     ) -> CommandResult:
-        """Run ``command`` through the shell in ``cwd``, confined at level ``sandbox`` as far as
-        :meth:`not_confined` allows; kill it after ``time_limit`` s.
+        """Run ``command`` through the shell in ``cwd``, held at level ``sandbox`` as far as the sandbox can
+        (its :class:`Holding` says how far); kill it after ``time_limit`` s.
 
         ``on_start(terminal_id)`` is called once an editor terminal exists (so the tool call can embed
         it); local processes have no terminal id and never call it. Cancellation kills the command.
@@ -140,11 +140,6 @@ class Terminals(Protocol):
         (an editor terminal exists, or a local process). It is watched by a task in ``tasks``: it runs until
         it ends, :meth:`Job.stop` stops it, ``time_limit`` s pass (None: no limit), or ``tasks`` is
         cancelled, which kills it. Raises :class:`~refagent.errors.ToolError` if it cannot start."""
-        ...
-
-    def not_confined(self, level: Level) -> list[str]:
-        """What a command at ``level`` would *not* be confined from here, in words for the user
-        ([] when it is confined as the level promises)."""
         ...
 
 

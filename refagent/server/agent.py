@@ -96,7 +96,7 @@ class Agent:
             self.adopt(started.client)
             background.start_soon(self.warm_up)
             for opened in started.opened:
-                _, after = self.manager().open_new(opened.params, opened.session_id, opened.support)
+                _, after = self.manager().open_new(opened.params, opened.session_id, opened.holding)
                 background.start_soon(self._and_after_first_session(after))
         return self
 

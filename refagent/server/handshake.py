@@ -24,7 +24,7 @@ from refagent.settings import Settings
 
 if TYPE_CHECKING:
     from refagent.acp.requests import NewSessionParams
-    from refagent.sandbox.confine.confinement import Support
+    from refagent.sandbox.holding import Holding
 
 AUTH_METHOD = "api-key"
 """The ``agent`` sign-in method: read the configuration again."""
@@ -120,14 +120,15 @@ class Opened:
     needs to make it once the loop runs. (A plain class: a frozen dataclass takes half a millisecond to
     create, on the way to the answer.)"""
 
-    __slots__ = ("params", "session_id", "support")
+    __slots__ = ("holding", "params", "session_id")
 
-    def __init__(self, session_id: str, params: NewSessionParams, support: Support) -> None:
+    def __init__(self, session_id: str, params: NewSessionParams, holding: Holding) -> None:
         self.session_id = session_id
         self.params = params
         """The request's, parsed."""
-        self.support = support
-        """How its commands will be confined (:meth:`Settings.sandbox_support`), which its modes describe."""
+        self.holding = holding
+        """How far its sandbox will hold its commands (:meth:`Settings.sandbox_holding`), which its modes
+        describe."""
 
 
 def early_initialize(settings: Settings, started: Started, params: dict[str, Any]) -> dict[str, Any] | None:
@@ -157,10 +158,10 @@ def early_new_session(settings: Settings, started: Started, params: dict[str, An
         return None
     parsed = NewSessionParams.parse(params)
     require_key(settings.active_profile())
-    support = settings.sandbox_support()  # the probe's answer: start-up started it before the first line
-    if support is None:
+    holding = settings.sandbox_holding()  # the probe's answer: start-up started it before the first line
+    if holding is None:
         return None
-    opened = Opened(new_id("sess"), parsed, support)
-    result = new_session_result(settings, opened.session_id, support)
+    opened = Opened(new_id("sess"), parsed, holding)
+    result = new_session_result(settings, opened.session_id, holding)
     started.opened.append(opened)
     return result

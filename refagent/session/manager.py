@@ -39,7 +39,7 @@ from refagent.ids import new_id
 from refagent.llm.pool import ModelPool, require_key
 from refagent.persistence.recorder import load as load_session
 from refagent.persistence.recorder import replay
-from refagent.sandbox.confine.confinement import Support
+from refagent.sandbox.holding import Holding
 from refagent.session.options import new_session_result
 from refagent.session.speaker import speaker
 from refagent.session.state import Session
@@ -117,13 +117,13 @@ class SessionManager:
             self._none_opening = anyio.Event()
         try:
             async with self._in_order:
-                support = await anyio.to_thread.run_sync(self.settings.sandbox_support)  # probed once, off the loop
-                session, after = self.open_new(params, new_id("sess"), support)
+                holding = await anyio.to_thread.run_sync(self.settings.sandbox_holding)  # probed once, off the loop
+                session, after = self.open_new(params, new_id("sess"), holding)
         finally:
             self._opening -= 1
             if not self._opening:
                 self._none_opening.set()
-        return Reply(new_session_result(self.settings, session.id, session.support), after=after)
+        return Reply(new_session_result(self.settings, session.id, session.holding), after=after)
 
     async def none_opening(self) -> None:
         """Wait until no ``session/new`` is being answered: work that would slow those answers waits for
@@ -132,17 +132,17 @@ class SessionManager:
             await self._none_opening.wait()
 
     def open_new(
-        self, params: NewSessionParams, session_id: str, support: Support | None
+        self, params: NewSessionParams, session_id: str, holding: Holding | None
     ) -> tuple[Session, Callable[[], Awaitable[None]]]:
         """A new session ``session_id`` as ``session/new`` asked for it (its key checked by the caller), and
-        the work to do once its response is written (:meth:`_settle`). ``support``: the settings'
-        :meth:`~refagent.settings.Settings.sandbox_support`, which the response's modes describe. The
+        the work to do once its response is written (:meth:`_settle`). ``holding``: the settings'
+        :meth:`~refagent.settings.Settings.sandbox_holding`, which the response's modes describe. The
         agent opens with this the sessions whose response start-up wrote before the loop started
         (:mod:`refagent.server.boot`)."""
         cwd, servers, extra = params.cwd, params.mcp_servers, list(params.additional_directories)
         # Its index entry is written after the response (_settle): the index is rewritten whole.
         store_log = self.store.create(session_id, cwd, extra, listed=False) if self.store is not None else None
-        session, sandbox = self._open(session_id, cwd, extra, support, store_log, None)
+        session, sandbox = self._open(session_id, cwd, extra, holding, store_log, None)
         session.use_client_prompt(params.system_prompt)
         log.info("session %s in %s", session.id, cwd)
         return session, functools.partial(self._settle, session, servers, sandbox)
@@ -183,8 +183,8 @@ class SessionManager:
         from refagent.persistence.replays import fork_files
 
         forked = await anyio.to_thread.run_sync(fork_files, store, stored, session_id, cwd, extra)
-        support = await anyio.to_thread.run_sync(self.settings.sandbox_support)
-        session, sandbox = self._open(session_id, cwd, extra, support, store.reopen(session_id), forked)
+        holding = await anyio.to_thread.run_sync(self.settings.sandbox_holding)
+        session, sandbox = self._open(session_id, cwd, extra, holding, store.reopen(session_id), forked)
         session.use_client_prompt(params.system_prompt)  # the fork's own, if the client sent one
         log.info("session %s forked from %s in %s", session_id, source_id, cwd)
         after = functools.partial(self._settle, session, servers, sandbox)
@@ -203,10 +203,10 @@ class SessionManager:
         store = self.store
         assert store is not None  # the methods that restore are offered only with a store
         stored = await anyio.to_thread.run_sync(load_session, store, session_id)
-        support = await anyio.to_thread.run_sync(self.settings.sandbox_support)
+        holding = await anyio.to_thread.run_sync(self.settings.sandbox_holding)
         if stored is None:
             raise ResourceNotFound(f"Session not found: {session_id[:100]}")
-        session, sandbox = self._open(session_id, cwd, extra, support, store.reopen(session_id), stored)
+        session, sandbox = self._open(session_id, cwd, extra, holding, store.reopen(session_id), stored)
         session.use_client_prompt(params.system_prompt)  # sent again: it replaces the saved one
         log.info("session %s reopened in %s", session_id, cwd)
         return session, stored, functools.partial(self._settle, session, servers, sandbox)
@@ -216,19 +216,19 @@ class SessionManager:
         session_id: str,
         cwd: str,
         extra: list[str],
-        support: Support | None,
+        holding: Holding | None,
         store_log: SessionLog | None,
         stored: StoredSession | None,
     ) -> tuple[Session, Sandbox | None]:
         """A session with what its response needs, and no workspace yet (:meth:`_settle` builds it).
 
-        ``support``: how its sandbox will confine commands, which its modes describe; None when only the
+        ``holding``: how far its sandbox will hold commands, which its modes describe; None when only the
         sandbox can say (a ``make_sandbox`` of the settings' own): then the sandbox is made now, and
         returned for the workspace."""
         sandbox = None
-        if support is None:
+        if holding is None:
             sandbox = self.settings.sandbox_for(cwd, extra)
-            support = sandbox.confinement.support if sandbox.confinement is not None else Support()
+            holding = sandbox.holding
         session = Session(
             session_id=session_id,
             cwd=cwd,
@@ -237,7 +237,7 @@ class SessionManager:
             profiles=self.settings.profiles,
             profile_id=self.settings.active_profile().id,
             log=store_log,
-            support=support,
+            holding=holding,
         )
         if stored is not None:
             session.restore(stored)
@@ -334,7 +334,7 @@ class SessionManager:
         for line in settings.problems() if settings.problems is not None else []:
             news.append(("warning", "A custom tool was left out", line, line))
         if session.workspace is not None and session.workspace.sandbox.confinement is not None:
-            gaps = ", ".join(session.support.missing("workspace"))
+            gaps = ", ".join(session.holding.missing("workspace"))
             if gaps:
                 said = f"Sandbox: commands are not fully confined on this machine ({gaps})."
                 news.append(("warning", "Commands are not fully confined on this machine", gaps, said))

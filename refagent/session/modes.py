@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from refagent.sandbox.confine.confinement import Support
+from refagent.sandbox.holding import Holding
 from refagent.tools.modes import DEFAULT, MODES
 
 if TYPE_CHECKING:  # an annotation (the TypedDicts are not needed to answer session/new)
     from refagent.acp.types import SessionMode
 
 
-def modes_for(support: Support) -> list[SessionMode]:
-    """The modes, each described as it works on this machine (``support``: how commands are confined)."""
-    gaps = support.missing("workspace")
+def modes_for(holding: Holding) -> list[SessionMode]:
+    """The modes, each described as it works with this sandbox (``holding``: how far it holds commands)."""
+    gaps = holding.missing("workspace")
     return [{"id": mode.id, "name": mode.name, "description": mode.describe(gaps)} for mode in MODES]
 
 

@@ -16,26 +16,26 @@ from refagent.session.modes import DEFAULT_MODE, modes_for
 if TYPE_CHECKING:
     from refagent.acp.types import ConfigOption, SessionMode, SessionModeState
     from refagent.llm.profiles import ModelProfile
-    from refagent.sandbox.confine.confinement import Support
+    from refagent.sandbox.holding import Holding
     from refagent.settings import Settings
 
 
-def new_session_result(settings: Settings, session_id: str, support: Support) -> dict[str, Any]:
-    """The ``session/new`` result of a new session ``session_id`` whose commands are confined as ``support``
+def new_session_result(settings: Settings, session_id: str, holding: Holding) -> dict[str, Any]:
+    """The ``session/new`` result of a new session ``session_id`` whose sandbox holds commands as ``holding``
     says: its id, and the modes and config options a new session starts with. The one builder of that
     answer, before the loop (:func:`refagent.server.handshake.early_new_session`) and on it
     (:meth:`refagent.session.manager.SessionManager.new_session`)."""
     profile = settings.active_profile()
-    result = state(DEFAULT_MODE, support, settings.profiles, profile.id, profile.default_reasoning_effort)
+    result = state(DEFAULT_MODE, holding, settings.profiles, profile.id, profile.default_reasoning_effort)
     return {"sessionId": session_id, **result}
 
 
 def state(
-    mode_id: str, support: Support, profiles: Sequence[ModelProfile], profile_id: str, effort: str | None
+    mode_id: str, holding: Holding, profiles: Sequence[ModelProfile], profile_id: str, effort: str | None
 ) -> dict[str, Any]:
     """``modes`` and ``configOptions`` of a session in mode ``mode_id`` on model ``profile_id`` (one of
-    ``profiles``) at reasoning effort ``effort``, whose commands are confined as ``support`` says."""
-    modes = modes_for(support)
+    ``profiles``) at reasoning effort ``effort``, whose sandbox holds commands as ``holding`` says."""
+    modes = modes_for(holding)
     current: SessionModeState = {"currentModeId": mode_id, "availableModes": modes}
     return {"modes": current, "configOptions": config_options(mode_id, modes, profiles, profile_id, effort)}
 

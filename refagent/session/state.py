@@ -40,7 +40,7 @@ from refagent.persistence.conversation import Conversation
 from refagent.persistence.reader import StoredSession
 from refagent.persistence.recorder import Recorder
 from refagent.persistence.writer import SessionLog
-from refagent.sandbox.confine.confinement import Support
+from refagent.sandbox.holding import NOTHING_HELD, Holding
 from refagent.session import options
 from refagent.session.modes import DEFAULT_MODE, MODE_IDS, modes_for
 from refagent.session.steering import Steers
@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 
 class Session:
     """One ACP session, talking to the editor through ``client``.
-    ``support``: how the sandbox its workspace will have confines commands (what its modes describe)."""
+    ``holding``: how far the sandbox its workspace will have holds commands (what its modes describe)."""
 
     def __init__(
         self,
@@ -73,7 +73,7 @@ class Session:
         profiles: list[ModelProfile],
         profile_id: str,
         log: SessionLog | None = None,
-        support: Support | None = None,
+        holding: Holding | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -91,7 +91,7 @@ class Session:
         self.mode_id = DEFAULT_MODE
         self.reasoning_effort: str | None = self.profile.default_reasoning_effort
         """The ``thought_level`` chosen, when the profile's model takes a reasoning effort (else None)."""
-        self.support = support if support is not None else Support()
+        self.holding = holding if holding is not None else NOTHING_HELD
         """How this machine confines the session's commands (the mode descriptions say it)."""
         self.meter = UsageMeter()
         """Tokens and the cumulative cost of the session's model responses."""
@@ -195,8 +195,7 @@ class Session:
         self.workspace = workspace
         self.mcp = mcp
         self.changed_files = changed_files
-        if workspace.sandbox.confinement is not None:
-            self.support = workspace.sandbox.confinement.support
+        self.holding = workspace.sandbox.holding
 
     def settled(self, problem: str | None = None) -> None:
         """The work after the session's response is done: its workspace is attached, or ``problem`` says why
@@ -242,12 +241,12 @@ class Session:
     def state(self) -> dict[str, Any]:
         """``modes`` and ``configOptions``, as the responses that open the session carry them
         (:func:`refagent.session.options.state`, which the CLI's early ``session/new`` answer uses too)."""
-        return options.state(self.mode_id, self.support, self.profiles, self.profile_id, self.reasoning_effort)
+        return options.state(self.mode_id, self.holding, self.profiles, self.profile_id, self.reasoning_effort)
 
     def config_options(self) -> list[ConfigOption]:
         """The complete option list (:func:`refagent.session.options.config_options`)."""
         return options.config_options(
-            self.mode_id, modes_for(self.support), self.profiles, self.profile_id, self.reasoning_effort
+            self.mode_id, modes_for(self.holding), self.profiles, self.profile_id, self.reasoning_effort
         )
 
     async def set_mode(self, mode_id: str) -> None:

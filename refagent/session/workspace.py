@@ -63,6 +63,7 @@ def build(
         files=sandbox.files_with(client),
         disk=sandbox.disk,
         terminals=sandbox.terminals_with(client),
+        holding=sandbox.holding,
         reads=sandbox.reads,
         search=sandbox.search,
         send_update=send_update,

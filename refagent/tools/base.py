@@ -28,6 +28,7 @@ from refagent.sandbox.seams import (
     Answer,
     CommandResult,
     Disk,
+    Holding,
     Level,
     PathPolicy,
     Questions,
@@ -50,6 +51,7 @@ __all__ = [
     "BaseTool",
     "CommandResult",
     "Disk",
+    "Holding",
     "Level",
     "PathPolicy",
     "Plan",
@@ -86,6 +88,9 @@ class ToolContext:
     disk: Disk
     """The sandbox's disk: listing, delete and move always happen here (ACP gives editors no such methods)."""
     terminals: Terminals
+    holding: Holding
+    """How far the sandbox holds commands: whether a command is confined is decided here alone (the session's
+    modes describe the same answer)."""
     reads: ReadTracker
     search: Search
     """Finding files and text (``glob``, ``grep``): the sandbox's, on its disk."""

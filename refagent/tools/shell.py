@@ -121,7 +121,7 @@ class RunCommand(BaseTool):
             raise ToolError(f"Commands run inside the workspace; {resolved.display} is outside it.")
         if await ctx.disk.kind(resolved.path) != "dir":
             raise ToolError(f"cwd {resolved.display} is not a directory.")
-        missing = ctx.terminals.not_confined(level)
+        missing = ctx.holding.missing(level)
         key, label = permission_scope(command)
         if level != "workspace":
             key = key.replace(":", f"@{level}:", 1)
@@ -147,7 +147,7 @@ class RunCommand(BaseTool):
             assert limit is not None
             return await _run(ctx, command, resolved.path, limit, level)
 
-        confined = level == "workspace" and not missing
+        confined = level == "workspace" and ctx.holding.confines(level)
         return Plan(
             title=title,
             execute=execute,

@@ -31,6 +31,7 @@ from refagent.sandbox.confine.confinement import (
 from refagent.sandbox.disk.local_fs import LocalFileSystem
 from refagent.sandbox.disk.policy import RootPolicy
 from refagent.sandbox.disk.tracker import FileTracker
+from refagent.sandbox.holding import Holding
 from refagent.sandbox.local import Sandbox
 from refagent.sandbox.seams import Level
 from refagent.sandbox.search.dispatch import LocalSearch
@@ -39,6 +40,7 @@ from refagent.settings import OwnSandboxes, Settings
 from refagent.testing.memory import Editor, FakeClient, allow_once, connect
 from refagent.tools.base import CommandResult, Plan, ToolResult
 from refagent.tools.command_scope import permission_scope
+from refagent.tools.modes import MODES
 from refagent.tools.permissions import Permissions
 from refagent.tools.shell import RunCommand
 from tests.support.tool_fakes import ScriptedTerminals, call, check_plan, make_ctx
@@ -72,8 +74,11 @@ async def command_plan(
     root: Path, command: str = "npm install", *, missing: Sequence[str] = (), **args: Any
 ) -> tuple[Plan, ScriptedTerminals]:
     """The real tool's plan for ``command`` (``args``: its other arguments) on scripted terminals."""
-    terminals = ScriptedTerminals(OK, missing=list(missing))
-    p = await RunCommand().prepare({"command": command, **args}, make_ctx(str(root), terminals=terminals))
+    terminals = ScriptedTerminals(OK)
+    holding = Holding(gaps={"workspace": missing, "network": missing})
+    p = await RunCommand().prepare(
+        {"command": command, **args}, make_ctx(str(root), terminals=terminals, holding=holding)
+    )
     check_plan(p, "execute")
     return p, terminals
 
@@ -254,6 +259,7 @@ def agent_settings(
     support: Support | None,
     *responses: Any,
     problems: Sequence[str] | None = None,
+    own_holding: Holding | None = None,
 ) -> Settings:
     model = ScriptedModel(list(responses))
 
@@ -265,6 +271,7 @@ def agent_settings(
             reads=FileTracker(),
             search=LocalSearch(),
             confinement=Confinement([cwd, *extra], support) if support is not None else None,
+            own_holding=own_holding,
         )
 
     return Settings(
@@ -288,7 +295,7 @@ def three_commands() -> list[Any]:
 async def run_three(
     tmp_path: Path, mode: str, missing: Sequence[str], support: Support, check: Any
 ) -> tuple[FakeClient, ScriptedTerminals]:
-    terminals = ScriptedTerminals(OK, missing=list(missing))
+    terminals = ScriptedTerminals(OK)
     client = FakeClient(permission=allow_once)
     async with connect(agent_settings(terminals, support, *three_commands()), client=client, check=check) as editor:
         await editor.initialize()
@@ -341,6 +348,38 @@ async def test_on_a_degraded_machine_auto_asks_like_accept_edits(mode: str, tmp_
     assert "This machine cannot confine it from writes outside the workspace" in first
 
 
+@pytest.mark.parametrize("holds", ["nothing", "everything"])
+async def test_a_sandbox_of_ones_own_is_described_and_obeyed_by_one_answer(
+    holds: str, tmp_path: Path, check: Any
+) -> None:
+    """A fork's sandbox without the launcher's confinement (a container's, say) is held to what it says it
+    holds (``Sandbox.own_holding``; nothing, unless it says): the modes describe that, and ``auto`` obeys
+    the same answer. Its terminals cannot claim otherwise (they are not asked)."""
+    own = Holding(writes=True, network=True, hidden=True) if holds == "everything" else None
+    responses = [
+        [request(1, "run_command", command="make test")],
+        [request(2, "run_command", command="make lint")],
+        text("done"),
+    ]
+    terminals = ScriptedTerminals(OK)
+    client = FakeClient(permission=allow_once)
+    settings = agent_settings(terminals, None, *responses, own_holding=own)
+    async with connect(settings, client=client, check=check) as editor:
+        await editor.initialize()
+        sid, result = await new_session(editor, tmp_path)
+        await editor.request("session/set_mode", {"sessionId": sid, "modeId": "auto"})
+        assert await editor.prompt(sid, "go") == {"stopReason": "end_turn"}
+        auto = descriptions(editor.agent.sessions[sid].state()["modes"]["availableModes"])["auto"]
+    assert descriptions(result["modes"]["availableModes"])["auto"] == auto  # what the client was told
+    assert [c[0] for c in terminals.calls] == ["make test", "make lint"]
+    if holds == "nothing":
+        assert titles(client) == ["Run `make test` (not sandboxed here)", "Run `make lint` (not sandboxed here)"]
+        assert "Commands still ask" in auto
+    else:
+        assert client.permission_requests == []
+        assert auto == next(mode.description for mode in MODES if mode.id == "auto")
+
+
 async def test_full_access_asks_for_nothing_at_any_level(tmp_path: Path, check: Any) -> None:
     client, _ = await run_three(tmp_path, "full-access", [], FULL, check)
     assert client.permission_requests == []
@@ -376,7 +415,7 @@ def descriptions(modes: list[Any]) -> dict[str, str]:
 
 
 def test_modes_for_a_machine_that_confines() -> None:
-    modes = modes_for(FULL)
+    modes = modes_for(FULL.holding())
     assert [m["id"] for m in modes] == MODE_ORDER
     said = descriptions(modes)
     assert "run sandboxed commands (writes only inside the workspace, no network) without asking" in said["auto"]
@@ -388,21 +427,21 @@ def test_modes_for_a_machine_that_confines() -> None:
 @pytest.mark.parametrize("how", ["nothing", "disabled"])
 def test_modes_for_a_machine_that_cannot_confine(how: str) -> None:
     support = degraded(how)
-    modes = modes_for(support)
+    modes = modes_for(support.holding())
     assert [m["id"] for m in modes] == MODE_ORDER
     said = descriptions(modes)
     gaps = ", ".join(support.missing("workspace"))
     assert "Commands still ask: this machine cannot confine " + gaps in said["auto"]
     assert "sandboxed commands" not in said["auto"]
     assert "Commands are not fully confined on this machine (" + gaps in said["full-access"]
-    assert descriptions(modes_for(FULL))["ask"] == said["ask"]  # the rest do not depend on the machine
+    assert descriptions(modes_for(FULL.holding()))["ask"] == said["ask"]  # the rest do not depend on the machine
 
 
 def test_modes_name_only_what_is_missing() -> None:
-    no_netns = descriptions(modes_for(Support(landlock=3, namespaces=True, netns=False)))
+    no_netns = descriptions(modes_for(Support(landlock=3, namespaces=True, netns=False).holding()))
     assert no_netns["auto"].endswith("this machine cannot confine the network.")
     assert "(the network)" in no_netns["full-access"]
-    no_processes = descriptions(modes_for(Support(landlock=3, namespaces=False)))
+    no_processes = descriptions(modes_for(Support(landlock=3, namespaces=False).holding()))
     missing = f"the network, {METADATA}, {GIT}, {SECRETS}, {TERMINALS}, {PROCESSES}, {SIGNALS}, {LIFETIME}"
     assert f"cannot confine {missing}" in no_processes["auto"]
     assert "writes outside" not in no_processes["auto"]
@@ -430,7 +469,7 @@ async def test_session_new_on_a_confining_machine(tmp_path: Path, check: Any) ->
     settings = agent_settings(ScriptedTerminals(OK), FULL, problems=["A custom tool was left out."])
     async with connect(settings, check=check) as editor:
         sid, result = await new_session(editor, tmp_path)
-        assert editor.agent.sessions[sid].support == FULL
+        assert editor.agent.sessions[sid].holding == FULL.holding()
         modes = result["modes"]["availableModes"]
         [option] = [o for o in result["configOptions"] if o["id"] == "mode"]
         said = await announcement(editor, sid)
@@ -443,7 +482,7 @@ async def test_session_new_on_a_confining_machine(tmp_path: Path, check: Any) ->
 
 @pytest.mark.parametrize("how", ["nothing", "disabled"])
 async def test_session_new_on_a_machine_that_cannot_confine(how: str, tmp_path: Path, check: Any) -> None:
-    settings = agent_settings(ScriptedTerminals(OK, missing=DEGRADED), degraded(how))
+    settings = agent_settings(ScriptedTerminals(OK), degraded(how))
     async with connect(settings, check=check) as editor:
         sid, result = await new_session(editor, tmp_path)
         said = await announcement(editor, sid)

@@ -108,7 +108,7 @@ async def test_session_ready_is_the_way_to_wait_for_the_workspace(tmp_path: Path
         assert workspace is session.workspace is not None
         assert session.tools is workspace.runner
         assert workspace.sandbox.confinement is not None
-        assert session.support == workspace.sandbox.confinement.support  # what the response's modes described
+        assert session.holding == workspace.sandbox.holding  # what the response's modes described
 
 
 async def test_close_right_after_session_new(tmp_path: Path, gate: threading.Event, check: Any) -> None:

@@ -14,6 +14,7 @@ from refagent.sandbox.confine.process import LocalTerminals
 from refagent.sandbox.disk.local_fs import LocalFileSystem
 from refagent.sandbox.disk.policy import RootPolicy
 from refagent.sandbox.disk.tracker import FileTracker
+from refagent.sandbox.holding import Holding
 from refagent.sandbox.local import Sandbox
 from refagent.sandbox.seams import Level, Search
 from refagent.sandbox.search.dispatch import LocalSearch
@@ -82,8 +83,6 @@ class ScriptedTerminals:
     result: CommandResult
     calls: list[tuple[str, str, float]] = field(default_factory=list)
     levels: list[Level] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-    """What :meth:`not_confined` answers for every level but ``none``."""
 
     async def run(
         self,
@@ -100,9 +99,6 @@ class ScriptedTerminals:
             await on_start("term_1")
         return self.result
 
-    def not_confined(self, level: Level) -> list[str]:
-        return [] if level == "none" else list(self.missing)
-
 
 def confined_terminals(roots: Sequence[str]) -> LocalTerminals:
     """Local processes confined to ``roots`` as far as this machine can (as a session's are)."""
@@ -116,8 +112,11 @@ def make_ctx(
     files: TextFiles | None = None,
     terminals: Terminals | None = None,
     search: Search | None = None,
+    holding: Holding | None = None,
     call_id: str = "call_1",
 ) -> ToolContext:
+    """A tool context over the local disk; ``holding``: how far commands are held (default: as this machine
+    holds the default terminals' commands)."""
     disk = LocalFileSystem()
     return ToolContext(
         session_id="s1",
@@ -127,6 +126,7 @@ def make_ctx(
         files=files if files is not None else disk,
         disk=disk,
         terminals=terminals if terminals is not None else confined_terminals([cwd, *additional]),
+        holding=holding if holding is not None else machine_support().holding(),
         reads=FileTracker(),
         search=search if search is not None else LocalSearch(),
         send_update=Updates(),

@@ -21,8 +21,8 @@ from refagent.tools.base import Plan, ToolResult
 from refagent.tools.modes import ASK, BY_ID, DEFAULT, MODES, Mode, mode_named
 from refagent.tools.permissions import Permissions
 
-FULL = Support(landlock=6, namespaces=True, netns=True)
-NONE = Support(landlock=0, namespaces=False, netns=False)
+FULL = Support(landlock=6, namespaces=True, netns=True).holding()
+NONE = Support(landlock=0, namespaces=False, netns=False).holding()
 
 
 async def _nothing() -> ToolResult:

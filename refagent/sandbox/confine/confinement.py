@@ -37,28 +37,22 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import refagent
 from refagent.sandbox.confine import probe
 from refagent.sandbox.confine.private_tmp import PrivateTmp
 from refagent.sandbox.confine.probe import LAUNCHER
+from refagent.sandbox.holding import LEVELS, NETWORK, SECRETS, WRITES, Holding, Level
 from refagent.sandbox.within import within
-
-if TYPE_CHECKING:  # an annotation: the seams' module is not needed to answer the first session/new
-    from refagent.sandbox.seams import Level
 
 log = logging.getLogger(__name__)
 
 DISABLE_ENV = "REFAGENT_SANDBOX_DISABLE"
 _PROBE_SECONDS = 10
 
-WRITES = "writes outside the workspace"
-NETWORK = "the network"
 NETWORK_UDP = "the network over UDP"
 METADATA = "changing modes and times of files outside (chmod, touch)"
 GIT = "the repository's git configuration and hooks, and the files editors run (run later, outside the sandbox)"
-SECRETS = "the agent's own files (your keys in its settings, its logs and sessions) and your credentials"
 TERMINALS = "your other terminals (/dev/pts)"
 PROCESSES = "other processes (it can see them and read their environment)"
 SIGNALS = "signals to other processes, the agent's included"
@@ -98,6 +92,17 @@ class Support:
                 # it can kill it first.
                 missing += [SIGNALS, LIFETIME]
         return missing
+
+    def holding(self) -> Holding:
+        """This machine's confinement in the seam's words (:class:`~refagent.sandbox.holding.Holding`): what
+        the modes describe and ``auto`` decides from."""
+        return Holding(
+            writes=self.landlock >= 1 or self.namespaces,
+            network=self.netns,
+            hidden=self.namespaces,
+            gaps={level: self.missing(level) for level in LEVELS},
+            summary=self.summary(),
+        )
 
     def summary(self) -> str:
         """One line on how commands are confined here."""

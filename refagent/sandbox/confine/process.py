@@ -24,7 +24,8 @@ What a command gets, and why (docs/sandbox.md):
 * **Confinement** at the level the call asked for (:mod:`refagent.sandbox.confine.confinement`): with one, the
   command starts through :mod:`refagent.sandbox.confine.launcher`, which confines it, ties it to this process
   (it dies when the agent does) and, with namespaces, kills everything it started when it ends. Without
-  one (``confinement=None``) every level runs unconfined, and :meth:`LocalTerminals.not_confined` says so.
+  one (``confinement=None``) every level runs unconfined (and the sandbox's holding says so:
+  :attr:`refagent.sandbox.local.Sandbox.holding`).
 * **Resource limits** (``setrlimit`` in the launcher: ``anyio.open_process`` has no ``preexec_fn``, which
   is unsafe in threaded programs anyway), soft and hard, only ever lowered:
   CPU time ``max(min_cpu_seconds, cpu_factor * time_limit)`` (per process: a 10-fold factor leaves room
@@ -189,10 +190,6 @@ class LocalTerminals:
         self._env = scrub_env(os.environ if self.env is None else self.env, self.keep_env)
         if self.shell is None:
             self.shell = default_shell(self._env.get("PATH"))
-
-    def not_confined(self, level: Level) -> list[str]:
-        """What a command at ``level`` would not be confined from (see :meth:`Support.missing`)."""
-        return (self.confinement or UNCONFINED).missing(level)
 
     async def run(
         self,

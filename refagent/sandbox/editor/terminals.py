@@ -24,7 +24,7 @@ from refagent.acp.client import ExitStatus, SessionClient, TerminalOutput
 from refagent.acp.errors import RequestError
 from refagent.acp.text import has_surrogates
 from refagent.errors import ToolError
-from refagent.sandbox.confine.confinement import UNCONFINED, Confinement, agent_identity
+from refagent.sandbox.confine.confinement import Confinement, agent_identity
 from refagent.sandbox.confine.process import BACKGROUND_CPU_BASIS, ResourceLimits, Watched, is_secret_name
 from refagent.sandbox.seams import CommandResult, Level
 
@@ -50,9 +50,6 @@ class EditorTerminals:
         """None: the editor runs ``/bin/sh -c`` itself, unconfined."""
         self.limits = limits or ResourceLimits()
         self.output_byte_limit = output_byte_limit
-
-    def not_confined(self, level: Level) -> list[str]:
-        return (self.confinement or UNCONFINED).missing(level)
 
     def _command(self, command: str, level: Level, time_limit: float) -> tuple[str, list[str]]:
         """The executable and arguments for ``terminal/create``: through the shell, as the model wrote it
