@@ -112,18 +112,17 @@ class CommandResult:
     timed_out: bool = False
 
 
+OnStart = Callable[[str], Awaitable[None]] | None
+"""What :meth:`Terminals.run` calls with an editor terminal's id once it exists, so that a tool call can
+embed it (None: nothing to call)."""
+
+
 class Terminals(Protocol):
     """Running a shell command: an editor terminal (``terminal/*``) or a local process group, confined
     at a level (:mod:`refagent.sandbox.confine.confinement`)."""
 
     async def run(
-        self,
-        command: str,
-        cwd: str,
-        time_limit: float,
-        on_start: Callable[[str], Awaitable[None]] | None = None,
-        *,
-        sandbox: Level = "workspace",
+        self, command: str, cwd: str, time_limit: float, on_start: OnStart = None, *, sandbox: Level = "workspace"
     ) -> CommandResult:
         """Run ``command`` through the shell in ``cwd``, held at level ``sandbox`` as far as the sandbox can
         (its :class:`Holding` says how far); kill it after ``time_limit`` s.
@@ -314,12 +313,7 @@ class Questions(Protocol):
     or, for a few choices, its permission dialog (:class:`refagent.sandbox.editor.questions.EditorQuestions`)."""
 
     async def ask(
-        self,
-        question: str,
-        choices: Sequence[str] = (),
-        *,
-        allow_other: bool = False,
-        tool_call_id: str | None = None,
+        self, question: str, choices: Sequence[str] = (), *, allow_other: bool = False, tool_call_id: str | None = None
     ) -> Answer:
         """Ask ``question``: pick one of ``choices`` (none: a free-text answer), or with ``allow_other``
         type another answer besides them. ``tool_call_id``: the call the question belongs to.

@@ -25,19 +25,9 @@ import anyio
 from anyio.abc import TaskGroup
 
 from refagent.acp import params as p
+from refagent.acp import requests as typed
 from refagent.acp.connection import Peer, Reply
 from refagent.acp.errors import AuthRequired, InternalError, InvalidParams, InvalidRequest, MethodNotFound
-from refagent.acp.requests import (
-    AuthenticateParams,
-    ListSessionsParams,
-    NewSessionParams,
-    OpenSessionParams,
-    PromptParams,
-    SessionParams,
-    SetConfigOptionParams,
-    SetModeParams,
-    SetTitleParams,
-)
 from refagent.config.writer import forget_keys
 from refagent.errors import ConfigError
 from refagent.llm.pool import ModelPool, require_key
@@ -217,7 +207,7 @@ class Agent:
     async def authenticate(self, params: Params) -> dict[str, Any]:
         """``authenticate``: re-read the configuration (file and environment); succeed if the default
         profile has its key."""
-        method_id = AuthenticateParams.parse(params).method_id
+        method_id = typed.AuthenticateParams.parse(params).method_id
         if method_id != AUTH_METHOD:
             raise InvalidParams(f"Invalid params: unknown authentication method {method_id!r}")
         if self.settings.reload is not None:
@@ -259,51 +249,55 @@ class Agent:
         if self._manager is not None:
             self._manager.reconfigure(settings)
 
-    # -- sessions: their params typed here (refagent.acp.requests), answered by the session manager ---------
+    # -- sessions: their params typed here (refagent.acp.requests, as `typed`), answered by the session manager
     # Each parse raises -32602 for params the schema does not allow, before the manager sees anything.
 
     async def new_session(self, params: Params) -> Reply:
-        return self._then_after_first_session(await self.manager().new_session(NewSessionParams.parse(params)))
+        return self._then_after_first_session(await self.manager().new_session(typed.NewSessionParams.parse(params)))
 
     async def fork_session(self, params: Params) -> Reply:
         # A fork opens a session too, and may be a connection's first (an editor forks a saved session).
-        return self._then_after_first_session(await self.manager().fork_session(OpenSessionParams.parse(params)))
+        return self._then_after_first_session(await self.manager().fork_session(typed.OpenSessionParams.parse(params)))
 
     async def load_session(self, params: Params) -> Reply:
-        return self._then_after_first_session(await self.manager().load_session(OpenSessionParams.parse_load(params)))
+        return self._then_after_first_session(
+            await self.manager().load_session(typed.OpenSessionParams.parse_load(params))
+        )
 
     async def resume_session(self, params: Params) -> Reply:
-        return self._then_after_first_session(await self.manager().resume_session(OpenSessionParams.parse(params)))
+        return self._then_after_first_session(
+            await self.manager().resume_session(typed.OpenSessionParams.parse(params))
+        )
 
     async def list_sessions(self, params: Params) -> dict[str, Any]:
-        return await self.manager().list_sessions(ListSessionsParams.parse(params))
+        return await self.manager().list_sessions(typed.ListSessionsParams.parse(params))
 
     async def close_session(self, params: Params) -> dict[str, Any]:
-        return await self.manager().close_session(SessionParams.parse(params))
+        return await self.manager().close_session(typed.SessionParams.parse(params))
 
     async def delete_session(self, params: Params) -> dict[str, Any]:
-        return await self.manager().delete_session(SessionParams.parse(params))
+        return await self.manager().delete_session(typed.SessionParams.parse(params))
 
     async def prompt(self, params: Params) -> dict[str, Any]:
-        return await self.manager().prompt(PromptParams.parse(params))
+        return await self.manager().prompt(typed.PromptParams.parse(params))
 
     async def set_title(self, params: Params) -> dict[str, Any]:
-        return await self.manager().set_title(SetTitleParams.parse(params))
+        return await self.manager().set_title(typed.SetTitleParams.parse(params))
 
     async def steer(self, params: Params) -> dict[str, Any]:
         """``_session/steering`` (an extension, as Claude's and Codex's adapters have it): a message for the
         running turn, with a prompt's params (:mod:`refagent.session.steering`)."""
-        return await self.manager().steer(PromptParams.parse(params))
+        return await self.manager().steer(typed.PromptParams.parse(params))
 
     async def set_mode(self, params: Params) -> dict[str, Any]:
-        return await self.manager().set_mode(SetModeParams.parse(params))
+        return await self.manager().set_mode(typed.SetModeParams.parse(params))
 
     async def set_config_option(self, params: Params) -> dict[str, Any]:
-        return await self.manager().set_config_option(SetConfigOptionParams.parse(params))
+        return await self.manager().set_config_option(typed.SetConfigOptionParams.parse(params))
 
     def cancel(self, params: Params) -> None:
         """``session/cancel``: ends the session's turn and the prompts queued behind it."""
-        target = SessionParams.parse_notification(params)
+        target = typed.SessionParams.parse_notification(params)
         if self._manager is not None and target is not None:  # no sessions yet: nothing to cancel
             self._manager.cancel(target)
 

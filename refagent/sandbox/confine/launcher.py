@@ -97,85 +97,57 @@ class Options:
         self.command: list[str] = []
 
 
+_REPEATED = {
+    "--write": "write",
+    "--cache": "caches",
+    "--show": "shown",
+    "--hide": "hidden",
+    "--hold": "held",
+    "--cgroup": "cgroups",
+    "--unset": "unset",
+}
+"""The options that may come again: each value is appended to the list of :class:`Options` named."""
+_VALUED: dict[str, tuple[str, Callable[[str], object]]] = {
+    "--tmp": ("tmp", str),
+    "--tmp-in": ("tmp_in", int),
+    "--hold-tmp": ("hold_tmp", int),
+    "--layers": ("layers", str),
+    "--landlock": ("landlock", int),
+    "--limits": ("limits", str),
+    "--lc-ctype": ("lc_ctype", str),
+    "--parent": ("parent", int),
+    "--agent": ("agent", str),
+    "--grace": ("grace", float),
+}
+"""The options with one value: the attribute of :class:`Options` it sets, and what it is read as."""
+_FLAGS = {"--deny-tcp": "deny_tcp", "--namespaces": "namespaces", "--netns": "netns", "--probe": "probe"}
+"""The options without a value: the attribute of :class:`Options` each sets."""
+
+
 def parse(argv: list[str]) -> Options:
     """The options before ``--``, and the command after it. No argparse: it alone costs 5 ms to import."""
     options = Options()
-    values = {
-        "--write",
-        "--cache",
-        "--show",
-        "--hide",
-        "--hold",
-        "--cgroup",
-        "--tmp",
-        "--tmp-in",
-        "--hold-tmp",
-        "--layers",
-        "--landlock",
-        "--limits",
-        "--lc-ctype",
-        "--parent",
-        "--agent",
-        "--grace",
-        "--unset",
-    }
     index = 0
     while index < len(argv):
         name = argv[index]
         if name == "--":
             options.command = argv[index + 1 :]
             break
-        if name in values:
-            if index + 1 >= len(argv):
-                raise SystemExit(f"refagent launcher: {name} needs a value")
-            value = argv[index + 1]
-            index += 2
-            if name == "--write":
-                options.write.append(value)
-            elif name == "--cache":
-                options.caches.append(value)
-            elif name == "--show":
-                options.shown.append(value)
-            elif name == "--tmp-in":
-                options.tmp_in = int(value)
-            elif name == "--hold-tmp":
-                options.hold_tmp = int(value)
-            elif name == "--layers":
-                options.layers = value
-            elif name == "--hide":
-                options.hidden.append(value)
-            elif name == "--cgroup":
-                options.cgroups.append(value)
-            elif name == "--hold":
-                options.held.append(value)
-            elif name == "--tmp":
-                options.tmp = value
-            elif name == "--landlock":
-                options.landlock = int(value)
-            elif name == "--limits":
-                options.limits = value
-            elif name == "--lc-ctype":
-                options.lc_ctype = value
-            elif name == "--unset":
-                options.unset.append(value)
-            elif name == "--agent":
-                options.agent = value
-            elif name == "--grace":
-                options.grace = float(value)
-            else:
-                options.parent = int(value)
+        if name in _FLAGS:
+            setattr(options, _FLAGS[name], True)
+            index += 1
             continue
-        if name == "--deny-tcp":
-            options.deny_tcp = True
-        elif name == "--namespaces":
-            options.namespaces = True
-        elif name == "--netns":
-            options.netns = True
-        elif name == "--probe":
-            options.probe = True
-        else:
+        if name not in _REPEATED and name not in _VALUED:
             raise SystemExit(f"refagent launcher: unknown option {name}")
-        index += 1
+        if index + 1 >= len(argv):
+            raise SystemExit(f"refagent launcher: {name} needs a value")
+        value = argv[index + 1]
+        index += 2
+        if name in _REPEATED:
+            getattr(options, _REPEATED[name]).append(value)
+        else:
+            attribute, read = _VALUED[name]
+            setattr(options, attribute, read(value))
     if not options.command and not options.probe and not options.hold_tmp:
         raise SystemExit("refagent launcher: no command after --")
     return options

@@ -56,18 +56,19 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import anyio
 import anyio.abc
 import anyio.to_thread
+from anyio.abc import TaskGroup
 
 from refagent.errors import ToolError
 from refagent.sandbox.confine.confinement import UNCONFINED, Confinement
 from refagent.sandbox.confine.descendants import live
 from refagent.sandbox.confine.private_tmp import memory_total
-from refagent.sandbox.seams import CommandResult, Level
+from refagent.sandbox.seams import CommandResult, Level, OnStart
 
 DEFAULT_OUTPUT_LIMIT = 40_000
 """Bytes of output kept: the first and the last 20 000."""
@@ -192,13 +193,7 @@ class LocalTerminals:
             self.shell = default_shell(self._env.get("PATH"))
 
     async def run(
-        self,
-        command: str,
-        cwd: str,
-        time_limit: float,
-        on_start: Callable[[str], Awaitable[None]] | None = None,
-        *,
-        sandbox: Level = "workspace",
+        self, command: str, cwd: str, time_limit: float, on_start: OnStart = None, *, sandbox: Level = "workspace"
     ) -> CommandResult:
         """Run ``command`` through the shell in ``cwd``, confined at level ``sandbox``; kill it after
         ``time_limit`` seconds.
@@ -230,13 +225,7 @@ class LocalTerminals:
         return _result(process, output, timed_out)
 
     async def start(
-        self,
-        command: str,
-        cwd: str,
-        tasks: anyio.abc.TaskGroup,
-        *,
-        sandbox: Level = "workspace",
-        time_limit: float | None = None,
+        self, command: str, cwd: str, tasks: TaskGroup, *, sandbox: Level = "workspace", time_limit: float | None = None
     ) -> LocalJob:
         """Start ``command`` as :meth:`run` would, watched by a task in ``tasks`` (:class:`LocalJob`)."""
         await _check(command, cwd, time_limit)

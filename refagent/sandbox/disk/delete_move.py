@@ -29,6 +29,7 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 
 from refagent.errors import ToolError
 from refagent.sandbox.disk.trees import Appeared, Removal, Survey, copy_entry, survey_tree, under
@@ -39,7 +40,7 @@ from refagent.sandbox.disk.write import TEMP_PREFIX, TEMP_SUFFIX
 def delete_entry(path: str, recursive: bool) -> None:
     """Delete a file, a link (not its target) or, with ``recursive``, a directory tree."""
     dir_fd, name = open_parent(path, "delete")
-    try:
+    with _acting_on("delete", path, dir_fd):
         info = lstat_at(dir_fd, name)
         if info is None:
             raise ToolError(f"Cannot delete {path}: it does not exist.")
@@ -51,23 +52,25 @@ def delete_entry(path: str, recursive: bool) -> None:
             _delete_tree(dir_fd, name, path)
         else:
             os.unlink(name, dir_fd=dir_fd)
+
+
+@contextlib.contextmanager
+def _acting_on(verb: str, path: str, dir_fd: int) -> Iterator[None]:
+    """What goes wrong while ``verb``-ing ``path`` said for the model (a tree too deep to walk, an OS error);
+    ``dir_fd`` (its parent's) closed whatever happens."""
+    try:
+        yield
     except RecursionError:
-        raise ToolError(f"Cannot delete {path}: the directory tree is too deep.") from None
+        raise ToolError(f"Cannot {verb} {path}: the directory tree is too deep.") from None
     except OSError as exc:
-        raise os_error("delete", path, exc) from None
+        raise os_error(verb, path, exc) from None
     finally:
         os.close(dir_fd)
 
 
 def _delete_tree(dir_fd: int, name: str, path: str) -> None:
     """Survey the tree, refuse before deleting anything if it may not all go, then remove it."""
-    survey = Survey()
-    survey_tree(dir_fd, name, survey)
-    if survey.protected is not None:
-        raise ToolError(
-            f"Cannot delete {path}: it contains {under(path, survey.protected)}, a git repository's .git, and "
-            "the file tools never delete a .git, at any depth. Nothing was deleted."
-        )
+    survey = _surveyed(dir_fd, name, path, "delete")
     blocked = under(path, survey.blocked) if survey.blocked is not None else None
     parent = os.path.dirname(path) or "/"
     if blocked is None and not os.access(parent, os.W_OK | os.X_OK):
@@ -93,13 +96,19 @@ def _delete_tree(dir_fd: int, name: str, path: str) -> None:
         ) from None
 
 
-def _refuse_protected(dir_fd: int, name: str, source: str, destination: str) -> Survey:
+_MOVE_BREAKS = " (its paths would break)"
+"""Why a ``.git`` is never moved, said in the refusal."""
+
+
+def _surveyed(dir_fd: int, name: str, path: str, verb: str, why: str = "") -> Survey:
+    """The tree ``name`` in ``dir_fd`` (``path``), surveyed before it is ``verb``-d; refused, with nothing done,
+    when it holds a ``.git`` (``why``: what that would break, said after the rule)."""
     survey = Survey()
     survey_tree(dir_fd, name, survey)
     if survey.protected is not None:
         raise ToolError(
-            f"Cannot move {source}: it contains {under(source, survey.protected)}, a git repository's .git, "
-            "and the file tools never move a .git, at any depth (its paths would break). Nothing was moved."
+            f"Cannot {verb} {path}: it contains {under(path, survey.protected)}, a git repository's .git, and the "
+            f"file tools never {verb} a .git, at any depth{why}. Nothing was {verb}d."
         )
     return survey
 
@@ -111,13 +120,13 @@ def move_entry(source: str, destination: str) -> None:
     if destination.startswith(source.rstrip("/") + "/"):
         raise ToolError(f"Cannot move {source} into itself ({destination}).")
     src_fd, src_name = open_parent(source, "move")
-    try:
+    with _acting_on("move", source, src_fd):
         info = lstat_at(src_fd, src_name)
         if info is None:
             raise ToolError(f"Cannot move {source}: it does not exist.")
         tree = stat.S_ISDIR(info.st_mode)
         if tree:
-            _refuse_protected(src_fd, src_name, source, destination)
+            _surveyed(src_fd, src_name, source, "move", _MOVE_BREAKS)
         made: list[str] = []
         try:
             dst_fd, dst_name = open_parent(destination, "move to", create=True, made=made)
@@ -144,12 +153,6 @@ def move_entry(source: str, destination: str) -> None:
             raise
         finally:
             os.close(dst_fd)
-    except RecursionError:
-        raise ToolError(f"Cannot move {source}: the directory tree is too deep.") from None
-    except OSError as exc:
-        raise os_error("move", source, exc) from None
-    finally:
-        os.close(src_fd)
 
 
 def _check_moved(src_fd: int, src_name: str, dst_fd: int, dst_name: str, source: str, destination: str) -> None:
@@ -186,7 +189,7 @@ def _move_across(src_fd: int, src_name: str, dst_fd: int, dst_name: str, source:
     tree = stat.S_ISDIR(info.st_mode)
     across = "they are on different file systems, so it would be copied and then deleted"
     if tree:
-        survey = _refuse_protected(src_fd, src_name, source, destination)
+        survey = _surveyed(src_fd, src_name, source, "move", _MOVE_BREAKS)
         if survey.special is not None:
             raise ToolError(
                 f"Cannot move {source} to {destination}: {across}, and {under(source, survey.special)} is a "

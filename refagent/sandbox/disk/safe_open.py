@@ -14,7 +14,7 @@ import errno
 import os
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
@@ -30,13 +30,22 @@ def open_directory(path: str, *, dir_fd: int | None = None) -> int:
     """
     absolute = path.startswith("/")
     fd = os.open("/" if absolute else ".", _DIRECTORY_FLAGS, dir_fd=None if absolute else dir_fd)
+
+    def open_child(parent: int, name: str) -> int:
+        if name == "..":
+            raise OSError(errno.EINVAL, "a path with '..' is not walked", path)
+        return os.open(name, _DIRECTORY_FLAGS, dir_fd=parent)
+
+    return descend(fd, (name for name in path.split("/") if name not in ("", ".")), open_child)
+
+
+def descend(fd: int, names: Iterable[str], open_child: Callable[[int, str], int]) -> int:
+    """From the directory ``fd`` down through ``names``, each opened in the one before by ``open_child(parent,
+    name)``: the descriptor of the last. ``fd`` is the walk's: closed on the way (or returned, for no names),
+    and whatever fails, every descriptor the walk opened is closed before the error goes on."""
     try:
-        for name in path.split("/"):
-            if name in ("", "."):
-                continue
-            if name == "..":
-                raise OSError(errno.EINVAL, "a path with '..' is not walked", path)
-            child = os.open(name, _DIRECTORY_FLAGS, dir_fd=fd)
+        for name in names:
+            child = open_child(fd, name)
             os.close(fd)
             fd = child
     except BaseException:

@@ -29,6 +29,7 @@ import os
 import stat
 
 from refagent.errors import ToolError
+from refagent.sandbox.disk.safe_open import descend
 
 O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_PATH = getattr(os, "O_PATH", 0)
@@ -64,36 +65,31 @@ def open_dir(path: str, *, create: bool = False, whole: str | None = None, made:
     caller that then fails can remove them: :func:`remove_made`). Raises FileNotFoundError (missing),
     NotADirectoryError (a component is not a directory; ``filename`` says which), or :class:`LinkInPath`.
     """
-    fd = os.open("/", _DIR_OPEN_FLAGS)
     walked = ""
-    try:
-        for name in (part for part in path.split("/") if part):
-            if name in (".", ".."):
-                raise ToolError(f"Internal error: the file system was given a path that is not normalised ({path!r}).")
-            walked += "/" + name
+
+    def open_child(fd: int, name: str) -> int:
+        nonlocal walked
+        if name in (".", ".."):
+            raise ToolError(f"Internal error: the file system was given a path that is not normalised ({path!r}).")
+        walked += "/" + name
+        try:
+            return os.open(name, _DIR_OPEN_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            if not create:
+                raise
+            # Made by someone else in the meantime? Then open that (still without following links).
             try:
-                child = os.open(name, _DIR_OPEN_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                # Made by someone else in the meantime? Then open that (still without following links).
-                try:
-                    os.mkdir(name, 0o777, dir_fd=fd)
-                    if made is not None:
-                        made.append(walked)
-                except FileExistsError:
-                    pass
-                child = _open_child_dir(fd, name, walked, whole or path)
-            except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-                    raise
-                child = _open_child_dir(fd, name, walked, whole or path)
-            os.close(fd)
-            fd = child
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+                os.mkdir(name, 0o777, dir_fd=fd)
+                if made is not None:
+                    made.append(walked)
+            except FileExistsError:
+                pass
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                raise
+        return _open_child_dir(fd, name, walked, whole or path)
+
+    return descend(os.open("/", _DIR_OPEN_FLAGS), (part for part in path.split("/") if part), open_child)
 
 
 def _open_child_dir(dir_fd: int, name: str, walked: str, whole: str) -> int:

@@ -53,12 +53,7 @@ class EditorQuestions:
         self.cancel_turn = cancel_turn
 
     async def ask(
-        self,
-        question: str,
-        choices: Sequence[str] = (),
-        *,
-        allow_other: bool = False,
-        tool_call_id: str | None = None,
+        self, question: str, choices: Sequence[str] = (), *, allow_other: bool = False, tool_call_id: str | None = None
     ) -> Answer:
         choices = list(choices)
         if self.form:

@@ -14,11 +14,11 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.abc
 import anyio.to_thread
+from anyio.abc import TaskGroup
 
 from refagent.acp.client import ExitStatus, SessionClient, TerminalOutput
 from refagent.acp.errors import RequestError
@@ -26,7 +26,7 @@ from refagent.acp.text import has_surrogates
 from refagent.errors import ToolError
 from refagent.sandbox.confine.confinement import Confinement, agent_identity
 from refagent.sandbox.confine.process import BACKGROUND_CPU_BASIS, ResourceLimits, Watched, is_secret_name
-from refagent.sandbox.seams import CommandResult, Level
+from refagent.sandbox.seams import CommandResult, Level, OnStart
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +68,7 @@ class EditorTerminals:
         return argv[0], argv[1:]
 
     async def run(
-        self,
-        command: str,
-        cwd: str,
-        time_limit: float,
-        on_start: Callable[[str], Awaitable[None]] | None = None,
-        *,
-        sandbox: Level = "workspace",
+        self, command: str, cwd: str, time_limit: float, on_start: OnStart = None, *, sandbox: Level = "workspace"
     ) -> CommandResult:
         terminal_id = await self._create(command, cwd, sandbox, time_limit)
         try:
@@ -94,13 +88,7 @@ class EditorTerminals:
             await _release(self.client, terminal_id)
 
     async def start(
-        self,
-        command: str,
-        cwd: str,
-        tasks: anyio.abc.TaskGroup,
-        *,
-        sandbox: Level = "workspace",
-        time_limit: float | None = None,
+        self, command: str, cwd: str, tasks: TaskGroup, *, sandbox: Level = "workspace", time_limit: float | None = None
     ) -> EditorJob:
         """Start ``command`` in a terminal of the editor's, watched by a task in ``tasks`` (:class:`EditorJob`)."""
         # Resource limits want a time: a command with none gets the CPU time of a day's run.
