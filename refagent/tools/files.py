@@ -5,7 +5,8 @@ disk); from the local disk, a page is read without reading the rest of a big fil
 returning :class:`~refagent.sandbox.disk.read.LinePage`). A read records what the model saw in
 ``ctx.reads``; an edit or overwrite of a file that changed since is refused by ``ctx.reads.check_fresh``,
 and so is one whose file changed while the user was being asked. Edits are previewed as ACP ``diff``
-content (the whole file before and after) and written through ``ctx.files.write_text``.
+content (the whole file before and after) and written through ``ctx.files.write_text``. :func:`change_plan`
+builds the plan of each call that changes the workspace, here and in :mod:`refagent.tools.paths`.
 
 The argument checks and text helpers these tools share with the others are in :mod:`refagent.tools.args`
 and :mod:`refagent.tools.text`. An edit's diagnostics (why ``old_string`` was not found, and the nearest
