@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from refagent.acp.connection import Connection
 from refagent.acp.errors import ConnectionClosed, RequestError
 from refagent.acp.text import one_line, visible
 from refagent.client import chat_blocks as blocks
-from refagent.client.agent_process import AgentStartError, initialize, open_agent
+from refagent.client.agent_process import AgentStartError, initialize
 from refagent.client.chat_blocks import help_block, sessions_block
 from refagent.client.chat_client import ChatClient
 from refagent.client.chat_input import ChatInput, LineInput, PromptInput, history_file, quiet_tty
@@ -58,7 +57,14 @@ from refagent.client.opening import (
 )
 from refagent.client.pastes import collapsed, typed
 from refagent.client.render import EXIT_OUTPUT_CLOSED, point_at_devnull
-from refagent.client.run import add_session_arguments, agent_command, on_signals
+from refagent.client.run import (
+    add_session_arguments,
+    on_signals,
+    parse_session_args,
+    replace_unshowable,
+    session_flags,
+    start_agent,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -157,13 +163,7 @@ class Chat:
     async def run(self) -> int:
         with self._scope:
             try:
-                async with open_agent(
-                    self.options.agent,
-                    self.client,
-                    env=self.options.env,
-                    transcript=self.options.transcript,
-                    log=self.agent_log,
-                ) as connection:
+                async with start_agent(self.options, self.client, log=self.agent_log) as connection:
                     self.connection = connection
                     code = await self._chat(connection)
                     with anyio.move_on_after(LEAVE_SECONDS):  # before quit(), which ends the connection
@@ -529,14 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    cwd = os.path.abspath(args.cwd)
-    if not os.path.isdir(cwd):
-        parser.error(f"--cwd {args.cwd}: not a directory")
-    reconfigure = getattr(sys.stdout, "reconfigure", None)
-    if reconfigure is not None:  # never fail on a character the terminal cannot show
-        reconfigure(errors="replace")
+    args, cwd = parse_session_args(build_parser(), argv)
+    replace_unshowable(sys.stdout)
     state = ChatState()
     console = ChatConsole(highlight=False)
     terminal = sys.stdin.isatty() and sys.stdout.isatty()
@@ -545,15 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     with contextlib.ExitStack() as stack:
         transcript = stack.enter_context(open(args.transcript, "w", encoding="utf-8")) if args.transcript else None
-        options = ChatOptions(
-            cwd=cwd,
-            agent=agent_command(args),
-            yes=args.yes,
-            read_only=args.read_only,
-            resume=args.resume,
-            latest=args.latest,
-            transcript=transcript,
-        )
+        options = ChatOptions(cwd=cwd, transcript=transcript, **session_flags(args))
         if terminal:  # between prompts, what is typed waits unseen for the next one (prompt_toolkit restores this)
             stack.enter_context(quiet_tty())
         try:

@@ -40,12 +40,14 @@ import os
 import shlex
 import signal
 import sys
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol, TextIO, TypedDict
 
 import anyio
 
-from refagent.acp.connection import Connection
+from refagent.acp.connection import Connection, Handler
 from refagent.acp.errors import ConnectionClosed, RequestError
 from refagent.acp.text import one_line
 from refagent.client.agent_process import AgentStartError, initialize, open_agent
@@ -94,6 +96,32 @@ class Outcome:
 
 
 # -- one run ----------------------------------------------------------------------------------------
+
+
+class AgentOptions(Protocol):
+    """How the agent is started: what :class:`RunOptions` and :class:`~refagent.client.chat.ChatOptions` both
+    say of it."""
+
+    @property
+    def agent(self) -> list[str]: ...
+
+    @property
+    def env(self) -> dict[str, str] | None: ...
+
+    @property
+    def transcript(self) -> TextIO | None: ...
+
+
+def start_agent(
+    options: AgentOptions,
+    client: Handler,
+    *,
+    log: Callable[[str], Awaitable[None]],
+    exited: Callable[[int], None] | None = None,
+) -> AbstractAsyncContextManager[Connection]:
+    """:func:`~refagent.client.agent_process.open_agent` on the command line, environment and transcript of
+    ``options``, ``client`` answering the agent; ``log`` and ``exited`` as there."""
+    return open_agent(options.agent, client, env=options.env, transcript=options.transcript, exited=exited, log=log)
 
 
 class Run:
@@ -152,14 +180,7 @@ class Run:
 
     async def _run(self) -> Outcome:
         try:
-            async with open_agent(
-                self.options.agent,
-                self.client,
-                env=self.options.env,
-                transcript=self.options.transcript,
-                exited=self._exited,
-                log=self._log,
-            ) as connection:
+            async with start_agent(self.options, self.client, exited=self._exited, log=self._log) as connection:
                 self.connection = connection
                 outcome = await self._session(connection)
         except AgentStartError as exc:
@@ -361,6 +382,43 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
     config.add_arguments(parser, strict=True)  # --max-requests 0 is bad usage here
 
 
+class SessionFlags(TypedDict):
+    """What the flags of :func:`add_session_arguments` say, as the fields :class:`RunOptions` and
+    :class:`~refagent.client.chat.ChatOptions` share (``**`` them into either)."""
+
+    agent: list[str]
+    yes: bool
+    read_only: bool
+    resume: str | None
+    latest: bool
+
+
+def parse_session_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> tuple[argparse.Namespace, str]:
+    """``argv`` parsed by ``parser`` (one given :func:`add_session_arguments`), and ``--cwd`` made absolute;
+    bad usage (exit 2) when it is not a directory."""
+    args = parser.parse_args(argv)
+    cwd = os.path.abspath(args.cwd)
+    if not os.path.isdir(cwd):
+        parser.error(f"--cwd {args.cwd}: not a directory")
+    return args, cwd
+
+
+def session_flags(args: argparse.Namespace) -> SessionFlags:
+    """The options the flags of :func:`add_session_arguments` set, the agent's command line among them."""
+    return SessionFlags(
+        agent=agent_command(args), yes=args.yes, read_only=args.read_only, resume=args.resume, latest=args.latest
+    )
+
+
+def replace_unshowable(*streams: TextIO) -> None:
+    """Make each stream write a character its encoding cannot hold as a replacement, so that printing what the
+    agent sent never fails on one the terminal cannot show (a stream that cannot be reconfigured stays)."""
+    for stream in streams:
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")
+
+
 def agent_command(args: argparse.Namespace) -> list[str]:
     """``python -m refagent`` (or ``--agent``) with the flags of ``args`` that are the agent's."""
     command = shlex.split(args.agent) if args.agent else [sys.executable, "-m", "refagent"]
@@ -375,32 +433,23 @@ def agent_command(args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    cwd = os.path.abspath(args.cwd)
-    if not os.path.isdir(cwd):
-        parser.error(f"--cwd {args.cwd}: not a directory")
+    args, cwd = parse_session_args(parser, argv)
     prompt = args.prompt
     if prompt == "-":
         prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
     if not prompt.strip():
         parser.error("the prompt is empty" + (" (nothing on stdin)" if args.prompt == "-" else ""))
     _log_to_stderr(args.log_level)
-    reconfigure = getattr(sys.stderr, "reconfigure", None)
-    if reconfigure is not None:  # never fail on a character the terminal cannot show
-        reconfigure(errors="replace")
+    replace_unshowable(sys.stderr)
     stdout = QuietPipe(sys.stdout)
     screen = sys.stderr if args.json else stdout.stream
     read_line, interactive, answers_fd = _answers(from_stdin=args.prompt == "-", yes=args.yes)
     options = RunOptions(
         prompt=prompt.strip() if args.prompt == "-" else prompt,
         cwd=cwd,
-        agent=agent_command(args),
-        yes=args.yes,
-        read_only=args.read_only,
-        resume=args.resume,
-        latest=args.latest,
         transcript=stdout.stream if args.json else None,
         unanswerable=NO_TERMINAL if args.prompt == "-" and read_line is None and not args.yes else None,
+        **session_flags(args),
     )
     renderer = Renderer(screen, color=use_color(screen), cwd=cwd, err=sys.stderr, err_color=use_color(sys.stderr))
     try:

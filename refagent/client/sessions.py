@@ -66,6 +66,7 @@ from refagent.client.opening import (
     session_capability,
 )
 from refagent.client.render import EXIT_OUTPUT_CLOSED, Renderer, point_at_devnull, use_color
+from refagent.client.run import replace_unshowable
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -455,10 +456,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:  # never fail on a character the terminal cannot show
-            reconfigure(errors="replace")
+    replace_unshowable(sys.stdout, sys.stderr)
     code = anyio.run(lambda: execute(args, sys.stdout, sys.stderr))
     try:
         sys.stdout.flush()

@@ -5,7 +5,8 @@ disk); from the local disk, a page is read without reading the rest of a big fil
 returning :class:`~refagent.sandbox.disk.read.LinePage`). A read records what the model saw in
 ``ctx.reads``; an edit or overwrite of a file that changed since is refused by ``ctx.reads.check_fresh``,
 and so is one whose file changed while the user was being asked. Edits are previewed as ACP ``diff``
-content (the whole file before and after) and written through ``ctx.files.write_text``.
+content (the whole file before and after) and written through ``ctx.files.write_text``. :func:`change_plan`
+builds the plan of each call that changes the workspace, here and in :mod:`refagent.tools.paths`.
 
 The argument checks and text helpers these tools share with the others are in :mod:`refagent.tools.args`
 and :mod:`refagent.tools.text`. An edit's diagnostics (why ``old_string`` was not found, and the nearest
@@ -16,11 +17,13 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import anyio
 import anyio.lowlevel
 
+from refagent.acp.types import ToolCallContent, ToolCallLocation
 from refagent.errors import ToolError
 from refagent.sandbox.disk.read import LinePage
 from refagent.sandbox.seams import FromDisk
@@ -35,6 +38,21 @@ MAX_PAGE_CHARS = 100_000
 """A page ends early when its text would pass this (~25k tokens), whatever ``limit`` says."""
 
 EDIT_PERMISSION = ("edit", "edits inside the workspace")
+
+
+def change_plan(
+    title: str,
+    execute: Callable[[], Awaitable[ToolResult]],
+    locations: list[ToolCallLocation],
+    preview: list[ToolCallContent],
+    permission: tuple[str, str],
+) -> Plan:
+    """The plan of a call that changes the workspace (``mutating``: the session's mode decides whether the user
+    is asked); an "always allow" remembers ``permission``, a ``(key, label)`` such as :data:`EDIT_PERMISSION`."""
+    key, label = permission
+    return Plan(
+        title, execute, locations=locations, preview=preview, mutating=True, permission_key=key, permission_label=label
+    )
 
 
 async def read_existing(ctx: ToolContext, path: str) -> str | None:
@@ -217,15 +235,8 @@ class WriteFile(BaseTool):
                 locations=[location(path, 1)],
             )
 
-        return Plan(
-            title=f"Write {resolved.display}" if old is not None else f"Create {resolved.display}",
-            execute=execute,
-            locations=[location(path, 1)],
-            preview=[diff(path, old, new)],
-            mutating=True,
-            permission_key=EDIT_PERMISSION[0],
-            permission_label=EDIT_PERMISSION[1],
-        )
+        title = f"Write {resolved.display}" if old is not None else f"Create {resolved.display}"
+        return change_plan(title, execute, [location(path, 1)], [diff(path, old, new)], EDIT_PERMISSION)
 
 
 async def _check_unchanged(ctx: ToolContext, resolved: ResolvedPath, expected: str | None) -> None:
@@ -302,15 +313,8 @@ class EditFile(BaseTool):
                 locations=[location(path, first_line)],
             )
 
-        return Plan(
-            title=f"Edit {resolved.display}" if before is not None else f"Create {resolved.display}",
-            execute=execute,
-            locations=[location(path, first_line)],
-            preview=[diff(path, before, after)],
-            mutating=True,
-            permission_key=EDIT_PERMISSION[0],
-            permission_label=EDIT_PERMISSION[1],
-        )
+        title = f"Edit {resolved.display}" if before is not None else f"Create {resolved.display}"
+        return change_plan(title, execute, [location(path, first_line)], [diff(path, before, after)], EDIT_PERMISSION)
 
 
 def _replace(display: str, text: str, old: str, new: str, replace_all: bool) -> tuple[str, int, int]:

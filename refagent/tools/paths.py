@@ -21,6 +21,7 @@ from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
 from refagent.tools.args import arg_bool, arg_str, plural, shown
 from refagent.tools.base import BaseTool, PathPolicy, Plan, ResolvedPath, ToolContext, ToolResult, TreePreview
+from refagent.tools.files import change_plan
 from refagent.tools.text import diff, location, text_content
 
 DELETE_PERMISSION = ("delete", "deletions inside the workspace")
@@ -110,15 +111,7 @@ class DeletePath(BaseTool):
             forget_path(ctx, path)
             return ToolResult(done, content=preview, raw_output={"path": path, "kind": kind})
 
-        return Plan(
-            title=f"Delete {display}",
-            execute=execute,
-            locations=[location(path)],
-            preview=preview,
-            mutating=True,
-            permission_key=DELETE_PERMISSION[0],
-            permission_label=DELETE_PERMISSION[1],
-        )
+        return change_plan(f"Delete {display}", execute, [location(path)], preview, DELETE_PERMISSION)
 
 
 def _refuse_git(tree: TreePreview, display: str, verb: str, done: str) -> None:
@@ -196,12 +189,5 @@ class MovePath(BaseTool):
                 locations=[location(destination.path)],
             )
 
-        return Plan(
-            title=message,
-            execute=execute,
-            locations=[location(source.path), location(destination.path)],
-            preview=preview,
-            mutating=True,
-            permission_key=MOVE_PERMISSION[0],
-            permission_label=MOVE_PERMISSION[1],
-        )
+        locations = [location(source.path), location(destination.path)]
+        return change_plan(message, execute, locations, preview, MOVE_PERMISSION)
