@@ -30,6 +30,14 @@ Customise: TypeAlias = "Callable[[Settings], Settings]"
 made, the settings to run with (:func:`main`)."""
 
 
+USAGE = (
+    "refagent [options]       serve ACP on stdin/stdout (what editors run)\n"
+    "       refagent COMMAND ...     a command below (refagent COMMAND --help)"
+)
+DESCRIPTION = (
+    "A coding agent that speaks the Agent Client Protocol (ACP v1) over stdin/stdout.\n"
+    "Editors start it as a subprocess; run it without arguments to serve ACP."
+)
 COMMANDS = """commands (each has its own --help):
   chat                  a conversation with refagent in this terminal, turn after turn
   run "TASK"            one task, then exit (for scripts: exit codes, --yes, a prompt on stdin)
@@ -46,10 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="refagent",
-        usage="refagent [options]       serve ACP on stdin/stdout (what editors run)\n"
-        "       refagent COMMAND ...     a command below (refagent COMMAND --help)",
-        description="A coding agent that speaks the Agent Client Protocol (ACP v1) over stdin/stdout.\n"
-        "Editors start it as a subprocess; run it without arguments to serve ACP.",
+        usage=USAGE,
+        description=DESCRIPTION,
         epilog=COMMANDS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -197,6 +197,7 @@ class SetModeParams(NamedTuple):
 
     session_id: str
     mode_id: str
+    """One of the modes the session offers (``availableModes``)."""
 
     @classmethod
     def parse(cls, params: Params) -> SetModeParams:
@@ -230,6 +231,7 @@ class SetTitleParams(NamedTuple):
 
     session_id: str
     title: str
+    """As the client sent it: one line of at most 200 characters once normalised."""
 
     @classmethod
     def parse(cls, params: Params) -> SetTitleParams:

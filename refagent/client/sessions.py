@@ -379,6 +379,18 @@ def build_parser() -> argparse.ArgumentParser:
     return _parsers()[0]
 
 
+LIST_DESCRIPTION = (
+    "The sessions of this directory (or --cwd DIR, or --all), newest first: id, last update, (directory,) title."
+)
+SHOW_DESCRIPTION = (
+    "A session's transcript: the prompts, the agent's messages, tool calls with their statuses and diffs, plans."
+)
+DELETE_DESCRIPTION = (
+    "Delete the sessions named, or with --older-than those of this directory (or --cwd DIR, or --all) last "
+    "updated longer ago than AGE. Prints each one deleted, then how many."
+)
+
+
 def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The parser, and its ``delete`` subcommand's (whose combinations :func:`parse_args` checks)."""
     from refagent.settings import sessions_root
@@ -406,29 +418,17 @@ def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     commands = parser.add_subparsers(
         dest="command", required=True, metavar="{list,show,delete}", help="list is the default"
     )
-    listing = commands.add_parser(
-        "list",
-        parents=[where, common],
-        help="the sessions of this directory, newest first",
-        description="The sessions of this directory (or --cwd DIR, or --all), newest first: id, last update, "
-        "(directory,) title.",
+    # Each subcommand: its name, the option groups it shares, its help line, and its description.
+    listing, show, delete = (
+        commands.add_parser(name, parents=parents, help=short, description=long)
+        for name, parents, short, long in (
+            ("list", [where, common], "the sessions of this directory, newest first", LIST_DESCRIPTION),
+            ("show", [common], "a session's transcript, as text", SHOW_DESCRIPTION),
+            ("delete", [where, common], "delete sessions: by id, or those older than an age", DELETE_DESCRIPTION),
+        )
     )
     listing.add_argument("--json", action="store_true", help="the agent's session entries, as a JSON array")
-    show = commands.add_parser(
-        "show",
-        parents=[common],
-        help="a session's transcript, as text",
-        description="A session's transcript: the prompts, the agent's messages, tool calls with their "
-        "statuses and diffs, plans.",
-    )
     show.add_argument("id", help="the session's id (or its start)")
-    delete = commands.add_parser(
-        "delete",
-        parents=[where, common],
-        help="delete sessions: by id, or those older than an age",
-        description="Delete the sessions named, or with --older-than those of this directory (or --cwd DIR, or "
-        "--all) last updated longer ago than AGE. Prints each one deleted, then how many.",
-    )
     delete.add_argument("ids", nargs="*", metavar="ID", help="a session's id (or its start)")
     delete.add_argument(
         "--older-than", metavar="AGE", type=parse_age, help="an age: a number and h, d or w (30d, 12h, 2w)"

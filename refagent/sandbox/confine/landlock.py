@@ -41,28 +41,28 @@ _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1 << 0
 _RULE_PATH_BENEATH = 1
 
-# Access rights for files and directories, by the ABI that introduced them.
-EXECUTE = 1 << 0
-WRITE_FILE = 1 << 1
-READ_FILE = 1 << 2
-READ_DIR = 1 << 3
-REMOVE_DIR = 1 << 4
-REMOVE_FILE = 1 << 5
-MAKE_CHAR = 1 << 6
-MAKE_DIR = 1 << 7
-MAKE_REG = 1 << 8
-MAKE_SOCK = 1 << 9
-MAKE_FIFO = 1 << 10
-MAKE_BLOCK = 1 << 11
-MAKE_SYM = 1 << 12
-REFER = 1 << 13  # ABI 2
-TRUNCATE = 1 << 14  # ABI 3
+# Access rights for files and directories, one bit each in the kernel's order (<linux/landlock.h>): the
+# first thirteen came with ABI 1, REFER with ABI 2, TRUNCATE with ABI 3.
+(
+    EXECUTE,
+    WRITE_FILE,
+    READ_FILE,
+    READ_DIR,
+    REMOVE_DIR,
+    REMOVE_FILE,
+    MAKE_CHAR,
+    MAKE_DIR,
+    MAKE_REG,
+    MAKE_SOCK,
+    MAKE_FIFO,
+    MAKE_BLOCK,
+    MAKE_SYM,
+    REFER,
+    TRUNCATE,
+) = (1 << bit for bit in range(15))
 
-NET_BIND_TCP = 1 << 0  # ABI 4
-NET_CONNECT_TCP = 1 << 1
-
-SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
-SCOPE_SIGNAL = 1 << 1
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1  # network rights (ABI 4)
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # scopes (ABI 6)
 
 _WRITE_V1 = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_CHAR | MAKE_DIR | MAKE_REG | MAKE_SOCK
 _WRITE_V1 |= MAKE_FIFO | MAKE_BLOCK | MAKE_SYM
