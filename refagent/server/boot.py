@@ -68,7 +68,8 @@ def serve_stdio(settings: Settings | None = None) -> int:
     reader, writer = LineReader(fds.read_fd), FdWriter(fds.write_fd)
     started = answer_early(reader, writer, settings)
     logs.ready()  # where logs go, before the loop's modules (which log) load
-    # The loop's modules, after the early answers (anyio and asyncio: some 25 ms; the agent: some 60 ms)
+    # here: the loop's modules load after the early answers (anyio and asyncio: some 25 ms; the agent and
+    # the session machinery: some 60 ms; logging: some 5 ms)
     import logging
 
     import anyio
@@ -124,7 +125,7 @@ def _answer(line: bytes, writer: FdWriter, settings: Settings, started: Started)
 
 
 async def _serve(reader: LineReader, writer: FdWriter, settings: Settings, started: Started) -> None:
-    # Imported on the loop, after the early answers (see serve_stdio)
+    # here: as in serve_stdio (the agent is the loop's)
     import anyio
 
     from refagent.acp.connection import Connection
@@ -140,7 +141,7 @@ async def _serve(reader: LineReader, writer: FdWriter, settings: Settings, start
 
 async def _collect_after_start(agent: Agent) -> None:
     """The garbage collector back on (:func:`serve_stdio` turned it off) once the first session is open."""
-    import anyio  # loaded by now: this runs on the loop
+    import anyio  # here: as in serve_stdio (loaded by now: this runs on the loop)
 
     with anyio.move_on_after(START_SECONDS):
         await agent.first_session.wait()
@@ -148,7 +149,7 @@ async def _collect_after_start(agent: Agent) -> None:
 
 
 async def _stop_on_signal(scope: anyio.CancelScope) -> None:
-    import anyio  # loaded by now: this runs on the loop
+    import anyio  # here: as in serve_stdio (loaded by now: this runs on the loop)
 
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for signum in signals:

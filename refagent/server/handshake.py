@@ -148,7 +148,7 @@ def early_new_session(settings: Settings, started: Started, params: dict[str, An
     None when this cannot answer: no ``initialize`` came first, or a sandbox maker of a fork's only says
     how it confines once made. Raises :class:`~refagent.acp.errors.RequestError` for what the agent
     refuses (invalid params, a missing key): the agent then answers it, with the error."""
-    # Imported here: the params types, the key check and the modes are not on initialize's way (some 9 ms)
+    # here: the params types, the key check and the modes are not on initialize's way (some 9 ms)
     from refagent.acp.requests import NewSessionParams
     from refagent.ids import new_id
     from refagent.llm.pool import require_key

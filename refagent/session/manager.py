@@ -39,6 +39,7 @@ from refagent.ids import new_id
 from refagent.llm.pool import ModelPool, require_key
 from refagent.persistence.recorder import load as load_session
 from refagent.persistence.recorder import replay
+from refagent.persistence.replays import COMPACTION, compactions_as_messages, fork_files, retitle
 from refagent.sandbox.holding import Holding
 from refagent.session.options import new_session_result
 from refagent.session.speaker import speaker
@@ -151,11 +152,8 @@ class SessionManager:
         """``session/load``: replay the visible history, then answer; the conversation goes on."""
         session, stored, after = await self._restore(params)
         shown = stored.shown
-        if not session.compaction_updates:
-            from refagent.persistence.replays import COMPACTION, compactions_as_messages
-
-            if COMPACTION in shown:  # recorded for a client that showed them
-                shown = await anyio.to_thread.run_sync(compactions_as_messages, shown)
+        if not session.compaction_updates and COMPACTION in shown:  # recorded for a client that showed them
+            shown = await anyio.to_thread.run_sync(compactions_as_messages, shown)
         await session.client.send_recorded(shown)  # the replay file, as it is (refagent.persistence.records)
         for update in replay(stored.held):  # if it could not be repaired after a crash (sent, not recorded)
             await session.client.send_update(update)
@@ -180,8 +178,6 @@ class SessionManager:
         if stored is None:
             raise ResourceNotFound(f"Session not found: {source_id[:100]}")
         session_id = new_id("sess")
-        from refagent.persistence.replays import fork_files
-
         forked = await anyio.to_thread.run_sync(fork_files, store, stored, session_id, cwd, extra)
         holding = await anyio.to_thread.run_sync(self.settings.sandbox_holding)
         session, sandbox = self._open(session_id, cwd, extra, holding, store.reopen(session_id), forked)
@@ -280,12 +276,14 @@ class SessionManager:
         """Give ``session`` its workspace (:func:`refagent.session.workspace.build`: the tools, the sandbox,
         the editor's or the local backends), its MCP servers (started by :meth:`_announce`) and its file
         watcher (started now)."""
+        # here: the workspace's modules (the tools, the sandbox's backends) load after the first session/new
+        # answer, off the loop (_import_workspace): tests/server/test_session_new_imports.py holds it
         from refagent.session.workspace import build as build_workspace
 
         builtin = list(settings.tools())
         hub = None
         if servers:
-            from refagent.mcp import McpHub
+            from refagent.mcp import McpHub  # here: as the workspace's, and only for a session with servers
 
             hub = McpHub(
                 servers,
@@ -319,7 +317,7 @@ class SessionManager:
         of the configuration could not be used (custom tools left out), or that the session could not be
         set up (``problem``). MCP servers start connecting now, so that what they report follows the
         response too."""
-        from refagent.session.commands import available_commands
+        from refagent.session.commands import available_commands  # here: as the workspace's (after the answer)
 
         if session.mcp is not None and self.background is not None:
             self.background.start_soon(_run_mcp, session.mcp, session.mcp_scope)
@@ -401,8 +399,6 @@ class SessionManager:
         stored = await anyio.to_thread.run_sync(load_session, store, params.session_id)
         if stored is None:
             raise ResourceNotFound(f"Session not found: {params.session_id[:100]}")
-        from refagent.persistence.replays import retitle
-
         await anyio.to_thread.run_sync(retitle, store, stored, title)
         return {"title": title}
 
@@ -423,7 +419,8 @@ class SessionManager:
         """``session/prompt``: :meth:`refagent.session.prompting.Prompting.prompt` (the stop reason, and a
         turn's failure in ``_meta``)."""
         session = self._session(params.session_id)
-        from refagent.session.prompting import Prompting  # loaded by now, in the first session's after-work
+        # here: prompting loads with the workspace, after the first session/new answer (loaded by now)
+        from refagent.session.prompting import Prompting
 
         prompting = Prompting(self.models, self.settings.max_requests, self.store)
         return await prompting.prompt(session, params.prompt, message_id=params.message_id)
@@ -431,7 +428,7 @@ class SessionManager:
     async def steer(self, params: PromptParams) -> dict[str, Any]:
         """``_session/steering``: :meth:`refagent.session.prompting.Prompting.steer` (the steer's outcome)."""
         session = self._session(params.session_id)
-        from refagent.session.prompting import Prompting
+        from refagent.session.prompting import Prompting  # here: as in prompt
 
         prompting = Prompting(self.models, self.settings.max_requests, self.store)
         return await prompting.steer(session, params.prompt)
@@ -496,7 +493,7 @@ def _import_workspace(mcp: bool) -> None:
     sandbox and its watcher, the editor backends, prompting; the MCP client side if ``mcp``). Called in a
     worker thread after a session's response, so the event loop serves on meanwhile; later calls find
     them loaded."""
-    # the imports are the point
+    # here: the imports are the point (off the loop, after the first answer; see _settle)
     import refagent.session.prompting
     import refagent.session.workspace
     import refagent.tools.registry

@@ -162,7 +162,7 @@ class Session:
         """What a turn's tool calls run through: the workspace's runner; none before it is attached."""
         if self.workspace is not None:
             return self.workspace.runner
-        from refagent.tools.runner import NoTools
+        from refagent.tools.runner import NoTools  # here: the tools' modules load after the session/new answer
 
         return NoTools()
 

@@ -26,6 +26,7 @@ from refagent.acp import jsonrpc
 from refagent.acp import params as p
 from refagent.acp.connection import Peer, Reply
 from refagent.acp.errors import InvalidParams, MethodNotFound, RequestError, ResourceNotFound
+from refagent.acp.requests import PromptParams
 from refagent.ids import new_id
 from refagent.server.v2 import translate
 
@@ -223,7 +224,6 @@ class V2Bridge:
             raise ResourceNotFound(f"Session not found: {session_id[:100]}")
         message_id = params.get("messageId") if isinstance(params.get("messageId"), str) else new_id("user")
         v1 = {"sessionId": session_id, "prompt": blocks, "messageId": message_id}
-        from refagent.acp.requests import PromptParams  # loaded with the sessions by now
 
         PromptParams.parse(v1)  # a prompt that cannot be taken is refused (-32602), not accepted then failed
 
