@@ -246,14 +246,16 @@ class SessionManager:
 
     async def _settle(self, session: Session, servers: Sequence[Any], sandbox: Sandbox | None) -> None:
         """The work after the response that opened ``session`` (its :class:`Reply`'s ``after``, which runs
-        once the response is written): build its workspace, then announce it (:meth:`_announce`). Prompts
-        wait for both (:meth:`Session.ready`), so that what they send follows the announcements.
+        once the response is written): build its workspace, then announce it (:meth:`_announce`), once no
+        ``session/new`` is being answered (those sent with this one are answered first, and not slowed).
+        Prompts wait for both (:meth:`Session.ready`), so that what they send follows the announcements.
 
         A workspace that cannot be built is logged, said in the thread, and fails the session's prompts
         with the reason; the agent goes on serving. A session closed meanwhile gets neither."""
         settings = self.settings
         problem: str | None = None
         try:
+            await self.none_opening()  # session/new requests sent with this one are answered first, unslowed
             if self.store is not None:
                 self.store.list_created(session.id)  # a new session's index entry (closed or not)
             try:

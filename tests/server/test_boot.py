@@ -206,6 +206,26 @@ async def test_session_new_requests_sent_together_are_answered_together_in_order
 
 
 @pytest.mark.anyio
+async def test_on_the_loop_session_new_requests_are_answered_in_the_order_sent(tmp_path: Path, check: Any) -> None:
+    """The loop's part of the guarantee, in memory (start-up answers nothing there): requests sent at once
+    are answered in the order they came, before any session's announcements."""
+    async with connect(Settings(store=None), check=check) as editor:
+        await editor.initialize()
+        params = {"cwd": str(tmp_path), "mcpServers": []}
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(editor.request, "session/new", params)
+        for session in list(editor.agent.sessions.values()):
+            await session.ready()  # its announcements are sent
+        asked = [m["id"] for m in editor.transcript.sent_by("client") if m.get("method") == "session/new"]
+        sent = editor.transcript.sent_by("agent")
+    answers = [i for i, m in enumerate(sent) if "sessionId" in (m.get("result") or {})]
+    assert [sent[i]["id"] for i in answers] == asked
+    assert len({sent[i]["result"]["sessionId"] for i in answers}) == 4
+    assert max(answers) < min(i for i, m in enumerate(sent) if m.get("method") == "session/update")
+
+
+@pytest.mark.anyio
 async def test_garbage_first_then_a_normal_session(tmp_path: Path, check: Any) -> None:
     async with AgentProcess.start(tmp_path, check=check) as agent:
         await agent.send_raw(b"this is not json\n")
