@@ -49,6 +49,6 @@ def ready() -> None:
 def logger(name: str) -> logging.Logger:
     """``logging.getLogger(name)``, the configuration applied first (:func:`ready`)."""
     ready()
-    import logging  # here: as in ready(), a dict lookup by now
+    import logging  # here: kept off this module's import (3.6 ms, see ready()), which loaded it
 
     return logging.getLogger(name)

@@ -208,7 +208,7 @@ def pin_ways(paths: Sequence[str], roots: Sequence[str]) -> None:
     """Mount each directory on the way from a root to each of ``paths`` over itself, as it is (writable
     stays writable): a mount point can be neither renamed nor removed, so each path keeps its place. The
     roots themselves are mount points already; outside them, everything is read-only."""
-    from refagent.sandbox.confine.namespaces import pin  # here: as in hold (ctypes, 1.7 ms)
+    from refagent.sandbox.confine.namespaces import pin  # here: the agent imports RUN_LATER, not ctypes (1.7 ms)
 
     pinned: set[str] = set()
     for path in paths:
