@@ -38,6 +38,6 @@ def user_dir(kind: Kind) -> str:
         home = os.environ.get("HOME", "")
         if os.path.isabs(home):
             return os.path.join(home.rstrip("/") or "/", default, APP)
-    import platformdirs
+    import platformdirs  # here: not where $HOME or XDG answers, as on Linux before the first answer (7.5 ms)
 
     return str(getattr(platformdirs, f"user_{kind}_dir")(APP))

@@ -49,6 +49,7 @@ from refagent.client.clipboard import clipboard_image
 from refagent.client.handler import StdinLines
 from refagent.client.mentions import WorkspaceIndex, dropped, mention, mention_at
 from refagent.client.pastes import Pastes
+from refagent.dirs import user_dir
 
 PROMPT: StyleAndTextTuples = [("class:prompt", "› ")]
 STYLE = Style.from_dict(
@@ -86,8 +87,6 @@ def history_file() -> Path | None:
     prompts can hold anything. ``None`` when there is no usable directory (the history is then kept in
     memory, for this chat only)."""
     try:
-        from refagent.dirs import user_dir
-
         directory = Path(user_dir("state"))
         if not directory.is_absolute():
             return None

@@ -36,8 +36,10 @@ from typing import TextIO
 import anyio
 
 import refagent
+from refagent import config
 from refagent.client.render import EXIT_OUTPUT_CLOSED, QuietPipe, Renderer, use_color
 from refagent.client.run import RunOptions, run
+from refagent.errors import ConfigError
 
 PROJECT_DIR = "demo-project"
 """The demo project's directory in the package (package data, see ``pyproject.toml``)."""
@@ -56,9 +58,6 @@ class ModelChoice:
 
 def choose_model(env: dict[str, str]) -> ModelChoice:
     """The scripted demo model when no usable model is configured, else the configured one."""
-    from refagent import config
-    from refagent.errors import ConfigError
-
     try:
         loaded = config.load(None, env)
     except ConfigError as exc:

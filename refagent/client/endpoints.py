@@ -145,7 +145,7 @@ def find_local_servers(
     servers: Sequence[LocalServer] = LOCAL_SERVERS, timeout: float = PROBE_TIMEOUT
 ) -> list[tuple[LocalServer, Answer]]:
     """The ``servers`` that answer, all asked at once: with their models, or a 401/403 (they want a key)."""
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor  # here: logout and login outside a terminal never probe (2.5 ms)
 
     if not servers:
         return []

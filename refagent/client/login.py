@@ -401,6 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("refagent login asks questions: run it in a terminal.", file=sys.stderr)
         return EXIT_NOT_A_TERMINAL
     with contextlib.suppress(ImportError):
+        # here: optional, and only once stdin and stdout are terminals: it changes how input() reads (0.6 ms)
         import readline  # noqa: F401 (line editing for input())
     try:
         Login(path).run()

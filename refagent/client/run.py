@@ -357,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
 def add_session_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags ``refagent run`` and ``refagent chat`` share: the project, which session, how permission
     questions are answered, and the agent to start with its model flags (:func:`agent_command`)."""
-    from refagent import config
+    from refagent import config  # here: `refagent sessions` imports this module, not the configuration (4.8 ms)
 
     parser.add_argument("--cwd", default=os.getcwd(), help="the project directory (default: the current one)")
     parser.add_argument("-y", "--yes", action="store_true", help="approve every permission request")

@@ -67,6 +67,7 @@ from refagent.client.opening import (
 )
 from refagent.client.render import EXIT_OUTPUT_CLOSED, Renderer, point_at_devnull, use_color
 from refagent.client.run import replace_unshowable
+from refagent.settings import sessions_root
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -393,8 +394,6 @@ DELETE_DESCRIPTION = (
 
 def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The parser, and its ``delete`` subcommand's (whose combinations :func:`parse_args` checks)."""
-    from refagent.settings import sessions_root
-
     common = argparse.ArgumentParser(add_help=False)
     group = common.add_argument_group("the agent")
     group.add_argument(

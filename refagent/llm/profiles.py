@@ -81,7 +81,8 @@ def is_local(base_url: str | None) -> bool:
     """Whether ``base_url`` points at this machine (``localhost``, ``127.0.0.0/8``, ``::1``)."""
     if not base_url:
         return False
-    import ipaddress  # with urlsplit: for a profile with an endpoint, not before every editor's first answer
+    # here: a profile with an endpoint only, not before every first answer: urllib.parse and ipaddress, 2.9 ms
+    import ipaddress
     from urllib.parse import urlsplit
 
     host = (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower()

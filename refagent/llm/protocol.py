@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
 
+import anyio
+
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "refusal"]
 
 
@@ -95,8 +97,6 @@ class ModelClient(Protocol):
 
 async def close_stream(stream: AsyncIterator[ModelEvent]) -> None:
     """Close a model's stream now, even when the caller is being cancelled: it holds an HTTP response open."""
-    import anyio  # here: this module is imported where anyio is not loaded yet (the settings, at startup)
-
     close = getattr(stream, "aclose", None)
     if close is not None:
         with anyio.CancelScope(shield=True), anyio.move_on_after(2):

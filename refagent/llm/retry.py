@@ -66,7 +66,7 @@ def retry_after(headers: Any) -> float | None:
         return float(value)
     except ValueError:
         pass
-    import email.utils  # only for a date: one less import before the editor's first answer
+    import email.utils  # here: config.limits loads this module before the first answer ([retry]): 9.4 ms
 
     try:
         when = email.utils.parsedate_to_datetime(value)
@@ -89,6 +89,7 @@ def connection_problem(exc: BaseException) -> ConnectionProblem:
     """Why a connection failed, read from ``exc``'s chain of causes (``openai.APIConnectionError`` <-
     the HTTP library's ``ConnectError`` <- ... <- the ``OSError``, ``socket.gaierror`` or ``ssl.SSLError``
     that says it), the message's text when the types say nothing."""
+    # here: config.limits loads this module before the first answer ([retry]): socket and ssl, 9.2 ms
     import socket
     import ssl
 

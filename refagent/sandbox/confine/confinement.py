@@ -39,7 +39,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import refagent
-from refagent.sandbox.confine import probe
+from refagent.sandbox.confine import cgroups, probe
+from refagent.sandbox.confine.descendants import start_time
 from refagent.sandbox.confine.private_tmp import PrivateTmp
 from refagent.sandbox.confine.probe import LAUNCHER
 from refagent.sandbox.holding import LEVELS, NETWORK, SECRETS, WRITES, Holding, Level
@@ -402,15 +403,11 @@ def cgroup_bases() -> tuple[str, ...]:
 
 @functools.cache
 def _cgroup_bases() -> tuple[str, ...]:
-    from refagent.sandbox.confine import cgroups
-
     return tuple(cgroups.bases())
 
 
 def remove_stale_cgroups() -> None:
     """Remove the cgroups of commands whose launcher was killed before it could (once they are empty)."""
-    from refagent.sandbox.confine import cgroups
-
     cgroups.remove_stale(cgroup_bases())
 
 
@@ -418,8 +415,6 @@ def agent_identity() -> str:
     """This process as the launcher's ``--agent`` names it: ``PID:START``, its start time in clock ticks
     after boot (field 22 of ``/proc/self/stat``), so that a pid reused after the agent ended is not taken
     for it; "" where ``/proc`` cannot say."""
-    from refagent.sandbox.confine.descendants import start_time
-
     start = start_time(os.getpid())
     return f"{os.getpid()}:{start}" if start else ""
 

@@ -40,6 +40,7 @@ Another operating system slots in here: the options say *what* to confine, this 
 from __future__ import annotations
 
 import os
+import resource
 import select
 import sys
 
@@ -512,8 +513,6 @@ def _limits_of(spec: str) -> dict[str, int]:
 def _lower_limits(limits: dict[str, int]) -> None:
     """Apply the ``RLIMIT_*`` ones of ``limits`` as soft and hard limits, never raising one (the others,
     ``MEMORY`` and ``TASKS``, are for cgroups and the PID namespace)."""
-    import resource
-
     infinity = resource.RLIM_INFINITY
     for name, value in limits.items():
         which = getattr(resource, "RLIMIT_" + name, None)

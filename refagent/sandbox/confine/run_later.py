@@ -154,7 +154,7 @@ def hold(roots: Sequence[str], hidden: Sequence[str] = (), held_too: Sequence[st
     First the way to each is pinned (:func:`pin_ways`): a mount holds a path's place, not its name, and a
     command could rename a directory above it (``mv .github gh``, ``mv ~/.config c``) and make the path
     anew beside the one held."""
-    from refagent.sandbox.confine.namespaces import (  # here: the agent imports RUN_LATER, not ctypes
+    from refagent.sandbox.confine.namespaces import (  # here: the agent imports RUN_LATER, not ctypes (1.7 ms)
         hide,
         hold_read_only,
     )
@@ -208,7 +208,7 @@ def pin_ways(paths: Sequence[str], roots: Sequence[str]) -> None:
     """Mount each directory on the way from a root to each of ``paths`` over itself, as it is (writable
     stays writable): a mount point can be neither renamed nor removed, so each path keeps its place. The
     roots themselves are mount points already; outside them, everything is read-only."""
-    from refagent.sandbox.confine.namespaces import pin
+    from refagent.sandbox.confine.namespaces import pin  # here: the agent imports RUN_LATER, not ctypes (1.7 ms)
 
     pinned: set[str] = set()
     for path in paths:

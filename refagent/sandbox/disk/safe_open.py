@@ -11,6 +11,7 @@ are read before anyone is asked.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import stat
 import sys
@@ -112,8 +113,6 @@ def _real_path(fd: int, path: str, dir_fd: int | None) -> str | None:
         except OSError:
             pass  # no /proc: ask the path, and check it still leads to this file
     elif sys.platform == "darwin":
-        import fcntl
-
         try:
             name: bytes = fcntl.fcntl(fd, fcntl.F_GETPATH, bytes(1024))  # type: ignore[attr-defined,unused-ignore]
             return os.fsdecode(name.split(b"\0", 1)[0])

@@ -21,6 +21,7 @@ import logging
 import math
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -241,8 +242,6 @@ def serve_python_grep(request: dict[str, Any]) -> None:
     # The parent kills us at the deadline; the alarm (default action: terminate) covers a parent that died.
     signal.alarm(math.ceil(seconds) + 2)
     with contextlib.suppress(ValueError, OSError):
-        import resource
-
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         if soft == resource.RLIM_INFINITY or soft > PYTHON_GREP_MEMORY:  # never loosen a stricter limit
             resource.setrlimit(resource.RLIMIT_AS, (PYTHON_GREP_MEMORY, hard))
