@@ -64,6 +64,7 @@ if TYPE_CHECKING:  # annotations; the modules themselves load after the first se
     from refagent.persistence.writer import SessionLog
     from refagent.sandbox.local import Sandbox
     from refagent.sandbox.seams import Watcher
+    from refagent.session.prompting import Prompting
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class SessionManager:
         self.models = models
         self.capabilities = capabilities
         self.sessions: dict[str, Session] = {}
+        self._prompts: Prompting | None = None
         self._in_order = anyio.Lock()  # fair: session/new requests are answered in the order they came
         self._opening = 0
         self._none_opening = anyio.Event()
@@ -106,6 +108,7 @@ class SessionManager:
     def reconfigure(self, settings: Settings) -> None:
         """The configuration was read again (``authenticate``): new sessions and prompts use ``settings``."""
         self.settings = settings
+        self._prompts = None
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -421,19 +424,21 @@ class SessionManager:
         """``session/prompt``: :meth:`refagent.session.prompting.Prompting.prompt` (the stop reason, and a
         turn's failure in ``_meta``)."""
         session = self._session(params.session_id)
-        # here: prompting loads with the workspace, after the first session/new answer (loaded by now)
-        from refagent.session.prompting import Prompting
-
-        prompting = Prompting(self.models, self.settings.max_requests, self.store)
-        return await prompting.prompt(session, params.prompt, message_id=params.message_id)
+        return await self._prompting().prompt(session, params.prompt, message_id=params.message_id)
 
     async def steer(self, params: PromptParams) -> dict[str, Any]:
         """``_session/steering``: :meth:`refagent.session.prompting.Prompting.steer` (the steer's outcome)."""
         session = self._session(params.session_id)
-        from refagent.session.prompting import Prompting  # here: as in prompt
+        return await self._prompting().steer(session, params.prompt)
 
-        prompting = Prompting(self.models, self.settings.max_requests, self.store)
-        return await prompting.steer(session, params.prompt)
+    def _prompting(self) -> Prompting:
+        """What answers prompts with the settings as they are now: made once, and again after they change."""
+        if self._prompts is None:
+            # here: prompting loads with the workspace, after the first session/new answer (loaded by now)
+            from refagent.session.prompting import Prompting
+
+            self._prompts = Prompting(self.models, self.settings.max_requests, self.store)
+        return self._prompts
 
     def cancel(self, params: SessionParams) -> None:
         """``session/cancel`` (a notification): for an unknown or idle session, nothing to do."""

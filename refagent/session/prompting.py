@@ -2,19 +2,19 @@
 
 A prompt is either a slash command (:mod:`refagent.session.commands`: ``/undo``, ``/compact``, ``/mode``,
 ``/model``; ``/init`` is an ordinary turn with a prepared instruction) or a turn of the model
-(:mod:`refagent.session.turn`). Either way it runs under the session's turn lock, in a cancel scope that
-``session/cancel`` reaches (:meth:`Session.open_turn`), and afterwards the session is stamped and, after
-its first exchange, named. The answer is the ``session/prompt`` response: the stop reason and, for a turn
-the model failed, the failure in ``_meta`` (:mod:`refagent.session.turn` has the contract).
+(:mod:`refagent.session.turn`). Either way it is the session's turn (:meth:`Session.run_turn`: its turn
+lock, a cancel scope ``session/cancel`` reaches, its conversation read), and afterwards the session is
+stamped and, after its first exchange, named. The answer is the ``session/prompt`` response: the stop
+reason and, for a turn the model failed, the failure in ``_meta`` (:mod:`refagent.session.turn` has the
+contract).
 
-The turn is given everything it needs here, so that it never calls back up: the model, the conversation,
-the session's ``send_update`` (to the client, and recorded), its tools, a
-:class:`~refagent.session.compaction.Compactor` and the :class:`~refagent.session.usage.UsageMeter`.
+The session builds its own turn (:meth:`Session.new_turn`: its conversation, tools, usage, compaction...);
+what is decided here is what the session does not hold: the model client (from the pool), the turn's
+request budget, the system prompt (read afresh through the sandbox) and the saved sessions' index.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -31,7 +31,6 @@ from refagent.persistence.store import SessionStore, now
 from refagent.sandbox.local import Sandbox
 from refagent.session.commands import Command, init_instruction, jobs_list, rewind, stop_jobs, undo
 from refagent.session.commands import parse as parse_command
-from refagent.session.compaction import Compactor
 from refagent.session.content import user_message
 from refagent.session.speaker import Say, speaker
 from refagent.session.state import Session
@@ -74,30 +73,27 @@ class Prompting:
             if command.argument:
                 instruction += f"\n\nThe user adds: {command.argument}"
             blocks = ({"type": "text", "text": instruction}, *blocks[1:])
-        turn: Turn | None = None
-        stop: StopReason = "cancelled"  # unless the turn gets to answer otherwise
-        scope = session.open_turn()
-        try:
-            with scope:
-                async with session.turn_lock:  # a prompt sent during a turn waits for it
-                    # Built here, under the lock: a `/model` or a mode change queued before this prompt has
-                    # run by now, so the turn takes the model, effort and prompt the session has at its start.
-                    await session.read_conversation()
-                    message = await user_message(blocks, images=session.profile.images, read_text=_reader(session))
-                    turn = await self._turn(session, workspace.sandbox)
-                    session.begin_turn()
-                    session.record_prompt(typed, message_id or new_id("user"))
-                    session.history.mark_turn(session.turns)  # where /rewind can take the conversation back to
-                    turn.steers = session.steers
-                    session.steers.open()
-                    try:
-                        stop = await run_prompt(turn, message)
-                    finally:
-                        session.steers.close()  # what the turn did not take is dropped, and said so
-        finally:
-            session.close_turn(scope)
+        sandbox = workspace.sandbox
+
+        async def run() -> tuple[StopReason, Turn]:
+            # Built here, in the turn: a `/model` or a mode change queued before this prompt has run by now,
+            # so the turn takes the model, effort and prompt the session has at its start.
+            message = await user_message(blocks, images=session.profile.images, read_text=_reader(session))
+            model = self.models.get(session.profile)
+            turn = session.new_turn(model, self.max_requests, await _system_prompt(session, sandbox))
+            session.begin_turn(typed, message_id or new_id("user"))
+            session.steers.open()
+            try:
+                return await run_prompt(turn, message), turn
+            finally:
+                session.steers.close()  # what the turn did not take is dropped, and said so
+
+        ran = await session.run_turn(run)  # a prompt sent during a turn waits for it
         await self._after(session, typed)
-        if turn is not None and turn.failure is not None and stop == "end_turn":
+        if ran is None:
+            return {"stopReason": "cancelled"}
+        stop, turn = ran
+        if turn.failure is not None and stop == "end_turn":
             return {"stopReason": stop, "_meta": turn.failure.meta()}
         return {"stopReason": stop}
 
@@ -112,67 +108,32 @@ class Prompting:
         steer = session.steers.add(blocks, message)
         return {"outcome": await steer.wait()}
 
-    async def _turn(self, session: Session, sandbox: Sandbox) -> Turn:
-        """The turn of ``session`` as it is now: its model and reasoning effort, its system prompt (which
-        reads ``AGENTS.md`` afresh, through the ``sandbox``), its tools (MCP servers waited for a while at
-        the first prompt)."""
-        if session.mcp is not None:
-            # The first prompt may come while servers still start; a slow one is not waited for long.
-            with anyio.move_on_after(MCP_READY_SECONDS):
-                await session.mcp.wait_ready()
-        return Turn(
-            model=self.models.get(session.profile),
-            history=session.history,
-            send_update=session.send_update,
-            system_prompt=await make_system_prompt(
-                session.cwd, session.roots, policy=sandbox.policy, disk=sandbox.disk, client=session.client_prompt
-            ),
-            tools=session.tools,
-            max_requests=self.max_requests,
-            usage=functools.partial(session.meter.update, profile=session.profile),
-            compactor=self._compactor(session),
-            notices=session.notices,
-            reasoning_effort=session.reasoning_effort,
-            changed_files=session.changed_files,
-            background_news=session.jobs.news if session.jobs is not None else None,
-        )
-
     async def _run_command(self, session: Session, command: Command, blocks: Sequence[ContentBlock]) -> StopReason:
         """Run a slash command other than /init; its answer is an agent message."""
         say = speaker(session.send_update)
-        scope = session.open_turn()
+
+        async def run() -> StopReason:
+            session.record_prompt(blocks, new_id("user"))
+            if command.name == "undo":
+                await say(await undo(session))
+            elif command.name == "rewind":
+                await say(await rewind(session, command.argument))
+            elif command.name == "jobs":
+                await say(jobs_list(session))
+            elif command.name == "stop":
+                await say(await stop_jobs(session, command.argument))
+            elif command.name == "compact":
+                compactor = session.compactor(self.models.get(session.profile))
+                await compactor.compact(command.argument, say, automatic=False)
+            elif command.name in ("mode", "model"):
+                await _switch(session, command, say)
+            return "end_turn"
+
         try:
-            with scope:
-                async with session.turn_lock:
-                    await session.read_conversation()
-                    session.record_prompt(blocks, new_id("user"))
-                    if command.name == "undo":
-                        await say(await undo(session))
-                    elif command.name == "rewind":
-                        await say(await rewind(session, command.argument))
-                    elif command.name == "jobs":
-                        await say(jobs_list(session))
-                    elif command.name == "stop":
-                        await say(await stop_jobs(session, command.argument))
-                    elif command.name == "compact":
-                        await self._compactor(session).compact(command.argument, say, automatic=False)
-                    elif command.name in ("mode", "model"):
-                        await _switch(session, command, say)
-                    return "end_turn"
-            return "cancelled"
+            return await session.run_turn(run) or "cancelled"
         finally:
-            session.close_turn(scope)
             with anyio.CancelScope(shield=True):
                 await self._after(session, blocks, name_it=False)  # "/undo" is no title
-
-    def _compactor(self, session: Session) -> Compactor:
-        return Compactor(
-            self.models.get(session.profile),
-            session.history,
-            session.send_update,
-            lambda: session.profile.context_window,
-            updates=session.compaction_updates,
-        )
 
     async def _after(self, session: Session, blocks: Sequence[ContentBlock], *, name_it: bool = True) -> None:
         """Keep the saved session current; give it a title after its first exchange."""
@@ -183,6 +144,18 @@ class Prompting:
                 await session.send_update(updates.session_info(title=session.title, updated_at=stamp))
         if self.store is not None:
             self.store.touch(session.id, title=session.title, updated_at=stamp)
+
+
+async def _system_prompt(session: Session, sandbox: Sandbox) -> str:
+    """The system prompt of a turn of ``session``, ``AGENTS.md`` read afresh through its ``sandbox``; its MCP
+    servers are waited for a while at the first prompt (their tools are the turn's too)."""
+    if session.mcp is not None:
+        # The first prompt may come while servers still start; a slow one is not waited for long.
+        with anyio.move_on_after(MCP_READY_SECONDS):
+            await session.mcp.wait_ready()
+    return await make_system_prompt(
+        session.cwd, session.roots, policy=sandbox.policy, disk=sandbox.disk, client=session.client_prompt
+    )
 
 
 def _title(blocks: Sequence[ContentBlock]) -> str | None:

@@ -25,9 +25,10 @@ that look at :attr:`Session.workspace`, :attr:`Session.tools` or :attr:`Session.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -50,13 +51,19 @@ from refagent.session.usage import UsageMeter
 if TYPE_CHECKING:  # annotations: a session is answered for before its workspace and its tools are loaded
     from refagent.acp.client import SessionClient
     from refagent.acp.types import ClientCapabilities, ConfigOption, ContentBlock
+    from refagent.llm.protocol import ModelClient
     from refagent.mcp import McpHub
+    from refagent.session.compaction import Compactor
+    from refagent.session.turn import Turn
     from refagent.session.workspace import Workspace
     from refagent.tools.base import Plan
     from refagent.tools.jobs import BackgroundJobs
     from refagent.tools.runner import Tools
 
 log = logging.getLogger(__name__)
+
+Done = TypeVar("Done")
+"""What a turn's work returns (:meth:`Session.run_turn`)."""
 
 
 class Session:
@@ -321,10 +328,14 @@ class Session:
             self.client_prompt = prompt
             self.save_state()
 
-    def begin_turn(self) -> None:
-        """A prompt turn starts: count it (its changes are recorded under its number)."""
+    def begin_turn(self, typed: Sequence[ContentBlock], message_id: str) -> None:
+        """A prompt turn starts with the user's words ``typed``: it is counted (its changes are recorded under
+        its number), the words join the visible history, and the conversation is marked where ``/rewind``
+        can take it back to."""
         self.turns += 1
         self.save_state()
+        self.record_prompt(typed, message_id)
+        self.history.mark_turn(self.turns)
 
     def record_prompt(self, blocks: Sequence[ContentBlock], message_id: str) -> None:
         """The user's prompt joins the visible history (the client shows it itself, so it is not sent)."""
@@ -349,16 +360,53 @@ class Session:
 
     # -- turns ------------------------------------------------------------------------------
 
-    def open_turn(self) -> anyio.CancelScope:
-        """A cancel scope for a prompt, registered so that :meth:`cancel` reaches it while it waits or runs."""
+    async def run_turn(self, work: Callable[[], Awaitable[Done]]) -> Done | None:
+        """Run ``work`` as the session's turn (a prompt's, or a slash command's): after the turns queued before
+        it (:attr:`turn_lock`), with the conversation read from the session's records, in a cancel scope that
+        :meth:`cancel` reaches while it waits or runs. What ``work`` returns; None when it was cancelled (the
+        caller answers ``cancelled``). When it ends, what it showed is recorded whole (:meth:`Recorder.settle`)."""
         scope = anyio.CancelScope()
         self._turn_scopes.add(scope)
-        return scope
+        try:
+            with scope:
+                async with self._turn_lock:
+                    await self.read_conversation()
+                    return await work()
+            return None
+        finally:
+            self._turn_scopes.discard(scope)
+            self.recorder.settle()
 
-    def close_turn(self, scope: anyio.CancelScope) -> None:
-        """The prompt of ``scope`` has ended: what it showed is recorded whole (:meth:`Recorder.settle`)."""
-        self._turn_scopes.discard(scope)
-        self.recorder.settle()
+    def new_turn(self, model: ModelClient, max_requests: int, system_prompt: str) -> Turn:
+        """The session's turn as it is now, on ``model`` with at most ``max_requests`` model requests: its
+        conversation, tools, reasoning effort, usage meter, compaction, notices, the files changed outside it,
+        its background commands' news, and the messages that steer it."""
+        from refagent.session.turn import Turn  # here: the turn's modules load after the session/new answer (24 ms)
+
+        turn = Turn(
+            model=model,
+            history=self.history,
+            send_update=self.send_update,
+            system_prompt=system_prompt,
+            tools=self.tools,
+            max_requests=max_requests,
+            usage=functools.partial(self.meter.update, profile=self.profile),
+            compactor=self.compactor(model),
+            notices=self.notices,
+            reasoning_effort=self.reasoning_effort,
+            changed_files=self.changed_files,
+            background_news=self.jobs.news if self.jobs is not None else None,
+        )
+        turn.steers = self.steers
+        return turn
+
+    def compactor(self, model: ModelClient) -> Compactor:
+        """What compacts the session's conversation on ``model`` (automatically in a turn, or for ``/compact``)."""
+        from refagent.session.compaction import Compactor  # here: as new_turn's
+
+        return Compactor(
+            model, self.history, self.send_update, lambda: self.profile.context_window, updates=self.compaction_updates
+        )
 
     @property
     def turn_lock(self) -> anyio.Lock:
