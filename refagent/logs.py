@@ -4,9 +4,9 @@ first answers.
 Importing :mod:`logging` (with :mod:`traceback`, :mod:`threading`, :mod:`string`...) costs some 5 ms, and
 nothing logs on the way to the ``initialize`` and first ``session/new`` responses unless something is
 wrong. So the CLI says where logs go with :func:`configure`, which only records it; the configuration
-takes effect the first time a module of that path asks for a logger (:func:`logger`), or when the CLI,
-its early answers written, calls :func:`ready` before it starts the event loop. Modules off that path use
-``logging.getLogger`` as usual.
+takes effect the first time a module of that path asks for a logger (:func:`logger`), or when start-up
+(:mod:`refagent.server.boot`), its early answers written, calls :func:`ready` before it starts the event
+loop. Modules off that path use ``logging.getLogger`` as usual.
 """
 
 from __future__ import annotations

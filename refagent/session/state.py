@@ -247,7 +247,7 @@ class Session:
 
     def state(self) -> dict[str, Any]:
         """``modes`` and ``configOptions``, as the responses that open the session carry them
-        (:func:`refagent.session.options.state`, which the CLI's early ``session/new`` answer uses too)."""
+        (:func:`refagent.session.options.state`, which start-up's ``session/new`` answer uses too)."""
         return options.state(self.mode_id, self.holding, self.profiles, self.profile_id, self.reasoning_effort)
 
     def config_options(self) -> list[ConfigOption]:

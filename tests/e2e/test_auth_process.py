@@ -1,5 +1,5 @@
 """Sign-in with a real ``refagent`` process: the ``terminal`` method is advertised only to a client with
-``auth.terminal`` (or the older ``_meta["terminal-auth"]``), in the answer the CLI gives before the event
+``auth.terminal`` (or the older ``_meta["terminal-auth"]``), in the answer start-up gives before the event
 loop; ``logout`` forgets the key stored in the config file and a new session then needs one (``-32000``);
 and ``refagent <the agent's options> login``, as an editor runs the terminal method, starts the login in a
 pseudo-terminal, saves to the config file those options name, and the agent started with them then

@@ -31,16 +31,6 @@ def test_answer_is_valid_and_honest() -> None:
         answer_initialize(Settings(), True, {})
 
 
-THINKING = ModelProfile(
-    "thinking",
-    "Thinking",
-    model="o",
-    base_url="http://127.0.0.1:9/v1",
-    reasoning_efforts=("low", "medium", "high"),
-    default_reasoning_effort="medium",
-)
-
-
 def initialized(settings: Settings) -> Started:
     started = Started()
     assert early_initialize(settings, started, {"protocolVersion": 1}) is not None
