@@ -3,12 +3,13 @@
 An editor waits on ``initialize`` before it shows anything, and importing anyio and asyncio and starting a
 loop costs more than the answer. So :func:`serve_stdio` reads the first line with a blocking read, and
 answers what it can before the loop exists (:func:`answer_early`): the requests whose route in
-:data:`refagent.server.methods.REQUESTS` has an ``early`` answer (``initialize``, ``session/new``), for
-as long as each next line has already arrived. The first line it cannot answer, or an input with nothing
-more in it yet, hands over to the loop: the agent is made with what start-up did
-(:class:`~refagent.server.handshake.Started`) and reads on from the same :class:`LineReader`, writing
-through the same :class:`FdWriter`. What answers a request is decided by the input alone (which lines had
-arrived), never by a clock; both phases give the same answer, and answers keep the requests' order.
+:data:`refagent.server.methods.REQUESTS` has an ``early`` answer (``initialize``, ``session/new``), the
+line after an ``initialize`` waited for, any other only if it has already arrived. The first line it
+cannot answer, or an input with nothing more in it yet after a session is opened, hands over to the loop:
+the agent is made with what start-up did (:class:`~refagent.server.handshake.Started`) and reads on from
+the same :class:`LineReader`, writing through the same :class:`FdWriter`. What answers a request is
+decided by the input alone (which lines had arrived), never by a clock; both phases give the same answer,
+and answers keep the requests' order.
 
 The sandbox probe starts before the first line is read (:mod:`refagent.sandbox.confine.probe`): the first
 session's modes describe what it finds. The garbage collector is off from here until the first session is
@@ -87,41 +88,48 @@ def serve_stdio(settings: Settings | None = None) -> int:
 
 
 def answer_early(reader: LineReader, writer: FdWriter, settings: Settings) -> Started:
-    """Answer, before the event loop, the requests read from ``reader`` that start-up can answer: the
-    first line (waited for), then each line that has already arrived, until one that start-up cannot
-    answer (left in ``reader`` for the agent), none has come yet, or :data:`EARLY_ANSWERS` are written.
-    What the agent takes over is returned."""
+    """Answer, before the event loop, the requests read from ``reader`` that start-up can answer, until one
+    it cannot (left in ``reader`` for the agent), the input has nothing more for now, or
+    :data:`EARLY_ANSWERS` are written. What the agent takes over is returned.
+
+    The first line is waited for, and so is the line after an ``initialize``: an editor always sends one
+    (its ``session/new``, or another ``initialize``), and nothing the loop would do is needed before it.
+    After any other answer only what has already arrived is read: a session opened needs the loop (its
+    workspace, its announcements), and the requests sent with it are answered with it."""
     started = Started()
     answered = 0
-    while answered < EARLY_ANSWERS and (line := reader.next_line(wait=not answered)) is not None:
+    wait = True
+    while answered < EARLY_ANSWERS and (line := reader.next_line(wait=wait)) is not None:
         if not line.strip():
             continue
-        if not _answer(line, writer, settings, started):
+        method = _answer(line, writer, settings, started)
+        if method is None:
             reader.put_back(line)
             break
         answered += 1
+        wait = method == "initialize"
     return started
 
 
-def _answer(line: bytes, writer: FdWriter, settings: Settings, started: Started) -> bool:
-    """Answer ``line`` if it is a request start-up answers; whether it did."""
+def _answer(line: bytes, writer: FdWriter, settings: Settings, started: Started) -> str | None:
+    """Answer ``line`` if it is a request start-up answers; the method it answered (None: not answered)."""
     message = jsonrpc.parse_line(line)
     if not isinstance(message, jsonrpc.Request):
-        return False
+        return None
     route = REQUESTS.get(message.method)
     if route is None or route.early is None:
-        return False
+        return None
     try:
         result = route.early(settings, started, message.params)
     except RequestError:  # the agent answers it, with the error
-        return False
+        return None
     except Exception:  # not expected: the agent answers it, and says what went wrong
         logs.logger("refagent").exception("%s could not be answered early", message.method)
-        return False
+        return None
     if result is None:
-        return False
+        return None
     writer.write_now(jsonrpc.encode(jsonrpc.result_response(message.id, result)))
-    return True
+    return message.method
 
 
 async def _serve(reader: LineReader, writer: FdWriter, settings: Settings, started: Started) -> None:

@@ -95,19 +95,29 @@ def test_start_up_answers_a_few_and_leaves_a_flood_to_the_loop() -> None:
     assert [answer["id"] for answer in pipes.answers()] == list(range(boot.EARLY_ANSWERS))
 
 
-def test_the_first_line_is_waited_for_and_the_next_are_not(tmp_path: Path) -> None:
-    """After its answers start-up does not wait for the editor's next line: it hands over at once (the
-    input is still open here; a wait would never end)."""
+def test_after_initialize_start_up_waits_for_the_next_line_after_a_session_it_does_not(tmp_path: Path) -> None:
+    """The line after an ``initialize`` is waited for (an editor always sends one: Neovim's CodeCompanion
+    sends a second initialize, then two session/new, each as it reads an answer), so what an editor sends
+    as it reads the answers is answered by the same phase, promptly; after a session/new only what has
+    arrived is read: the session needs the loop. (The input stays open here: a wait would never end.)"""
     pipes = Pipes(initialize(0), close=False)
     done: list[Started] = []
     thread = threading.Thread(target=lambda: done.append(boot.answer_early(pipes.reader, pipes.writer, Settings())))
     thread.start()
+    thread.join(0.5)
+    assert thread.is_alive()  # waiting for the line after initialize, as long as it takes
+    os.write(pipes.input, initialize(1))
+    thread.join(0.5)
+    assert thread.is_alive()  # and after the second
+    os.write(pipes.input, new_session(2, tmp_path))
     thread.join(10)
-    assert not thread.is_alive()
+    assert not thread.is_alive()  # a session opened: on to the loop, without waiting
     assert done[0].client is not None
-    assert done[0].opened == []
+    assert len(done[0].opened) == 1
+    os.write(pipes.input, new_session(3, tmp_path))
+    assert pipes.reader.next_line(wait=True) == new_session(3, tmp_path).strip()  # the loop's
     os.close(pipes.input)
-    assert [answer["id"] for answer in pipes.answers()] == [0]
+    assert [answer["id"] for answer in pipes.answers()] == [0, 1, 2]
 
 
 @pytest.mark.parametrize(
@@ -178,17 +188,17 @@ async def test_the_agent_takes_over_what_start_up_answered(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("phase", ["before-the-loop", "on-the-loop"])
+@pytest.mark.parametrize("sent", ["with-initialize", "after-its-answer"])
 async def test_session_new_requests_sent_together_are_answered_together_in_order(
-    tmp_path: Path, check: Any, phase: str
+    tmp_path: Path, check: Any, sent: str
 ) -> None:
     """Several session/new in one write (Neovim's CodeCompanion sends two at once, and keeps the session
-    answered last): each is answered in the order sent, all before anything else the agent says, whichever
-    phase answers them. With initialize in the same write, start-up answers them all; written once its
-    answer is read, the loop does (or start-up, if it was still reading: the answers are the same)."""
+    answered last): each is answered in the order sent, all before anything else the agent says, written
+    with initialize or once its answer is read (start-up waits for the line after an initialize). The
+    loop's part: test_on_the_loop_session_new_requests_are_answered_in_the_order_sent."""
     requests = [message(i, "session/new", {"cwd": str(tmp_path), "mcpServers": []}) for i in (1, 2, 3)]
     async with AgentProcess.start(tmp_path, check=check) as agent:
-        if phase == "before-the-loop":
+        if sent == "with-initialize":
             await agent.send_together([message(0, "initialize", {"protocolVersion": 1}), *requests])
             assert (await agent.receive() or {}).get("id") == 0
         else:

@@ -1,12 +1,11 @@
-"""The first ``session/new`` is answered before the session's workspace is built (and before the event loop
-starts, when it comes with ``initialize``):
+"""The first ``session/new`` is answered before the event loop starts and the session's workspace is built:
 what the agent has imported when it writes that response.
 
 Like :mod:`tests.server.test_startup_imports`, these tests spawn the real agent behind a hook on ``os.write``
 (nothing in the agent changes): ``initialize`` and ``session/new`` are sent as an editor sends them, and at
 the ``session/new`` response the hook reports ``sys.modules`` on stderr, lets the response through and ends
-the process. Start-up answers a ``session/new`` written with ``initialize`` before it imports the event
-loop and the agent (:mod:`refagent.server.boot`), and the agent one written later; either way, the tools,
+the process. Start-up answers a ``session/new`` that follows ``initialize``, written with it or once its
+answer is read, before it imports the event loop and the agent (:mod:`refagent.server.boot`); the tools,
 the sandbox's backends and watcher, prompting, MCP and the model client are built after the response
 (:mod:`refagent.session.manager`). So none of them may be loaded by then.
 """
@@ -58,7 +57,7 @@ LOOP = (
     "refagent.persistence",
     "datetime",  # config.writer's (logout), which the agent imports
 )
-"""What a ``session/new`` start-up answers (sent with ``initialize``) is answered without."""
+"""What a ``session/new`` start-up answers is answered without."""
 
 NOT_YET = (
     # built or imported after the response, in its after-work (or at the first prompt)
@@ -134,7 +133,7 @@ def test_session_new_is_answered_before_the_workspace_and_the_model_client_load(
             process.stdin.write(json.dumps(initialize).encode() + b"\n" + json.dumps(new).encode() + b"\n")
             process.stdin.flush()
             assert json.loads(process.stdout.readline())["id"] == 0
-        else:  # as most editors send it: the loop answers it
+        else:  # as most editors send it, once the answer is read: start-up waits for it after initialize
             process.stdin.write(json.dumps(initialize).encode() + b"\n")
             process.stdin.flush()
             assert json.loads(process.stdout.readline())["id"] == 0
@@ -155,5 +154,4 @@ def test_session_new_is_answered_before_the_workspace_and_the_model_client_load(
     [report] = [line for line in text.splitlines() if line.startswith("MODULES ")]
     loaded = json.loads(report.removeprefix("MODULES "))
     assert [m for m in loaded if _under(m, NOT_YET) and m not in ANSWERED_WITH] == []
-    if together:
-        assert [m for m in loaded if _under(m, LOOP)] == []
+    assert [m for m in loaded if _under(m, LOOP)] == []  # start-up answered it: the loop had not started
