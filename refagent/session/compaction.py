@@ -24,6 +24,21 @@ KEEP_TURNS = 2
 AUTO_COMPACT_AT = 0.8
 """Fraction of the context window a request may fill before the agent compacts first."""
 SUMMARY_PREFIX = "Summary of the earlier conversation (older messages were compacted into it):\n\n"
+RETRY_AFTER = 0.1
+"""After an automatic compaction changed nothing (the model failed, or summarised nothing), how much more of
+the context window the conversation must fill before it is tried again: not before every request."""
+AFTER_FAILURE = "It is tried again once the conversation has grown; /compact tries now, /model switches model."
+"""Said after an automatic compaction that changed nothing: it is not tried before every request."""
+
+
+class AutoCompaction:
+    """What automatic compaction remembers for a session, from one turn (and one :class:`Compactor`) to
+    the next: the size of the conversation when it last failed (None: it has not, since it last worked)."""
+
+    __slots__ = ("failed_at",)
+
+    def __init__(self) -> None:
+        self.failed_at: int | None = None
 
 
 def estimate_tokens(messages: list[dict[str, Any]], tools: list[Any] | None = None) -> int:
@@ -115,42 +130,55 @@ class Compactor:
         window: Callable[[], int],
         *,
         updates: bool = False,
+        auto: AutoCompaction | None = None,
     ) -> None:
         self.model = model
         self.history = history
         self.send_update = send_update
         self.window = window
         self.updates = updates
+        self.auto = auto if auto is not None else AutoCompaction()
+        """Where automatic compaction last failed: the session's, shared by its turns' compactors."""
 
     async def compact_if_full(self, messages: list[dict[str, Any]], tools: list[Any]) -> None:
         """Before a model request of ``messages`` and ``tools``: compact first if it would fill most
-        (:data:`AUTO_COMPACT_AT`) of the context window."""
-        if estimate_tokens(messages, tools) >= self.window() * AUTO_COMPACT_AT:
-            await self.compact("", speaker(self.send_update), automatic=True)
+        (:data:`AUTO_COMPACT_AT`) of the context window, unless it failed at about this size already
+        (:data:`RETRY_AFTER`): then the request goes as it is, and the user, told at the failure, is not
+        told again."""
+        size, window = estimate_tokens(messages, tools), self.window()
+        if size < window * AUTO_COMPACT_AT:
+            return
+        failed_at = self.auto.failed_at
+        if failed_at is not None and size < failed_at + window * RETRY_AFTER:
+            return
+        compacted_now = await self.compact("", speaker(self.send_update), automatic=True)
+        self.auto.failed_at = None if compacted_now else size
 
-    async def compact(self, focus: str, say: Say, *, automatic: bool) -> None:
+    async def compact(self, focus: str, say: Say, *, automatic: bool) -> bool:
         """Summarise the older messages (with ``focus``, if given) and keep the recent turns; ``say`` tells
         the user what happens (a short conversation has nothing to compact). A model failure or an empty
-        summary changes nothing."""
+        summary changes nothing. Whether the conversation was compacted."""
         history = self.history
         cut = split_point(list(history))
         if cut == 0:
             if not automatic:
                 await say("Nothing to compact yet: the conversation is short.")
-            return
+            return False
         older, recent = list(history[:cut]), list(history[cut:])
         before = estimate_tokens(list(history))
         if self.updates:
-            summary = await self._summarise_as_updates(older, focus)
+            summary = await self._summarise_as_updates(older, focus, automatic=automatic)
         else:
             summary = await self._summarise_as_message(older, focus, say, automatic=automatic)
         if not summary:
-            return
+            return False
+        self.auto.failed_at = None
         history.replace(compacted(summary, recent))
         after = estimate_tokens(list(history))
         if not self.updates:
             await say(f"\n\nCompacted: about {before:,} tokens down to {after:,}.\n")
         await self.send_update(updates.usage(after, self.window()))
+        return True
 
     async def _summarise_as_message(self, older: list[dict[str, Any]], focus: str, say: Say, *, automatic: bool) -> str:
         await say(
@@ -160,13 +188,13 @@ class Compactor:
         try:
             summary = await summarise(self.model, older, focus, say)
         except ModelError as exc:  # the user hears why; the conversation stays as it was
-            await say(f"\n\nThe model could not summarise: {exc}")
+            await say("\n\n" + _failed(f"The model could not summarise: {exc}", automatic))
             return ""
         if not summary:
-            await say("\n\nThe model returned an empty summary; nothing was changed.")
+            await say("\n\n" + _failed("The model returned an empty summary; nothing was changed.", automatic))
         return summary
 
-    async def _summarise_as_updates(self, older: list[dict[str, Any]], focus: str) -> str:
+    async def _summarise_as_updates(self, older: list[dict[str, Any]], focus: str, *, automatic: bool) -> str:
         compaction_id = new_id("compact")
 
         async def chunk(text: str) -> None:
@@ -177,7 +205,9 @@ class Compactor:
             summary = await summarise(self.model, older, focus, chunk)
         except ModelError as exc:
             await self.send_update(
-                updates.compaction(compaction_id, "failed", error=f"The model could not summarise: {exc}")
+                updates.compaction(
+                    compaction_id, "failed", error=_failed(f"The model could not summarise: {exc}", automatic)
+                )
             )
             return ""
         except BaseException:  # cancelled (or worse): the thread must not show it running forever
@@ -187,9 +217,19 @@ class Compactor:
         if not summary:
             await self.send_update(
                 updates.compaction(
-                    compaction_id, "failed", error="The model returned an empty summary; nothing was changed."
+                    compaction_id,
+                    "failed",
+                    error=_failed("The model returned an empty summary; nothing was changed.", automatic),
                 )
             )
             return ""
         await self.send_update(updates.compaction(compaction_id, "completed", summary=[updates.text(summary)]))
         return summary
+
+
+def _failed(reason: str, automatic: bool) -> str:
+    """What is said of a compaction that changed nothing: ``reason``, and for an automatic one, when it is
+    tried again (:data:`AFTER_FAILURE`)."""
+    if not automatic:
+        return reason
+    return f"{reason.rstrip('.')}. {AFTER_FAILURE}"

@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # annotations: a session is answered for before its workspace
     from refagent.acp.types import ClientCapabilities, ConfigOption, ContentBlock
     from refagent.llm.protocol import ModelClient
     from refagent.mcp import McpHub
-    from refagent.session.compaction import Compactor
+    from refagent.session.compaction import AutoCompaction, Compactor
     from refagent.session.turn import Turn
     from refagent.session.workspace import Workspace
     from refagent.tools.base import Plan
@@ -105,6 +105,7 @@ class Session:
         self.title: str | None = None
         self.updated_at: str | None = None
         self.steers = Steers()
+        self._auto_compaction: AutoCompaction | None = None
         """Messages sent while a turn runs, for that turn (:mod:`refagent.session.steering`)."""
         self.client_prompt: ClientSystemPrompt | None = None
         """The client's system prompt (unstable ``systemPrompt``), saved: a load, resume or fork that sends
@@ -402,10 +403,17 @@ class Session:
 
     def compactor(self, model: ModelClient) -> Compactor:
         """What compacts the session's conversation on ``model`` (automatically in a turn, or for ``/compact``)."""
-        from refagent.session.compaction import Compactor  # here: as new_turn's
+        from refagent.session.compaction import AutoCompaction, Compactor  # here: as new_turn's
 
+        if self._auto_compaction is None:  # where it last failed, kept from one turn's compactor to the next
+            self._auto_compaction = AutoCompaction()
         return Compactor(
-            model, self.history, self.send_update, lambda: self.profile.context_window, updates=self.compaction_updates
+            model,
+            self.history,
+            self.send_update,
+            lambda: self.profile.context_window,
+            updates=self.compaction_updates,
+            auto=self._auto_compaction,
         )
 
     @property

@@ -12,7 +12,14 @@ from refagent.errors import ModelError
 from refagent.llm.scripted import Fail, Hang, ScriptedModel, text
 from refagent.persistence.conversation import Conversation
 from refagent.persistence.recorder import replay
-from refagent.session.compaction import SUMMARY_PREFIX, Compactor
+from refagent.session.compaction import (
+    AFTER_FAILURE,
+    RETRY_AFTER,
+    SUMMARY_PREFIX,
+    AutoCompaction,
+    Compactor,
+    estimate_tokens,
+)
 from refagent.session.speaker import speaker
 from tests.support.acp_schema import validate_agent_message
 
@@ -85,6 +92,50 @@ async def test_without_the_capability_it_is_a_message_as_before() -> None:
     said = "".join(u["content"]["text"] for u in sent if u["sessionUpdate"] == "agent_message_chunk")
     assert "the gist" in said
     assert "Compacted: about" in said
+
+
+@pytest.mark.parametrize("capable", [True, False], ids=["updates", "message"])
+@pytest.mark.parametrize("failure", ["model-error", "empty-summary"])
+async def test_a_failed_automatic_compaction_is_not_tried_before_every_request(capable: bool, failure: str) -> None:
+    """Automatic compaction that changed nothing is said once, with when it is tried again; the next
+    requests at about that size go without it (the model is not asked to summarise at every step); once
+    the conversation has grown by RETRY_AFTER of the window it is tried again, and a success clears it."""
+    failed: Any = [Fail(ModelError("endpoint down"))] if failure == "model-error" else text("")
+    model = ScriptedModel([failed, text("the gist")])
+    sent: list[dict[str, Any]] = []
+
+    async def send(update: dict[str, Any]) -> None:
+        sent.append(update)
+
+    history = Conversation(list(LONG))
+    size = estimate_tokens(list(LONG))
+    window = int(size / 0.85)  # LONG fills 85% of it: over the line (80%)
+    auto = AutoCompaction()  # the session's, shared by each turn's compactor
+    for _ in range(3):  # three requests, each with a compactor of its own as a turn's
+        compact = Compactor(model, history, send, lambda: window, updates=capable, auto=auto)
+        await compact.compact_if_full(list(history), [])
+    assert len(model.requests) == 1  # asked once
+    assert auto.failed_at == size
+    said = [u.get("error") or u["content"]["text"] for u in sent if u.get("status") == "failed" or "content" in u]
+    assert sum(AFTER_FAILURE in text for text in said) == 1  # told once, with when it is tried again
+    assert list(history) == LONG
+    grown = [*LONG, {"role": "user", "content": "x" * int(window * RETRY_AFTER * 4 + 8)}]
+    history.replace(grown)
+    compact = Compactor(model, history, send, lambda: window * 2, updates=capable, auto=auto)
+    await compact.compact_if_full(list(history), [])
+    assert len(model.requests) == 1  # grown, but no longer full of the larger window: not tried
+    compact = Compactor(model, history, send, lambda: window, updates=capable, auto=auto)
+    await compact.compact_if_full(list(history), [])
+    assert len(model.requests) == 2  # grown past the failure and full: tried again, and it worked
+    assert auto.failed_at is None
+    assert history[0] == {"role": "user", "content": SUMMARY_PREFIX + "the gist"}
+
+
+async def test_compact_asked_for_says_no_more_than_before() -> None:
+    """/compact's failure reads as it did: the retry rule is the automatic compaction's."""
+    compact, sent, _ = compactor([Fail(ModelError("endpoint down"))], capable=True)
+    await compact.compact("", speaker(compact.send_update), automatic=False)
+    assert sent[-1]["error"] == "The model could not summarise: endpoint down"
 
 
 def test_a_compaction_replays_once_in_its_final_state() -> None:
