@@ -38,7 +38,7 @@ import anyio
 import refagent
 from refagent import config
 from refagent.client.render import EXIT_OUTPUT_CLOSED, QuietPipe, Renderer, use_color
-from refagent.client.run import RunOptions, run
+from refagent.client.run import RunOptions, replace_unshowable, run
 from refagent.errors import ConfigError
 
 PROJECT_DIR = "demo-project"
@@ -181,9 +181,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m refagent.client.d
     project = (args.project or default_project()).resolve()
     if not project.is_dir():
         parser.error(f"{project}: no such project directory; pass --project")
-    reconfigure = getattr(sys.stdout, "reconfigure", None)
-    if reconfigure is not None:
-        reconfigure(errors="replace")
+    replace_unshowable(sys.stdout)
     stdout = QuietPipe(sys.stdout)
     if args.transcript is None:
         return demo(project, args.workdir, stdout.stream, pipe=stdout)

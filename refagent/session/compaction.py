@@ -151,8 +151,8 @@ class Compactor:
         failed_at = self.auto.failed_at
         if failed_at is not None and size < failed_at + window * RETRY_AFTER:
             return
-        compacted_now = await self.compact("", speaker(self.send_update), automatic=True)
-        self.auto.failed_at = None if compacted_now else size
+        if not await self.compact("", speaker(self.send_update), automatic=True):  # a success clears it
+            self.auto.failed_at = size
 
     async def compact(self, focus: str, say: Say, *, automatic: bool) -> bool:
         """Summarise the older messages (with ``focus``, if given) and keep the recent turns; ``say`` tells

@@ -100,10 +100,7 @@ class SessionManager:
         self.capabilities = capabilities
         self.sessions: dict[str, Session] = {}
         self._prompts: Prompting | None = None
-        self._in_order = anyio.Lock()  # fair: session/new requests are answered in the order they came
-        self._opening = 0
-        self._none_opening = anyio.Event()
-        self._none_opening.set()
+        self._in_order = anyio.Lock()  # fair (FIFO): session/new requests are answered in the order they came
 
     def reconfigure(self, settings: Settings) -> None:
         """The configuration was read again (``authenticate``): new sessions and prompts use ``settings``."""
@@ -116,24 +113,17 @@ class SessionManager:
         """``session/new``: a session in ``cwd`` (and the client's additional directories). Several sent
         together are answered in the order they came, one right after the other."""
         require_key(self.settings.active_profile())
-        self._opening += 1
-        if self._none_opening.is_set():
-            self._none_opening = anyio.Event()
-        try:
-            async with self._in_order:
-                holding = await anyio.to_thread.run_sync(self.settings.sandbox_holding)  # probed once, off the loop
-                session, after = self.open_new(params, new_id("sess"), holding)
-        finally:
-            self._opening -= 1
-            if not self._opening:
-                self._none_opening.set()
+        async with self._in_order:
+            holding = await anyio.to_thread.run_sync(self.settings.sandbox_holding)  # probed once, off the loop
+            session, after = self.open_new(params, new_id("sess"), holding)
         return Reply(new_session_result(self.settings, session.id, session.holding), after=after)
 
     async def none_opening(self) -> None:
-        """Wait until no ``session/new`` is being answered: work that would slow those answers waits for
-        this (the model client's import, after the first session)."""
-        while self._opening:
-            await self._none_opening.wait()
+        """Wait until the ``session/new`` requests being answered now have been (the lock is fair: this
+        waits behind them): work that would slow those answers waits for this (a session's workspace and
+        announcements, the model client's import)."""
+        async with self._in_order:
+            pass
 
     def open_new(
         self, params: NewSessionParams, session_id: str, holding: Holding | None

@@ -99,14 +99,16 @@ class Session:
         self.reasoning_effort: str | None = self.profile.default_reasoning_effort
         """The ``thought_level`` chosen, when the profile's model takes a reasoning effort (else None)."""
         self.holding = holding if holding is not None else NOTHING_HELD
-        """How this machine confines the session's commands (the mode descriptions say it)."""
+        """How far the session's sandbox holds its commands (the mode descriptions say it)."""
         self.meter = UsageMeter()
         """Tokens and the cumulative cost of the session's model responses."""
         self.title: str | None = None
         self.updated_at: str | None = None
         self.steers = Steers()
-        self._auto_compaction: AutoCompaction | None = None
         """Messages sent while a turn runs, for that turn (:mod:`refagent.session.steering`)."""
+        self._auto_compaction: AutoCompaction | None = None
+        """Where automatic compaction last failed, kept from one turn's compactor to the next (made with the
+        first compactor: its module loads after the session/new answer)."""
         self.client_prompt: ClientSystemPrompt | None = None
         """The client's system prompt (unstable ``systemPrompt``), saved: a load, resume or fork that sends
         none keeps it (:meth:`use_client_prompt`)."""
@@ -384,7 +386,7 @@ class Session:
         its background commands' news, and the messages that steer it."""
         from refagent.session.turn import Turn  # here: the turn's modules load after the session/new answer (24 ms)
 
-        turn = Turn(
+        return Turn(
             model=model,
             history=self.history,
             send_update=self.send_update,
@@ -397,15 +399,14 @@ class Session:
             reasoning_effort=self.reasoning_effort,
             changed_files=self.changed_files,
             background_news=self.jobs.news if self.jobs is not None else None,
+            steers=self.steers,
         )
-        turn.steers = self.steers
-        return turn
 
     def compactor(self, model: ModelClient) -> Compactor:
         """What compacts the session's conversation on ``model`` (automatically in a turn, or for ``/compact``)."""
         from refagent.session.compaction import AutoCompaction, Compactor  # here: as new_turn's
 
-        if self._auto_compaction is None:  # where it last failed, kept from one turn's compactor to the next
+        if self._auto_compaction is None:
             self._auto_compaction = AutoCompaction()
         return Compactor(
             model,
