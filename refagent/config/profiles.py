@@ -14,6 +14,8 @@ A profile's table (every key optional)::
     images = true
     input_price = 2.0             # per million tokens (stored per token in ModelProfile)
     output_price = 8.0
+    cached_input_price = 0.5      # input read from the provider's prompt cache (default: input_price)
+    cache_write_price = 2.5       # input written to it (Anthropic; default: input_price)
     currency = "USD"
     needs_key = true              # default: any endpoint but this machine's needs a key
     reasoning_effort = ["low", "medium", "high"]   # the efforts the model accepts, in order (default: none)
@@ -43,7 +45,7 @@ from refagent.config import clients
 from refagent.config.file import typed
 from refagent.config.flags import KEY_ENV, env_value
 from refagent.errors import ConfigError
-from refagent.llm.profiles import DEFAULT_CLIENT, OPENAI_BASE_URL, SCRIPTED, ModelProfile, is_local
+from refagent.llm.profiles import DEFAULT_CLIENT, OPENAI_BASE_URL, SCRIPTED, ModelProfile, is_local, is_openai_host
 
 __all__ = [
     "DEFAULT_OPENAI_MODEL",
@@ -72,6 +74,8 @@ PROFILE_KEYS: dict[str, type] = {
     "images": bool,
     "input_price": float,
     "output_price": float,
+    "cached_input_price": float,
+    "cache_write_price": float,
     "currency": str,
     "needs_key": bool,
 }
@@ -102,7 +106,7 @@ def file_profiles(table: Any, source: str, env: Mapping[str, str], warnings: lis
         kind = clients.find(values.setdefault("client", DEFAULT_CLIENT), where)
         if not kind.endpoint:
             values.setdefault("needs_key", False)
-        for price in ("input_price", "output_price"):
+        for price in ("input_price", "output_price", "cached_input_price", "cache_write_price"):
             if price in values:
                 values[price] /= PER_MILLION
         base_url = values.get("base_url")
@@ -154,7 +158,7 @@ def env_profile(base_url: str | None, model: str | None, env: Mapping[str, str])
     """The profile the environment (or the flags) forms when the file has none: ``openai`` when it talks to
     OpenAI (model :data:`DEFAULT_OPENAI_MODEL` unless named), ``custom`` otherwise (model: the first the
     endpoint lists, which suits local servers that serve one model); its key is ``OPENAI_API_KEY``'s."""
-    openai = base_url is None or is_openai(base_url)
+    openai = is_openai_host(base_url)
     model = model or (DEFAULT_OPENAI_MODEL if openai else "")
     return ModelProfile(
         id="openai" if openai else "custom",
@@ -186,11 +190,6 @@ def host(base_url: str | None) -> str:
     from urllib.parse import urlsplit  # here: a profile with a base URL only, not before every first answer (2.1 ms)
 
     return urlsplit(base_url or OPENAI_BASE_URL).netloc or str(base_url)
-
-
-def is_openai(base_url: str) -> bool:
-    """Whether ``base_url`` is OpenAI's own API."""
-    return host(base_url).lower() == "api.openai.com"
 
 
 def named(profile: ModelProfile) -> ModelProfile:

@@ -14,7 +14,10 @@ connection failed), for any adapter.
 Requests and provider quirks on the way out (the turn only sees :mod:`refagent.llm.protocol` events):
 
 - a request's messages are sent as they are (the session keeps its history in the Chat Completions format,
-  :mod:`refagent.llm.protocol`), its tools as ``function`` tools;
+  :mod:`refagent.llm.protocol`) but for refagent's own keys (:func:`~refagent.llm.protocol.wire_message`),
+  its tools as ``function`` tools, the body built once as plain JSON (no per-message work in the package);
+- on OpenAI's own host, the session's cache key goes out as ``prompt_cache_key``, so that its requests
+  reach the machines that hold its cached prefix;
 - a server that rejects ``stream_options`` is asked again without it (and never again with it);
 - a request's reasoning effort goes out as ``reasoning_effort`` (none: the field is left out); a 400/422
   that names it is not retried without it (the user chose it): :class:`~refagent.errors.ModelError` says
@@ -71,8 +74,8 @@ import anyio
 from refagent.acp.text import clean, clean_text
 from refagent.errors import ModelAuthError, ModelConfigError, ModelError
 from refagent.llm.openai_stream import Assembler, Malformed
-from refagent.llm.profiles import ModelProfile, key_hint, key_origin, missing_key, model_setting
-from refagent.llm.protocol import ModelEvent, ModelRequest, Retrying, ToolSpec
+from refagent.llm.profiles import ModelProfile, is_openai_host, key_hint, key_origin, missing_key, model_setting
+from refagent.llm.protocol import ModelEvent, ModelRequest, Retrying, ToolSpec, wire_message
 from refagent.llm.retry import RETRYABLE_STATUS, RetryPolicy, connection_problem, retry_after
 
 if TYPE_CHECKING:
@@ -253,10 +256,22 @@ class OpenAIModel:
     def _open(
         self, client: AsyncOpenAI, model: str, request: ModelRequest
     ) -> AbstractAsyncContextManager[AsyncAPIResponse[Any]]:
-        """The streaming request; entering it sends it and raises for an error status."""
-        kwargs: dict[str, Any] = {"model": model, "messages": request.messages, "stream": True}
+        """The streaming request; entering it sends it and raises for an error status.
+
+        The body is built here as plain JSON and goes out as ``extra_body``, which the package merges into
+        the request as it is: given as the method's own parameters, the package would first walk every
+        message and tool schema against its types (0.13 ms a message, so each step of a long session
+        would cost more than the one before)."""
+        body = self._body(model, request)
+        return client.chat.completions.with_streaming_response.create(
+            model=model, messages=[], stream=True, extra_body=body
+        )
+
+    def _body(self, model: str, request: ModelRequest) -> dict[str, Any]:
+        """The request's JSON body (see the module docstring for what goes in it)."""
+        body: dict[str, Any] = {"model": model, "messages": [wire_message(m) for m in request.messages]}
         if request.tools:
-            kwargs["tools"] = [
+            body["tools"] = [
                 {
                     "type": "function",
                     "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
@@ -264,10 +279,12 @@ class OpenAIModel:
                 for t in request.tools
             ]
         if self._stream_options:
-            kwargs["stream_options"] = {"include_usage": True}
+            body["stream_options"] = {"include_usage": True}
         if request.reasoning_effort is not None:
-            kwargs["reasoning_effort"] = request.reasoning_effort
-        return client.chat.completions.with_streaming_response.create(**kwargs)
+            body["reasoning_effort"] = request.reasoning_effort
+        if request.cache_key is not None and is_openai_host(self.profile.base_url):
+            body["prompt_cache_key"] = request.cache_key
+        return body
 
     def _effort_rejected(self, exc: Exception, model: str, effort: str) -> ModelError:
         where = f"`reasoning_effort` in {self.profile.source}" if self.profile.source.endswith("]") else "its profile"

@@ -13,7 +13,9 @@ The contract, provider quirks included:
   (or id) repeated in every chunk is not concatenated; the id may come only on the first chunk; arguments
   that are not JSON are passed through raw; complete calls are yielded by :meth:`Assembler.finish`, after
   the stream ends, then the :class:`~refagent.llm.protocol.Usage`, then exactly one ``Finished``;
-- usage may come in the last chunk (with empty ``choices``) or on every chunk: the last one seen wins;
+- usage may come in the last chunk (with empty ``choices``) or on every chunk: the last one seen wins; its
+  cached input tokens are OpenAI's ``prompt_tokens_details.cached_tokens`` (DeepSeek's
+  ``prompt_cache_hit_tokens``), its reasoning tokens ``completion_tokens_details.reasoning_tokens``;
 - ``length`` -> ``Finished("length")``; ``content_filter`` or a ``refusal`` delta -> ``Finished("refusal")``
   (the refusal text is yielded as text); ``stop`` with tool calls (some local servers) -> ``tool_calls``;
   a stream with no choices at all -> ``Finished("stop")``;
@@ -83,7 +85,7 @@ class Assembler:
             return
         usage = chunk.get("usage")
         if usage:
-            self.usage = Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+            self.usage = _usage(usage)
         for choice in chunk.get("choices") or ():
             if choice.get("index"):  # n > 1 is never requested; ignore stray choices
                 continue
@@ -154,3 +156,14 @@ class Assembler:
             return "length"
         # "stop" with tool calls (some local servers), "function_call", or none at all: the calls decide.
         return "tool_calls" if called else "stop"
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    prompt = usage.get("prompt_tokens_details") or {}
+    completion = usage.get("completion_tokens_details") or {}
+    return Usage(
+        int(usage.get("prompt_tokens") or 0),
+        int(usage.get("completion_tokens") or 0),
+        cached_tokens=int(prompt.get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0),
+        reasoning_tokens=int(completion.get("reasoning_tokens") or 0),
+    )

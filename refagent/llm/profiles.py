@@ -39,6 +39,10 @@ class ModelProfile:
     input_price: float | None = None
     """Price per input token, in ``currency``."""
     output_price: float | None = None
+    cached_input_price: float | None = None
+    """Price per input token read from the provider's prompt cache; ``None``: :attr:`input_price`."""
+    cache_write_price: float | None = None
+    """Price per input token written to the prompt cache (Anthropic charges more); ``None``: :attr:`input_price`."""
     currency: str = "USD"
     description: str = ""
     needs_key: bool | None = None
@@ -92,6 +96,15 @@ def is_local(base_url: str | None) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def is_openai_host(base_url: str | None) -> bool:
+    """Whether ``base_url`` is OpenAI's own API (``None``: the default, so it is)."""
+    if not base_url:
+        return True
+    from urllib.parse import urlsplit  # here: as in is_local
+
+    return (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower() == "api.openai.com"
 
 
 def needs_key(profile: ModelProfile) -> bool:

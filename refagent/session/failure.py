@@ -29,6 +29,7 @@ from refagent.acp import updates
 from refagent.acp.types import StopReason
 from refagent.errors import FailureKind, ModelError, ModelRefused
 from refagent.ids import new_id
+from refagent.llm.protocol import Retrying
 
 log = logging.getLogger(__name__)
 
@@ -67,3 +68,10 @@ async def ended_by(error: ModelError, send: Send) -> tuple[StopReason, Failure |
     chunk["_meta"] = failure.meta()
     await send(chunk)
     return "end_turn", failure
+
+
+def retry_note(event: Retrying) -> str:
+    """What the user reads when a model request is retried: why, when, and which attempt comes."""
+    delay = f"{event.delay:.1f}" if event.delay < 10 else f"{event.delay:.0f}"
+    of = f" of {event.max_attempts}" if event.max_attempts else ""
+    return f"{event.reason}; retrying in {delay} s (attempt {event.attempt}{of})."

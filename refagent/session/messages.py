@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from refagent.acp.text import cut, shorten
-from refagent.llm.protocol import ToolCallRequest
+from refagent.llm.protocol import KEPT_REASONING, KeptReasoning, ToolCallRequest
 
 Message = dict[str, Any]
 """One message of the conversation, in the model's (Chat Completions) format."""
@@ -29,14 +29,17 @@ CUT_SHORT = "Not run: the response was cut short."
 """The result of each call of a response that did not end normally (cancelled, cut by length, a refusal)."""
 
 
-def assistant_message(text: str, calls: Sequence[ToolCallRequest]) -> Message:
-    """The model's response: its text (None if it wrote none) and its tool calls, their arguments kept."""
+def assistant_message(text: str, calls: Sequence[ToolCallRequest], kept: KeptReasoning | None = None) -> Message:
+    """The model's response: its text (None if it wrote none), its tool calls, their arguments kept, and the
+    reasoning its API wants back (:data:`~refagent.llm.protocol.KEPT_REASONING`), if any."""
     message: Message = {"role": "assistant", "content": text or None}
     if calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": kept_arguments(c.arguments)}}
             for c in calls
         ]
+    if kept is not None and kept.items:
+        message[KEPT_REASONING] = {"api": kept.api, "items": list(kept.items)}
     return message
 
 

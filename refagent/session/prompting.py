@@ -35,7 +35,8 @@ from refagent.session.content import user_message
 from refagent.session.speaker import Say, speaker
 from refagent.session.state import Session
 from refagent.session.system_prompt import make_system_prompt
-from refagent.session.turn import Turn, run_prompt, user_text
+from refagent.session.turn import Turn, run_prompt
+from refagent.session.usage import turn_usage
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +94,12 @@ class Prompting:
         if ran is None:
             return {"stopReason": "cancelled"}
         stop, turn = ran
+        answer: dict[str, Any] = {"stopReason": stop}
+        if (used := turn_usage(turn.used)) is not None:
+            answer["usage"] = used
         if turn.failure is not None and stop == "end_turn":
-            return {"stopReason": stop, "_meta": turn.failure.meta()}
-        return {"stopReason": stop}
+            answer["_meta"] = turn.failure.meta()
+        return answer
 
     async def steer(self, session: Session, blocks: Sequence[ContentBlock]) -> dict[str, Any]:
         """Answer one ``_session/steering`` of ``session`` (:mod:`refagent.session.steering`): queue the
@@ -193,3 +197,8 @@ def _reader(session: Session) -> Callable[[str], Awaitable[str]]:
         return text
 
     return read
+
+
+def user_text(blocks: Sequence[ContentBlock]) -> str:
+    """The plain text of a prompt, for logs and titles."""
+    return "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")

@@ -400,6 +400,7 @@ class Session:
             changed_files=self.changed_files,
             background_news=self.jobs.news if self.jobs is not None else None,
             steers=self.steers,
+            cache_key=self.id,
         )
 
     def compactor(self, model: ModelClient) -> Compactor:

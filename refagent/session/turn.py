@@ -23,16 +23,17 @@ text that arrived, and every tool call gets a result (:mod:`refagent.session.too
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from refagent.acp import updates
-from refagent.acp.types import ContentBlock, StopReason
+from refagent.acp.types import StopReason
 from refagent.errors import ModelError
 from refagent.ids import new_id
 from refagent.llm.protocol import (
     Finished,
+    KeptReasoning,
     ModelClient,
     ModelRequest,
     ReasoningDelta,
@@ -43,7 +44,7 @@ from refagent.llm.protocol import (
     close_stream,
 )
 from refagent.session.compaction import Compactor
-from refagent.session.failure import Failure, ended_by
+from refagent.session.failure import Failure, ended_by, retry_note
 from refagent.session.messages import CUT_SHORT, assistant_message, reminders, tool_message
 from refagent.session.steering import Steers
 from refagent.session.tool_calls import run_tool_calls
@@ -81,6 +82,8 @@ class Turn:
     steers: Steers | None = None
     """Messages the user sent during the turn (``_session/steering``), taken at each step
     (:mod:`refagent.session.steering`)."""
+    cache_key: str | None = None  # the session's, for the provider's prompt cache (ModelRequest.cache_key)
+    used: list[Usage] = field(default_factory=list, init=False)  # each response's tokens: the answer's `usage`
     failure: Failure | None = field(default=None, init=False)
     """Why the model failed the turn, once :func:`run_prompt` has ended it so (the response says it too)."""
 
@@ -127,9 +130,10 @@ class Turn:
         tools = self.tools.specs()
         if self.compactor is not None:
             await self.compactor.compact_if_full(system + self.history, tools)
-        request = ModelRequest(messages=system + self.history, tools=tools, reasoning_effort=self.reasoning_effort)
+        request = ModelRequest(system + self.history, tools, self.reasoning_effort, self.cache_key)
         text: list[str] = []
         calls: list[ToolCallRequest] = []
+        kept: KeptReasoning | None = None
         reason = "stop"
         message_id = new_id("msg")
         thought_id = new_id("thought")
@@ -145,7 +149,10 @@ class Turn:
                         await self.send_update(updates.agent_thought_chunk(updates.text(event.text), thought_id))
                     elif isinstance(event, ToolCallRequest):
                         calls.append(event)
+                    elif isinstance(event, KeptReasoning):
+                        kept = event
                     elif isinstance(event, Usage):
+                        self.used.append(event)
                         if self.usage is not None:
                             await self.send_update(self.usage(event))
                     elif isinstance(event, Retrying):
@@ -158,7 +165,7 @@ class Turn:
         finally:
             # Keep what arrived, even when cancelled mid-stream, so the history stays truthful; tool calls
             # that will not run still get a result (the API requires one per call).
-            self.history.append(assistant_message("".join(text), calls))
+            self.history.append(assistant_message("".join(text), calls, kept))
             if calls and (not completed or reason in ("length", "refusal")):
                 self.history.extend(tool_message(call.id, CUT_SHORT) for call in calls)
                 calls = []
@@ -168,9 +175,7 @@ class Turn:
         """Say that the model request is retried: a notice, news about this run and not part of the
         conversation, when the client shows them; else a line of its own among the thoughts (a retry comes
         before any reasoning). Plain text, no markup: clients show thoughts as they are."""
-        delay = f"{event.delay:.1f}" if event.delay < 10 else f"{event.delay:.0f}"
-        of = f" of {event.max_attempts}" if event.max_attempts else ""
-        note = f"{event.reason}; retrying in {delay} s (attempt {event.attempt}{of})."
+        note = retry_note(event)
         if self.notices:
             await self.send_update(updates.notice("warning", "The model request is being retried", note))
         else:
@@ -191,8 +196,3 @@ async def run_prompt(turn: Turn, user_message: dict[str, Any]) -> StopReason:
     except ModelError as exc:  # a refusal too (ModelRefused)
         stop, turn.failure = await ended_by(exc, turn.send_update)
         return stop
-
-
-def user_text(blocks: Sequence[ContentBlock]) -> str:
-    """The plain text of a prompt, for logs and titles."""
-    return "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")

@@ -1,8 +1,13 @@
 """What a session's model responses cost: tokens in context and the cumulative price, reported to the
-client as ``usage_update`` after each response."""
+client as ``usage_update`` after each response; and a turn's tokens, for the prompt response's ``usage``.
+
+Prices are per token, from the profile: input tokens read from the provider's cache at
+``cached_input_price``, those written to it at ``cache_write_price`` (each the input price when the profile
+names none), the rest of the input at ``input_price`` and the output at ``output_price``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from refagent.acp import updates
@@ -23,8 +28,38 @@ class UsageMeter:
         when the profile has prices, the session's cost so far."""
         cost: tuple[float, str] | None = None
         if profile.input_price is not None or profile.output_price is not None:
-            self.cost += usage.prompt_tokens * (profile.input_price or 0.0)
-            self.cost += usage.completion_tokens * (profile.output_price or 0.0)
+            self.cost += price(usage, profile)
             cost = (round(self.cost, 6), profile.currency)
         used = usage.prompt_tokens + usage.completion_tokens
         return updates.usage(used, profile.context_window, cost)
+
+
+def price(usage: Usage, profile: ModelProfile) -> float:
+    """What ``usage`` costs at ``profile``'s prices (see the module docstring)."""
+    full = profile.input_price or 0.0
+    cached = min(usage.cached_tokens, usage.prompt_tokens)
+    written = min(usage.cache_write_tokens, usage.prompt_tokens - cached)
+    read_price = full if profile.cached_input_price is None else profile.cached_input_price
+    write_price = full if profile.cache_write_price is None else profile.cache_write_price
+    return (
+        (usage.prompt_tokens - cached - written) * full
+        + cached * read_price
+        + written * write_price
+        + usage.completion_tokens * (profile.output_price or 0.0)
+    )
+
+
+def turn_usage(used: Sequence[Usage]) -> dict[str, int] | None:
+    """The prompt response's ``usage`` (unstable in ACP) for a turn's responses; None when none said."""
+    if not used:
+        return None
+    inputs = sum(u.prompt_tokens for u in used)
+    outputs = sum(u.completion_tokens for u in used)
+    return {
+        "totalTokens": inputs + outputs,
+        "inputTokens": inputs,
+        "outputTokens": outputs,
+        "thoughtTokens": sum(u.reasoning_tokens for u in used),
+        "cachedReadTokens": sum(u.cached_tokens for u in used),
+        "cachedWriteTokens": sum(u.cache_write_tokens for u in used),
+    }

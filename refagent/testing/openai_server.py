@@ -24,12 +24,11 @@ object with :class:`Turn`'s field names (``fault`` as ``{"status": 429, "retry_a
 ``{"cut_after": 2}``, tool calls as ``{"name": ..., "arguments": ...}``). ``GET /_scripted/requests``
 returns the recorded requests as JSON, for tests that spawned the server.
 
-One module of some 550 lines, not split: the script's format, the chunks it becomes and the handler
-that serves them change together, and a test author reads them as one thing.
+The script (:class:`Turn` and its faults) is :mod:`refagent.testing.script`'s; how each API streams it is
+a wire's (:mod:`refagent.testing.wires`): a ``POST`` goes to the wire whose path its own ends with, so one
+server answers Chat Completions (``/chat/completions``) and the other APIs refagent speaks from one script.
 
-This module uses only the standard library: importing it does not import ``openai``. It is longer than
-most (~550 lines) because the server, the shapes of its chunks and the JSON script format are one fake:
-split up, each part would only make sense next to the others.
+This module uses only the standard library: importing it does not import ``openai``.
 """
 
 from __future__ import annotations
@@ -42,82 +41,14 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any
 
-ReasoningField = Literal["reasoning_content", "reasoning"]
-UsageMode = Literal["requested", "with_finish", "never"]
-CREATED = 1_700_000_000
-"""A fixed ``created`` timestamp: responses are byte-for-byte reproducible."""
+from refagent.testing.script import Fault, RecordedRequest, ToolCall, Turn, turn_from_json
+from refagent.testing.wires import Rejection, Wire, server_wires
 
-
-@dataclass(frozen=True, slots=True)
-class Fault:
-    """Something going wrong with one request. Build with :meth:`status` or :meth:`cut`."""
-
-    status_code: int = 0
-    retry_after: float | str | None = None
-    message: str = ""
-    cut_after: int | None = None
-    """Close the connection after this many SSE chunks, without finishing the response."""
-
-    @classmethod
-    def status(cls, code: int, *, retry_after: float | str | None = None, message: str = "") -> Fault:
-        """Answer with HTTP ``code`` and an OpenAI-style error body; ``retry_after`` sets the header."""
-        return cls(status_code=code, retry_after=retry_after, message=message or _default_message(code))
-
-    @classmethod
-    def cut(cls, after: int = 0) -> Fault:
-        """Start a 200 streaming response, send ``after`` chunks, then drop the connection."""
-        return cls(cut_after=after)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    name: str
-    arguments: str | Mapping[str, Any] = ""
-    """The raw argument string (it need not be JSON), or an object that is sent as JSON."""
-    id: str | None = None
-    """Defaults to ``call_<request>_<index>``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """One scripted response. Strings are streamed word by word; sequences of strings chunk by chunk."""
-
-    text: str | Sequence[str] = ""
-    reasoning: str | Sequence[str] = ""
-    reasoning_field: ReasoningField = "reasoning_content"
-    refusal: str | Sequence[str] = ""
-    tool_calls: Sequence[ToolCall] = ()
-    argument_chunks: int = 3
-    """How many chunks each tool call's arguments are split into."""
-    repeat_name: bool = False
-    """Repeat the tool call's name, id and type in every chunk (as some providers do)."""
-    finish_reason: str | None = ""
-    """``""``: ``tool_calls`` if there are tool calls, else ``stop``; ``None``: send no finish reason."""
-    usage: tuple[int, int] | None = None
-    """``(prompt_tokens, completion_tokens)``; default: a count derived from the request and the chunks."""
-    usage_mode: UsageMode = "requested"
-    """``requested``: a last chunk with empty choices, only when ``stream_options.include_usage`` was asked
-    (OpenAI's behaviour); ``with_finish``: on the finish chunk, always; ``never``."""
-    raw_chunks: Sequence[Mapping[str, Any] | str] | None = None
-    """Send exactly these chunks instead: objects as JSON, strings as they are (``[]``: just ``[DONE]``)."""
-    chunk_delay: float = 0.0
-    """Seconds between chunks after the first two (slow streaming, for cancel tests)."""
-    fault: Fault | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedRequest:
-    method: str
-    path: str
-    headers: dict[str, str]
-    """Header names lower-cased."""
-    body: Any
-    """The decoded JSON body (``None`` for a GET)."""
+__all__ = ["Fault", "RecordedRequest", "ScriptedOpenAIServer", "ToolCall", "Turn", "server_from_json", "turn_from_json"]
 
 
 class ScriptedOpenAIServer:
@@ -148,6 +79,7 @@ class ScriptedOpenAIServer:
         self._lock = threading.Lock()
         self._disconnected = threading.Event()
         self._stopping = threading.Event()
+        self._wires = {wire.path: wire for wire in server_wires()}
         self._httpd = _HTTPServer((host, port), _Handler)
         self._httpd.scripted = self
         self._thread: threading.Thread | None = None
@@ -254,7 +186,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path.rstrip("/").endswith("/models"):
             self._json(200, {"object": "list", "data": [{"id": "scripted-model", "object": "model", "created": 0}]})
         else:
-            self._json(404, _error_body(f"no route for GET {self.path}", "not_found", 404))
+            self._json(404, {"error": {"message": f"no route for GET {self.path}", "type": "not_found"}})
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -264,31 +196,34 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw.decode("utf-8", "replace")
         self.scripted._record(RecordedRequest("POST", self.path, self._headers(), body))
-        if not self.path.rstrip("/").endswith("/chat/completions"):
-            self._json(404, _error_body(f"no route for POST {self.path}", "not_found", 404))
+        path = self.path.split("?", 1)[0].rstrip("/")
+        wire = next((w for suffix, w in self.scripted._wires.items() if path.endswith(suffix)), None)
+        if wire is None:
+            self._json(404, {"error": {"message": f"no route for POST {self.path}", "type": "not_found"}})
             return
+        try:
+            self._answer(wire, body)
+        except Rejection as exc:
+            self._json(exc.status, wire.error(exc.status, exc.message, exc.kind))
+
+    def _answer(self, wire: Wire, body: Any) -> None:
         if not isinstance(body, dict):
-            self._json(400, _error_body("the body is not a JSON object", "invalid_request_error", 400))
-            return
+            raise Rejection(400, "the body is not a JSON object")
         key = self.scripted.api_key
-        if key is not None and self.headers.get("Authorization") != f"Bearer {key}":
-            self._json(401, _error_body("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"))
-            return
+        if key is not None and not wire.authorized(self._headers(), key):
+            raise Rejection(401, "Incorrect API key provided.", "authentication_error")
         if self.scripted.reject_stream_options and "stream_options" in body:
-            message = "Unrecognized request argument supplied: stream_options"
-            self._json(400, _error_body(message, "invalid_request_error", 400))
-            return
+            raise Rejection(400, "Unrecognized request argument supplied: stream_options")
+        wire.check(body)
         number, turn = self.scripted._next_turn()
         if turn is None:
-            message = f"the scripted server ran out of turns (request {number})"
-            self._json(400, _error_body(message, "invalid_request_error", 400))
-            return
+            raise Rejection(400, f"the scripted server ran out of turns (request {number})")
         if turn.fault is not None and turn.fault.status_code:
-            self._status_fault(turn.fault)
+            self._status_fault(wire, turn.fault)
         elif body.get("stream"):
-            self._stream(turn, body, number)
+            self._stream(turn, wire.events(turn, body, number))
         else:
-            self._json(200, _completion(turn, body, number))
+            self._json(200, wire.complete(turn, body, number))
 
     # -- responses --------------------------------------------------------------------------
 
@@ -305,20 +240,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _status_fault(self, fault: Fault) -> None:
+    def _status_fault(self, wire: Wire, fault: Fault) -> None:
         headers = {} if fault.retry_after is None else {"Retry-After": _header_value(fault.retry_after)}
-        kind = {401: "invalid_request_error", 429: "rate_limit_error"}.get(fault.status_code, "server_error")
-        code: str | int = "invalid_api_key" if fault.status_code == 401 else fault.status_code
-        self._json(fault.status_code, _error_body(fault.message, kind, code), headers)
+        kind = {401: "authentication_error", 429: "rate_limit_error"}.get(fault.status_code, "server_error")
+        self._json(fault.status_code, wire.error(fault.status_code, fault.message, kind), headers)
 
-    def _stream(self, turn: Turn, body: Mapping[str, Any], number: int) -> None:
+    def _stream(self, turn: Turn, events: list[bytes]) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        events = [b"data: " + _data(c).encode() + b"\n\n" for c in _chunks(turn, body, number)]
-        events.append(b"data: [DONE]\n\n")
         cut = turn.fault.cut_after if turn.fault is not None else None
         if cut is not None:
             events = events[:cut]
@@ -363,151 +295,11 @@ def _header_value(value: float | str) -> str:
     return str(value)
 
 
-def _default_message(code: int) -> str:
-    return {
-        401: "Incorrect API key provided.",
-        403: "You are not allowed to use this model.",
-        429: "Rate limit reached. Please try again later.",
-        500: "The server had an error while processing your request.",
-        502: "Bad gateway.",
-        503: "The engine is currently overloaded. Please try again later.",
-    }.get(code, f"Scripted error {code}.")
-
-
-def _error_body(message: str, kind: str, code: str | int) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
-
-
-def _pieces(value: str | Sequence[str]) -> list[str]:
-    if isinstance(value, str):
-        words = value.split(" ")
-        return [p for p in (w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)) if p]
-    return list(value)
-
-
-def _split(text: str, parts: int) -> list[str]:
-    if not text:
-        return [""]
-    size = max(1, -(-len(text) // max(1, parts)))
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _arguments(call: ToolCall) -> str:
-    return call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
-
-
-def _finish_reason(turn: Turn) -> str | None:
-    if turn.finish_reason == "":
-        return "tool_calls" if turn.tool_calls else "stop"
-    return turn.finish_reason
-
-
-def _usage(turn: Turn, body: Mapping[str, Any], completion: int) -> dict[str, int]:
-    if turn.usage is not None:
-        prompt, completion = turn.usage
-    else:
-        prompt = len(json.dumps(body.get("messages", []))) // 4
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
-def _data(chunk: Mapping[str, Any] | str) -> str:
-    return chunk if isinstance(chunk, str) else json.dumps(chunk)
-
-
-def _chunks(turn: Turn, body: Mapping[str, Any], number: int) -> Iterator[Mapping[str, Any] | str]:
-    """The ``chat.completion.chunk`` objects of a streamed ``turn``, shaped like OpenAI's."""
-    base = {"id": f"chatcmpl-scripted-{number}", "object": "chat.completion.chunk", "created": CREATED}
-    base["model"] = body.get("model", "")
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
-
-    if turn.raw_chunks is not None:
-        yield from turn.raw_chunks
-        return
-    count = 0
-    yield chunk({"role": "assistant", "content": ""})
-    for piece in _pieces(turn.reasoning):
-        count += 1
-        yield chunk({turn.reasoning_field: piece})
-    for piece in _pieces(turn.text):
-        count += 1
-        yield chunk({"content": piece})
-    for piece in _pieces(turn.refusal):
-        count += 1
-        yield chunk({"refusal": piece})
-    for index, call in enumerate(turn.tool_calls):
-        call_id = call.id or f"call_{number}_{index}"
-        for i, piece in enumerate(_split(_arguments(call), turn.argument_chunks)):
-            count += 1
-            entry: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
-            if i == 0 or turn.repeat_name:
-                entry.update(id=call_id, type="function")
-                entry["function"] = {"name": call.name, "arguments": piece}
-            yield chunk({"tool_calls": [entry]})
-    usage = _usage(turn, body, count)
-    finish = chunk({}, _finish_reason(turn))
-    if turn.usage_mode == "with_finish":
-        finish["usage"] = usage
-    yield finish
-    options = body.get("stream_options")
-    if turn.usage_mode == "requested" and isinstance(options, dict) and options.get("include_usage"):
-        yield {**base, "choices": [], "usage": usage}
-
-
-def _completion(turn: Turn, body: Mapping[str, Any], number: int) -> dict[str, Any]:
-    """A non-streaming ``chat.completion`` for ``turn``."""
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(_pieces(turn.text)) or None}
-    if turn.reasoning:
-        message[turn.reasoning_field] = "".join(_pieces(turn.reasoning))
-    if turn.refusal:
-        message["refusal"] = "".join(_pieces(turn.refusal))
-    if turn.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": call.id or f"call_{number}_{i}",
-                "type": "function",
-                "function": {"name": call.name, "arguments": _arguments(call)},
-            }
-            for i, call in enumerate(turn.tool_calls)
-        ]
-    return {
-        "id": f"chatcmpl-scripted-{number}",
-        "object": "chat.completion",
-        "created": CREATED,
-        "model": body.get("model", ""),
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _finish_reason(turn)}],
-        "usage": _usage(turn, body, len(_pieces(turn.text))),
-    }
-
-
 def _as_dict(request: RecordedRequest) -> dict[str, Any]:
     return {"method": request.method, "path": request.path, "headers": request.headers, "body": request.body}
 
 
 # -- scripts as JSON (for the command line) -----------------------------------------------------
-
-_TURN_FIELDS = frozenset(Turn.__dataclass_fields__) - {"fault", "tool_calls", "usage"}
-
-
-def turn_from_json(data: Mapping[str, Any]) -> Turn:
-    """A :class:`Turn` from its JSON form (see the module docstring)."""
-    unknown = set(data) - _TURN_FIELDS - {"fault", "tool_calls", "usage"}
-    if unknown:
-        raise ValueError(f"unknown turn fields: {', '.join(sorted(unknown))}")
-    kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in _TURN_FIELDS}
-    if "usage" in data and data["usage"] is not None:
-        kwargs["usage"] = tuple(data["usage"])
-    kwargs["tool_calls"] = [ToolCall(**c) for c in data.get("tool_calls", [])]
-    fault = data.get("fault")
-    if fault is not None:
-        if "cut_after" in fault:
-            kwargs["fault"] = Fault.cut(int(fault["cut_after"]))
-        else:
-            kwargs["fault"] = Fault.status(
-                int(fault["status"]), retry_after=fault.get("retry_after"), message=fault.get("message", "")
-            )
-    return Turn(**kwargs)
 
 
 def server_from_json(script: Any, **options: Any) -> ScriptedOpenAIServer:

@@ -76,7 +76,7 @@ async def test_a_client_with_forms_answers_through_elicitation(tmp_path: Path, c
             assert params["toolCallId"] == announced["toolCallId"]
             assert announced["title"] == QUESTION
             await answer(agent, request, {"action": "accept", "content": {"answer": "SQLite"}})
-            assert await until_response(agent, msg_id) == {"stopReason": "end_turn"}
+            assert (await until_response(agent, msg_id))["stopReason"] == "end_turn"
             assert agent.text(sid) == "SQLite it is."
             assert not any(m.get("method") == "session/request_permission" for m in agent.agent_messages())
         assert tool_results(server) == ["The user chose: SQLite"]
@@ -97,7 +97,7 @@ async def test_a_client_without_forms_picks_in_the_permission_dialog(tmp_path: P
             assert [o["kind"] for o in options] == ["allow_once"] * 3 + ["reject_once"]
             assert request["params"]["toolCall"]["title"] == QUESTION
             await answer(agent, request, {"outcome": {"outcome": "selected", "optionId": options[2]["optionId"]}})
-            assert await until_response(agent, msg_id) == {"stopReason": "end_turn"}
+            assert (await until_response(agent, msg_id))["stopReason"] == "end_turn"
             assert not any(m.get("method") == "elicitation/create" for m in agent.agent_messages())
         chosen, free_text = tool_results(server)
         assert chosen == "The user chose: MySQL"
@@ -119,7 +119,7 @@ async def test_cancel_while_a_question_is_open(tmp_path: Path, check: Any, form:
             await agent.notify("session/cancel", {"sessionId": sid})
             withdrawn = await agent.wait_for(lambda m: m.get("method") == "$/cancel_request")
             assert withdrawn["params"] == {"requestId": request["id"]}
-            assert await until_response(agent, msg_id) == {"stopReason": "cancelled"}
+            assert (await until_response(agent, msg_id))["stopReason"] == "cancelled"
             assert time.monotonic() - started < 2
             # A late answer to the withdrawn question is ignored; the agent serves the next prompt.
             late = (
@@ -127,7 +127,7 @@ async def test_cancel_while_a_question_is_open(tmp_path: Path, check: Any, form:
             )
             await answer(agent, request, late)
             next_id = await send_prompt(agent, sid, "Are you there?")
-            assert await until_response(agent, next_id) == {"stopReason": "end_turn"}
+            assert (await until_response(agent, next_id))["stopReason"] == "end_turn"
             assert agent.text(sid) == "Still here."
             ended = [u for u in agent.transcript.updates(sid) if u.get("status") == "failed"]
             assert len(ended) == 1

@@ -61,7 +61,7 @@ async def test_logout_then_a_new_session_needs_a_key(tmp_path: Path, check: Any)
             result = await agent.initialize()
             assert result["agentCapabilities"]["auth"] == {"logout": {}}
             sid = await agent.new_session(tmp_path)
-            assert (await prompt(agent, sid, "hi"))[0] == {"stopReason": "end_turn"}
+            assert (await prompt(agent, sid, "hi"))[0]["stopReason"] == "end_turn"
             assert await agent.result("logout", {}) == {}
             assert "api_key" not in tomllib.loads(path.read_text())["profiles"]["work"]
             refused = await agent.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})

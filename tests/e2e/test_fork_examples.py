@@ -69,14 +69,14 @@ async def test_the_custom_tool_is_offered_and_survives_authenticate(tmp_path: Pa
             await agent.initialize()
             first = await agent.new_session(project)
             result, updates = await prompt(agent, first, "outline shapes.py")
-            assert result == {"stopReason": "end_turn"}, agent.stderr()[-3000:]
+            assert result["stopReason"] == "end_turn", agent.stderr()[-3000:]
             assert said(updates) == "One class."
 
             write_config(tmp_path, profile.replace("first-model", "second-model"))
             assert await agent.result("authenticate", {"methodId": "api-key"}) == {}
             second = await agent.new_session(project)
             result, updates = await prompt(agent, second, "again")
-            assert result == {"stopReason": "end_turn"}, agent.stderr()[-3000:]
+            assert result["stopReason"] == "end_turn", agent.stderr()[-3000:]
             assert said(updates) == "Still."
         requests = server.chat_requests
     assert [r.body["model"] for r in requests] == ["first-model"] * 2 + ["second-model"] * 2  # read again
@@ -95,14 +95,14 @@ async def test_the_custom_model_answers_and_survives_authenticate(tmp_path: Path
         assert "refagent login" not in init["authMethods"][0]["description"]
         first = await agent.new_session(tmp_path)
         result, updates = await prompt(agent, first, "hello there")
-        assert result == {"stopReason": "end_turn"}, agent.stderr()[-3000:]
+        assert result["stopReason"] == "end_turn", agent.stderr()[-3000:]
         assert said(updates) == "parrot: hello there"
 
         write_config(tmp_path, 'default_profile = "echo"\n\n[profiles.echo]\nclient = "echo"\nmodel = "myna"\n')
         assert await agent.result("authenticate", {"methodId": "api-key"}) == {}
         second = await agent.new_session(tmp_path)
         result, updates = await prompt(agent, second, "once more")
-        assert result == {"stopReason": "end_turn"}, agent.stderr()[-3000:]
+        assert result["stopReason"] == "end_turn", agent.stderr()[-3000:]
         assert said(updates) == "myna: once more"
 
 

@@ -198,13 +198,13 @@ async def run_and_reload(
             sid = await editor.new_session(str(project))
             if mode is not None:
                 await editor.request("session/set_mode", {"sessionId": sid, "modeId": mode})
-            assert await first(editor, sid) == {"stopReason": "end_turn"}
-            assert await editor.prompt(sid, "next") == {"stopReason": "end_turn"}
+            assert (await first(editor, sid))["stopReason"] == "end_turn"
+            assert (await editor.prompt(sid, "next"))["stopReason"] == "end_turn"
             updates = editor.updates(sid)
             assert_wire_clean(editor)
         async with agent(settings(sessions_dir, model, profile), check) as editor:
             replayed = await load(editor, sid, project)
-            assert await editor.prompt(sid, after_reload) == {"stopReason": "end_turn"}
+            assert (await editor.prompt(sid, after_reload))["stopReason"] == "end_turn"
             assert_wire_clean(editor)
     return Run(updates, replayed, [r.body for r in server.chat_requests])
 
@@ -232,9 +232,9 @@ async def test_lone_surrogate_in_slash_commands(project: Path, sessions_dir: Pat
     model = ScriptedModel([text("I will look at the project."), text("Fine.")])
     async with agent(settings(sessions_dir, model), check) as editor:
         sid = await editor.new_session(str(project))
-        assert await raw_prompt(editor, sid, "/mode \\ud83d") == {"stopReason": "end_turn"}
-        assert await raw_prompt(editor, sid, "/init and \\ude00 this") == {"stopReason": "end_turn"}
-        assert await editor.prompt(sid, "next") == {"stopReason": "end_turn"}
+        assert (await raw_prompt(editor, sid, "/mode \\ud83d"))["stopReason"] == "end_turn"
+        assert (await raw_prompt(editor, sid, "/init and \\ude00 this"))["stopReason"] == "end_turn"
+        assert (await editor.prompt(sid, "next"))["stopReason"] == "end_turn"
         assert "'\ufffd'" in editor.text(sid)  # the unknown mode, as the user typed it (near enough)
         assert_wire_clean(editor)
     assert_requests_clean(model)
@@ -242,7 +242,7 @@ async def test_lone_surrogate_in_slash_commands(project: Path, sessions_dir: Pat
     assert any("The user adds: and \ufffd this" in p for p in prompts)
     async with agent(settings(sessions_dir, ScriptedModel([text("ok")])), check) as editor:
         await load(editor, sid, project)
-        assert await editor.prompt(sid, "again") == {"stopReason": "end_turn"}
+        assert (await editor.prompt(sid, "again"))["stopReason"] == "end_turn"
         assert_wire_clean(editor)
 
 
@@ -289,8 +289,8 @@ async def test_command_output_that_is_not_utf8(project: Path, sessions_dir: Path
     async with agent(settings(sessions_dir, model), check) as editor:
         sid = await editor.new_session(str(project))
         await editor.request("session/set_mode", {"sessionId": sid, "modeId": "full-access"})
-        assert await editor.prompt(sid, "run it") == {"stopReason": "end_turn"}
-        assert await editor.prompt(sid, "next") == {"stopReason": "end_turn"}
+        assert (await editor.prompt(sid, "run it"))["stopReason"] == "end_turn"
+        assert (await editor.prompt(sid, "next"))["stopReason"] == "end_turn"
         assert_wire_clean(editor)
     assert_requests_clean(model)
     result = next(m["content"] for m in model.requests[1].messages if m["role"] == "tool")
@@ -320,12 +320,12 @@ async def test_tool_output_with_lone_surrogates(project: Path, sessions_dir: Pat
     tools = lambda: [*default_tools(), OddTool()]  # noqa: E731
     async with agent(settings(sessions_dir, model, tools=tools), check) as editor:
         sid = await editor.new_session(str(project))
-        assert await editor.prompt(sid, "be odd") == {"stopReason": "end_turn"}
-        assert await editor.prompt(sid, "next") == {"stopReason": "end_turn"}
+        assert (await editor.prompt(sid, "be odd"))["stopReason"] == "end_turn"
+        assert (await editor.prompt(sid, "next"))["stopReason"] == "end_turn"
         assert_wire_clean(editor)
     async with agent(settings(sessions_dir, model, tools=tools), check) as editor:
         replayed = await load(editor, sid, project)
-        assert await editor.prompt(sid, "still?") == {"stopReason": "end_turn"}
+        assert (await editor.prompt(sid, "still?"))["stopReason"] == "end_turn"
         assert_wire_clean(editor)
     assert_requests_clean(model)
     result = next(m["content"] for m in model.requests[-1].messages if m["role"] == "tool")
@@ -395,8 +395,8 @@ async def test_a_model_that_writes_a_lone_surrogate_escape(project: Path, sessio
     async with agent(settings(sessions_dir, model), check) as editor:
         sid = await editor.new_session(str(project))
         await editor.request("session/set_mode", {"sessionId": sid, "modeId": "accept-edits"})
-        assert await editor.prompt(sid, "write") == {"stopReason": "end_turn"}
-        assert await editor.prompt(sid, "next") == {"stopReason": "end_turn"}
+        assert (await editor.prompt(sid, "write"))["stopReason"] == "end_turn"
+        assert (await editor.prompt(sid, "next"))["stopReason"] == "end_turn"
         assert_wire_clean(editor)
     assert_requests_clean(model)
     result = next(m["content"] for m in model.requests[1].messages if m["role"] == "tool")
@@ -452,12 +452,12 @@ async def test_undo_after_reload_restores_a_file_whose_name_is_not_utf8(
     async with agent(settings(sessions_dir, model), check) as editor:
         sid = await editor.new_session(str(project))
         await editor.request("session/set_mode", {"sessionId": sid, "modeId": "accept-edits"})
-        assert await editor.prompt(sid, "overwrite") == {"stopReason": "end_turn"}
+        assert (await editor.prompt(sid, "overwrite"))["stopReason"] == "end_turn"
         assert_wire_clean(editor)
     assert odd.read_bytes() == b"new\n"
     async with agent(settings(sessions_dir, ScriptedModel()), check) as editor:
         await load(editor, sid, project)
-        assert await editor.prompt(sid, "/undo") == {"stopReason": "end_turn"}
+        assert (await editor.prompt(sid, "/undo"))["stopReason"] == "end_turn"
         assert "Restored 1 file(s)" in editor.text(sid)
         assert_wire_clean(editor)
     assert odd.read_bytes() == before
@@ -467,14 +467,14 @@ async def test_a_replay_written_before_the_fix_loads_clean(project: Path, sessio
     # An older agent wrote lone surrogates into the replay file as escapes (ASCII, so they were kept).
     async with agent(settings(sessions_dir, ScriptedModel([text("first")])), check) as editor:
         sid = await editor.new_session(str(project))
-        assert await editor.prompt(sid, "hi") == {"stopReason": "end_turn"}
+        assert (await editor.prompt(sid, "hi"))["stopReason"] == "end_turn"
     update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "old \ud83d"}}
     old = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}}
     with (sessions_dir / f"{sid}.replay").open("ab") as replay:
         replay.write(json.dumps(old, separators=(",", ":")).encode("ascii") + b"\n")
     async with agent(settings(sessions_dir, ScriptedModel([text("ok")])), check) as editor:
         replayed = await load(editor, sid, project)
-        assert await editor.prompt(sid, "again") == {"stopReason": "end_turn"}
+        assert (await editor.prompt(sid, "again"))["stopReason"] == "end_turn"
         assert_wire_clean(editor)
     assert said(replayed) == "firstold \ufffd"
 
@@ -556,9 +556,9 @@ async def test_a_20_mb_write_stays_bounded_and_undoable(project: Path, sessions_
     async with agent(settings(sessions_dir, ScriptedModel([text("hello")])), check) as editor:
         replayed = await load(editor, sid, project)
         assert len(replayed) < 20
-        assert await editor.prompt(sid, "/undo") == {"stopReason": "end_turn"}
+        assert (await editor.prompt(sid, "/undo"))["stopReason"] == "end_turn"
         assert "Restored 1 file(s)" in editor.text(sid)
-        assert await editor.prompt(sid, "and now?") == {"stopReason": "end_turn"}
+        assert (await editor.prompt(sid, "and now?"))["stopReason"] == "end_turn"
         assert max(message_sizes(editor)) < MESSAGE_CAP
     assert target.read_text() == "old\n"
 
@@ -571,9 +571,9 @@ async def test_a_large_write_changed_since_is_not_undone(project: Path, sessions
     model = ScriptedModel([[call(1, "write_file", path="big.txt", content=content)], text("Written.")])
     async with agent(settings(sessions_dir, model), check) as editor:
         sid = await editor.new_session(str(project))
-        assert await editor.prompt(sid, "write it") == {"stopReason": "end_turn"}
+        assert (await editor.prompt(sid, "write it"))["stopReason"] == "end_turn"
         target.write_text(content + "the user's own line\n")
-        assert await editor.prompt(sid, "/undo") == {"stopReason": "end_turn"}
+        assert (await editor.prompt(sid, "/undo"))["stopReason"] == "end_turn"
         assert "Undo refused" in editor.text(sid)
     assert target.read_text().endswith("the user's own line\n")
 

@@ -40,8 +40,8 @@ async def test_conversation_streams_and_carries_history(tmp_path: Path, check: A
             init = await agent.initialize()
             assert init["authMethods"][0]["id"] == "api-key"
             sid = await agent.new_session(tmp_path)
-            assert await prompt(agent, sid, "hi") == {"stopReason": "end_turn"}
-            assert await prompt(agent, sid, "what did I say?") == {"stopReason": "end_turn"}
+            assert (await prompt(agent, sid, "hi"))["stopReason"] == "end_turn"
+            second_answer = await prompt(agent, sid, "what did I say?")
             updates = agent.transcript.updates(sid)
         bodies = [r.body for r in server.chat_requests]
     assert agent.text(sid) == "Hello there, friend.You said hello."
@@ -52,6 +52,17 @@ async def test_conversation_streams_and_carries_history(tmp_path: Path, check: A
     assert len({c["messageId"] for c in chunks}) == 2  # one id per message
     usage = [u for u in updates if u["sessionUpdate"] == "usage_update"]
     assert [u["used"] for u in usage] == [128, 155]
+    assert second_answer == {  # the turn's own tokens (ACP's unstable `usage`)
+        "stopReason": "end_turn",
+        "usage": {
+            "totalTokens": 155,
+            "inputTokens": 150,
+            "outputTokens": 5,
+            "thoughtTokens": 0,
+            "cachedReadTokens": 0,
+            "cachedWriteTokens": 0,
+        },
+    }
     assert bodies[0]["model"] == "test-model"
     assert bodies[0]["stream"] is True
     assert bodies[0]["messages"][0]["role"] == "system"
@@ -74,7 +85,7 @@ async def test_tool_call_round_trip(tmp_path: Path, check: Any) -> None:
         async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
             await agent.initialize()
             sid = await agent.new_session(tmp_path)
-            assert await prompt(agent, sid, "read my notes") == {"stopReason": "end_turn"}
+            assert (await prompt(agent, sid, "read my notes"))["stopReason"] == "end_turn"
             kinds = [u["sessionUpdate"] for u in agent.transcript.updates(sid)]
         messages = server.chat_requests[1].body["messages"]
     assert "tool_call" in kinds
@@ -96,7 +107,7 @@ async def test_stop_reasons(tmp_path: Path, turn: Turn, stop: str, check: Any) -
         async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
             await agent.initialize()
             sid = await agent.new_session(tmp_path)
-            assert await prompt(agent, sid, "go") == {"stopReason": stop}
+            assert (await prompt(agent, sid, "go"))["stopReason"] == stop
 
 
 async def test_max_turn_requests(tmp_path: Path, check: Any) -> None:
@@ -107,7 +118,7 @@ async def test_max_turn_requests(tmp_path: Path, check: Any) -> None:
         async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
             await agent.initialize()
             sid = await agent.new_session(tmp_path)
-            assert await prompt(agent, sid, "go") == {"stopReason": "max_turn_requests"}
+            assert (await prompt(agent, sid, "go"))["stopReason"] == "max_turn_requests"
         assert len(server.chat_requests) == 3
 
 
@@ -118,7 +129,7 @@ async def test_transient_failures_are_retried_visibly(tmp_path: Path, check: Any
         async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
             await agent.initialize()
             sid = await agent.new_session(tmp_path)
-            assert await prompt(agent, sid, "go") == {"stopReason": "end_turn"}
+            assert (await prompt(agent, sid, "go"))["stopReason"] == "end_turn"
             thoughts = [
                 u["content"]["text"]
                 for u in agent.transcript.updates(sid)
@@ -142,7 +153,7 @@ async def test_persistent_failure_ends_the_turn_and_the_session_goes_on(tmp_path
             assert response["stopReason"] == "end_turn"
             assert response["_meta"]["refagent"]["failure"]["kind"] == "model"  # a failure, marked as such
             assert "the model is on fire" in agent.text(sid)
-            assert await prompt(agent, sid, "again") == {"stopReason": "end_turn"}
+            assert (await prompt(agent, sid, "again"))["stopReason"] == "end_turn"
             assert agent.text(sid).endswith("back again")
 
 
@@ -175,7 +186,7 @@ async def test_local_endpoint_needs_no_key(tmp_path: Path, check: Any) -> None:
         async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
             await agent.initialize()
             sid = await agent.new_session(tmp_path)
-            assert await prompt(agent, sid, "hi") == {"stopReason": "end_turn"}
+            assert (await prompt(agent, sid, "hi"))["stopReason"] == "end_turn"
             assert agent.text(sid) == "local model here"
 
 
@@ -198,9 +209,9 @@ async def test_cancel_aborts_a_slow_stream_at_once(tmp_path: Path, check: Any) -
             await agent.notify("session/cancel", {"sessionId": sid})
             response = await agent.wait_for(lambda m: m.get("id") == msg_id)
             assert time.monotonic() - started < 0.5
-            assert response["result"] == {"stopReason": "cancelled"}
+            assert response["result"]["stopReason"] == "cancelled"
             assert server.wait_for_disconnect(2)
-            assert await prompt(agent, sid, "again") == {"stopReason": "end_turn"}
+            assert (await prompt(agent, sid, "again"))["stopReason"] == "end_turn"
 
 
 def _config(tmp_path: Path, text: str) -> Path:

@@ -60,7 +60,7 @@ async def test_a_command_cannot_read_the_agents_key_or_signal_it(tmp_path: Path,
     with ScriptedOpenAIServer(turns, api_key=KEY) as server:
         async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
             sid = await full_access_session(agent, tmp_path)
-            assert await agent.result("session/prompt", prompt(sid)) == {"stopReason": "end_turn"}
+            assert (await agent.result("session/prompt", prompt(sid)))["stopReason"] == "end_turn"
             assert alive(agent.pid)
             [result] = [m for m in server.chat_requests[1].body["messages"] if m["role"] == "tool"]
     assert KEY not in result["content"]
@@ -175,7 +175,7 @@ async def answer_permissions_until_done(agent: AgentProcess, prompt_id: int) -> 
             lambda m: m.get("method") == "session/request_permission" or m.get("id") == prompt_id
         )
         if message.get("method") != "session/request_permission":
-            assert message["result"] == {"stopReason": "end_turn"}
+            assert message["result"]["stopReason"] == "end_turn"
             return asked
         asked.append(message["params"])
         allow = {"outcome": {"outcome": "selected", "optionId": "allow"}}
@@ -269,7 +269,7 @@ async def test_full_access_attacks_in_process(backend: str, tmp_path: Path, chec
                 await editor.initialize(capabilities)
                 sid = await editor.new_session(str(workspace))
                 await editor.request("session/set_mode", {"sessionId": sid, "modeId": "full-access"})
-                assert await editor.prompt(sid, "go") == {"stopReason": "end_turn"}
+                assert (await editor.prompt(sid, "go"))["stopReason"] == "end_turn"
             assert client.permission_requests == []
             with pytest.raises(BlockingIOError):
                 listener.accept()
@@ -302,7 +302,7 @@ async def test_a_background_command_dies_with_the_agent(tmp_path: Path, check: A
     with ScriptedOpenAIServer(turns, api_key=KEY) as server:
         async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
             sid = await full_access_session(agent, tmp_path)
-            assert await agent.result("session/prompt", prompt(sid)) == {"stopReason": "end_turn"}
+            assert (await agent.result("session/prompt", prompt(sid)))["stopReason"] == "end_turn"
             while len(survivors(marker)) < 3:  # noqa: ASYNC110 - processes of another namespace
                 await anyio.sleep(0.02)
             if ending == "SIGKILL":

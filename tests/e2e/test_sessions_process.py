@@ -115,7 +115,7 @@ async def test_a_restarted_agent_replays_the_same_history_and_continues(tmp_path
             sid = await agent.new_session(project)
             for text in ("Fix the bug in calc.py.", "Thanks!"):
                 result, shown = await prompt(agent, sid, text)
-                assert result == {"stopReason": "end_turn"}
+                assert result["stopReason"] == "end_turn"
                 turns.append((text, shown))
             await agent.close_stdin()
             assert await agent.wait_exit(10) == 0
@@ -130,7 +130,7 @@ async def test_a_restarted_agent_replays_the_same_history_and_continues(tmp_path
             assert set(result) == {"modes", "configOptions"}
             assert without_user_ids(replayed) == expected_replay(turns)
             result, _ = await prompt(agent, sid, "Is it fixed?")
-            assert result == {"stopReason": "end_turn"}
+            assert result["stopReason"] == "end_turn"
         body = server.chat_requests[-1].body
     kinds = [u["sessionUpdate"] for u in replayed]
     assert {"agent_thought_chunk", "agent_message_chunk", "tool_call", "plan", "user_message_chunk"} <= set(kinds)
@@ -188,7 +188,7 @@ async def test_a_killed_agent_leaves_a_session_that_loads(tmp_path: Path, check:
                 assert texts[3][1].startswith("word word word word word ")
                 assert set(texts[3][1].split()) == {"word"}
                 result, shown = await prompt(agent, sid, next_prompt)
-                assert result == {"stopReason": "end_turn"}
+                assert result["stopReason"] == "end_turn"
                 assert "".join(u["content"]["text"] for u in shown if u["sessionUpdate"] == "agent_message_chunk") == (
                     answer
                 )
@@ -232,7 +232,7 @@ async def test_an_agent_killed_during_a_tool_call_leaves_it_in_the_replay(tmp_pa
             assert replayed[2]["kind"] == "execute"
             assert call_id.encode() in replay_file.read_bytes()  # repaired
             result, _ = await prompt(agent, sid, "again")
-            assert result == {"stopReason": "end_turn"}
+            assert result["stopReason"] == "end_turn"
             await agent.close_stdin()
             assert await agent.wait_exit(10) == 0
         # the call that never ran has a result in the next request (an API rejects a call without one)

@@ -202,6 +202,30 @@ async def test_usage_wherever_the_provider_puts_it(model_for: Any, mode: Any, ex
     assert events[-1] == Finished("stop")
 
 
+async def test_cached_input_tokens_are_read_from_the_usage(model_for: Any) -> None:
+    with serving(Turn(text="a", usage=(2000, 2), cached_tokens=1536)) as server:
+        events = await collect(model_for(server))
+    assert [e for e in events if isinstance(e, Usage)] == [Usage(2000, 2, cached_tokens=1536)]
+
+
+async def test_the_body_is_plain_json_with_no_keys_of_refagents_own(model_for: Any) -> None:
+    kept = {"role": "assistant", "content": "hm", "kept_reasoning": {"api": "anthropic", "items": [{"x": 1}]}}
+    request = ModelRequest([{"role": "user", "content": "hi"}, kept], cache_key="s-1")
+    with serving(Turn(text="ok")) as server:
+        await collect(model_for(server), request)
+    body = server.chat_requests[0].body
+    assert body["messages"] == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hm"}]
+    assert "prompt_cache_key" not in body  # only OpenAI's host routes by it
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+
+
+def test_on_openais_host_the_session_key_routes_to_its_cache() -> None:
+    model = OpenAIModel(ModelProfile("o", "O", model="gpt-test", api_key=KEY))  # base_url: OpenAI's
+    body = model._body("gpt-test", ModelRequest([{"role": "user", "content": "hi"}], cache_key="s-1"))
+    assert body["prompt_cache_key"] == "s-1"
+
+
 async def test_finish_length(model_for: Any) -> None:
     with serving(Turn(text="cut", finish_reason="length")) as server:
         events = await collect(model_for(server))

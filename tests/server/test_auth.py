@@ -188,7 +188,7 @@ async def test_authenticate_with_no_model_set_up_says_how(
         write(path, keyed_config(server))
         assert await editor.request("authenticate", {"methodId": "api-key"}) == {}
         sid = await editor.new_session(str(tmp_path))
-        assert await prompt(editor, sid, "hi") == {"stopReason": "end_turn"}
+        assert (await prompt(editor, sid, "hi"))["stopReason"] == "end_turn"
         assert editor.text(sid) == "signed in"
     assert server.chat_requests[-1].headers["authorization"] == f"Bearer {KEY}"
 
@@ -221,7 +221,7 @@ async def test_logout_forgets_the_stored_keys_and_a_new_session_needs_one(
     async with agent(from_file(path, tmp_path), check) as editor:
         await editor.initialize()
         open_before = await editor.new_session(str(tmp_path))
-        assert await prompt(editor, open_before, "hi") == {"stopReason": "end_turn"}
+        assert (await prompt(editor, open_before, "hi"))["stopReason"] == "end_turn"
 
         assert await editor.request("logout", {}) == {}
         assert read(path) == keyed_config(server, key=None)  # the key gone, the rest as it was
@@ -230,12 +230,12 @@ async def test_logout_forgets_the_stored_keys_and_a_new_session_needs_one(
         assert "needs an API key" in error.message
         assert (await error_of(editor, "authenticate", {"methodId": "api-key"})).code == -32000
         # a session opened before keeps the model client it has
-        assert await prompt(editor, open_before, "still there?") == {"stopReason": "end_turn"}
+        assert (await prompt(editor, open_before, "still there?"))["stopReason"] == "end_turn"
 
         write(path, keyed_config(server))  # signed in again
         assert await editor.request("authenticate", {"methodId": "api-key"}) == {}
         sid = await editor.new_session(str(tmp_path))
-        assert await prompt(editor, sid, "back") == {"stopReason": "end_turn"}
+        assert (await prompt(editor, sid, "back"))["stopReason"] == "end_turn"
     assert [r.headers["authorization"] for r in server.chat_requests] == [f"Bearer {KEY}"] * 3
 
 
@@ -249,7 +249,7 @@ async def test_logout_keeps_a_key_from_the_environment(
         await editor.initialize()
         assert await editor.request("logout", {}) == {}
         sid = await editor.new_session(str(tmp_path))
-        assert await prompt(editor, sid, "hi") == {"stopReason": "end_turn"}
+        assert (await prompt(editor, sid, "hi"))["stopReason"] == "end_turn"
     assert read(path) == before  # nothing stored, nothing written
 
 

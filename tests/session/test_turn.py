@@ -8,7 +8,17 @@ import pytest
 
 from refagent.acp import updates
 from refagent.errors import ModelError, ModelRefused
-from refagent.llm.protocol import Finished, Retrying, TextDelta, ToolCallRequest, Usage
+from refagent.llm.protocol import (
+    KEPT_REASONING,
+    Finished,
+    KeptReasoning,
+    Retrying,
+    TextDelta,
+    ToolCallRequest,
+    Usage,
+    kept_reasoning,
+    wire_message,
+)
 from refagent.llm.scripted import Fail, Response, ScriptedModel, text
 from refagent.session.turn import Turn, run_prompt
 
@@ -93,6 +103,29 @@ async def test_usage_is_reported_as_the_update_the_meter_makes() -> None:
     _, sent, _, _ = await play([TextDelta("x"), Usage(10, 2)], usage=usage)
     assert seen == [Usage(10, 2)]
     assert {"sessionUpdate": "usage_update", "used": 12, "size": 1000} in sent
+
+
+async def test_reasoning_an_api_wants_back_is_kept_on_its_message_and_sent_in_the_next_request() -> None:
+    signed = {"type": "thinking", "thinking": "Read it first.", "signature": "sig-1"}
+    _, _, history, model = await play(
+        [KeptReasoning("anthropic", (signed,)), ToolCallRequest("c1", "read_file", "{}")],
+        text("done"),
+        cache_key="session-1",
+    )
+    assert history[1][KEPT_REASONING] == {"api": "anthropic", "items": [signed]}
+    second = model.requests[1]
+    assert kept_reasoning(second.messages[1], "anthropic") == [signed]
+    assert kept_reasoning(second.messages[1], "openai-responses") == []  # another API's: left out
+    assert KEPT_REASONING not in wire_message(second.messages[1])
+    assert wire_message(second.messages[0]) is second.messages[0]  # nothing to drop: no copy
+    assert [r.cache_key for r in model.requests] == ["session-1", "session-1"]
+
+
+async def test_a_cancelled_response_keeps_no_reasoning() -> None:
+    """Kept reasoning comes at the end of a response: one cut before it keeps none, and the history stays
+    what a plain message would be."""
+    _, _, history, _ = await play([TextDelta("partial"), Finished("length")])
+    assert KEPT_REASONING not in history[1]
 
 
 async def test_changed_files_are_noted_before_the_next_request() -> None:

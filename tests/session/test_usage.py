@@ -1,0 +1,56 @@
+"""What a session's responses cost, cached tokens priced as cached, and a turn's ``usage``."""
+
+from __future__ import annotations
+
+import pytest
+
+from refagent.llm.profiles import ModelProfile
+from refagent.llm.protocol import Usage
+from refagent.session.usage import UsageMeter, price, turn_usage
+
+PER_MILLION = 1e-6
+PRICED = ModelProfile(
+    id="p",
+    name="p",
+    input_price=3 * PER_MILLION,
+    output_price=15 * PER_MILLION,
+    cached_input_price=0.3 * PER_MILLION,
+    cache_write_price=3.75 * PER_MILLION,
+)
+
+
+def test_cached_and_written_tokens_have_their_own_prices() -> None:
+    usage = Usage(1_000_000, 100_000, cached_tokens=800_000, cache_write_tokens=100_000)
+    expected = 100_000 * 3 + 800_000 * 0.3 + 100_000 * 3.75 + 100_000 * 15
+    assert price(usage, PRICED) == pytest.approx(expected * PER_MILLION)
+
+
+def test_without_cache_prices_cached_tokens_cost_the_input_price() -> None:
+    plain = ModelProfile(id="p", name="p", input_price=2 * PER_MILLION, output_price=8 * PER_MILLION)
+    assert price(Usage(1000, 10, cached_tokens=900), plain) == pytest.approx((1000 * 2 + 10 * 8) * PER_MILLION)
+
+
+def test_counts_a_provider_got_wrong_never_price_below_zero() -> None:
+    """More cached than prompt tokens (a provider's mistake) is read as all of them cached, not negative."""
+    assert price(Usage(100, 0, cached_tokens=500, cache_write_tokens=50), PRICED) == pytest.approx(100 * 0.3e-6)
+
+
+def test_the_meter_adds_up_the_session_and_reports_the_context() -> None:
+    meter = UsageMeter()
+    meter.update(Usage(1_000_000, 0, cached_tokens=1_000_000), PRICED)
+    update = meter.update(Usage(1_000_000, 0), PRICED)
+    assert update["cost"] == {"amount": pytest.approx(3.3), "currency": "USD"}
+    assert update["used"] == 1_000_000
+
+
+def test_a_turns_usage_sums_its_responses() -> None:
+    used = [Usage(100, 10, cache_write_tokens=90), Usage(120, 20, cached_tokens=90, reasoning_tokens=5)]
+    assert turn_usage(used) == {
+        "totalTokens": 250,
+        "inputTokens": 220,
+        "outputTokens": 30,
+        "thoughtTokens": 5,
+        "cachedReadTokens": 90,
+        "cachedWriteTokens": 90,
+    }
+    assert turn_usage([]) is None
