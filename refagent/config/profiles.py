@@ -11,6 +11,7 @@ A profile's table (every key optional)::
     name = "Work: GPT-4.1"        # display name (default: the model and host)
     description = "..."           # default: the model and the endpoint
     context_window = 1047576
+    max_output_tokens = 32768     # the most one response may have (default: the model's own)
     images = true
     input_price = 2.0             # per million tokens (stored per token in ModelProfile)
     output_price = 8.0
@@ -71,6 +72,7 @@ PROFILE_KEYS: dict[str, type] = {
     "name": str,
     "description": str,
     "context_window": int,
+    "max_output_tokens": int,
     "images": bool,
     "input_price": float,
     "output_price": float,

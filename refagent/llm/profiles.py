@@ -15,6 +15,10 @@ SCRIPTED = "scripted"
 DEFAULT_CLIENT = "openai"
 """The client kind of a profile that names none: the OpenAI-compatible adapter."""
 DEMO_CLIENT = "demo"
+RESPONSES_CLIENT = "openai-responses"
+"""The client kind of OpenAI's Responses API (the default on OpenAI's own host)."""
+ANTHROPIC_CLIENT = "anthropic"
+"""The client kind of Anthropic's Messages API."""
 """The client kind of the demo model (``refagent --demo``)."""
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 """Where a profile without ``base_url`` goes (the ``openai`` client's own default)."""
@@ -35,6 +39,9 @@ class ModelProfile:
     api_key_env: str | None = None
     """The environment variable the key was (or would be) read from, for error messages."""
     context_window: int = DEFAULT_WINDOW
+    max_output_tokens: int | None = None
+    """The most tokens one response may have (the Anthropic Messages API requires a limit: its client
+    sends this, or its own default); ``None``: the model's own."""
     images: bool = False
     input_price: float | None = None
     """Price per input token, in ``currency``."""
