@@ -86,6 +86,18 @@ class Endpoint:
     """The profile id suggested for it."""
     found: bool = False
     """Found on this machine by :func:`find_local_servers` (not typed)."""
+    client: str | None = None
+    """The kind of model client to write in the profile (a provider's API); None: the endpoint's default."""
+    key_env: str | None = None
+    """The variable the provider's key is usually in (offered when asking where the key lives)."""
+    default_model: str = ""
+    """The provider's suggested model."""
+    known: bool = False
+    """A provider refagent knows the models of (their context windows come from its data file)."""
+
+    @property
+    def anthropic(self) -> bool:
+        return self.client == "anthropic"
 
     @property
     def local(self) -> bool:
@@ -111,10 +123,22 @@ class NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def fetch_models(base_url: str, key: str | None = None, *, timeout: float = CHECK_TIMEOUT) -> Answer:
-    """``GET {base_url}/models``, with ``key`` as the bearer token if there is one."""
+ANTHROPIC_VERSION = "2023-06-01"
+"""The Messages API version header refagent sends (as its Anthropic client does)."""
+
+
+def fetch_models(
+    base_url: str, key: str | None = None, *, timeout: float = CHECK_TIMEOUT, anthropic: bool = False
+) -> Answer:
+    """``GET {base_url}/models``, with ``key`` as the bearer token if there is one; ``anthropic``: Anthropic's
+    way, ``GET {base_url}/v1/models`` with the key in ``x-api-key`` (its base URL has no ``/v1``)."""
     headers = {"Accept": "application/json", "User-Agent": f"refagent/{__version__} (login)"}
-    if key:
+    if anthropic:
+        base_url = base_url.rstrip("/").removesuffix("/v1") + "/v1"
+        headers["anthropic-version"] = ANTHROPIC_VERSION
+        if key:
+            headers["x-api-key"] = key
+    elif key:
         headers["Authorization"] = f"Bearer {key}"
     handlers: list[urllib.request.BaseHandler] = [NoRedirects()]
     if is_local(base_url):  # a proxy for 127.0.0.1 is never right

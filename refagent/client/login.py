@@ -5,10 +5,12 @@ An ACP client can run ``refagent login`` in a terminal for its user (an ``authMe
 ``terminal``); people run it by hand too. It asks, in this order:
 
 1. the endpoint: OpenAI, a model server found on this machine (those of :data:`LOCAL_SERVERS` on 127.0.0.1
-   that answer ``/v1/models``), or any OpenAI-compatible URL (which can also be typed at once);
-2. the model, from the endpoint's ``/v1/models`` when it lists them, else typed; and, but for OpenAI, its
-   context window, as the server says it (:mod:`refagent.client.context_window`) or else typed (Enter:
-   refagent's default);
+   that answer ``/v1/models``), another provider refagent knows by name (Anthropic, Gemini, OpenRouter,
+   DeepSeek, Groq, Mistral, xAI: :mod:`refagent.config.providers`; the profile names its API, ``client``),
+   or any OpenAI-compatible URL (which can also be typed at once);
+2. the model, from the endpoint's ``/v1/models`` when it lists them, else typed; and, but for the
+   providers refagent knows the models of, its context window, as the server says it
+   (:mod:`refagent.client.context_window`) or else typed (Enter: refagent's default);
 3. the key, read without echo (:func:`getpass.getpass`) and checked with a ``GET /v1/models``: 200 is good,
    401/403 asks again, an endpoint that does not answer can be asked again or the key saved unchecked.
    The key comes before the model when the endpoint lists its models only to a key (OpenAI does); a
@@ -59,6 +61,7 @@ from refagent.client.endpoints import (
 )
 from refagent.config import writer
 from refagent.config.profiles import DEFAULT_OPENAI_MODEL
+from refagent.config.providers import Provider, built_in
 from refagent.errors import ConfigError
 from refagent.llm.profiles import DEFAULT_WINDOW, SCRIPTED
 
@@ -86,6 +89,15 @@ KEY_CHARS = re.compile(r"[\x21-\x7e]+")
 """What a key may hold: printable ASCII without spaces (it goes into an HTTP header)."""
 OVERRIDES = ("REFAGENT_PROFILE", "OPENAI_BASE_URL", "REFAGENT_MODEL")
 """Variables that override the config file when refagent starts (see :mod:`refagent.config.loading`)."""
+
+
+PROVIDERS = Endpoint("", "")
+"""The menu entry that leads to the list of providers (:meth:`Login._provider`)."""
+
+
+def _providers() -> list[Provider]:
+    """The providers offered by name: the data file's, but OpenAI and this machine's servers."""
+    return [p for p in built_in().values() if p.id != "openai" and not p.local]
 
 
 class Login:
@@ -134,6 +146,8 @@ class Login:
                 key, _ = self._key(endpoint, required=False)
         window = self._context_window(endpoint, model, key)
         values: dict[str, Any] = {"base_url": endpoint.base_url, "model": model}
+        if endpoint.client is not None:
+            values["client"] = endpoint.client
         values.update(self._key_values(endpoint, key))
         profile_id = self._profile_id(endpoint, profiles)
         old = profiles.get(profile_id)
@@ -165,6 +179,7 @@ class Login:
                 )
                 for server, answer in found
             ),
+            (f"Another provider ({', '.join(p.name for p in _providers())})", PROVIDERS, Answer()),
             ("Any OpenAI-compatible URL", None, Answer()),
         ]
         default = 2 if found else 1
@@ -177,6 +192,8 @@ class Login:
                 number = int(reply or default)
                 if 1 <= number <= len(options):
                     _, endpoint, answer = options[number - 1]
+                    if endpoint is PROVIDERS:
+                        return self._provider()
                     if endpoint is not None:
                         return endpoint, answer
                     return self._url()
@@ -186,6 +203,28 @@ class Login:
             if url is not None:
                 return self._url(url)
             self.say("Type a number from the list, or a URL such as https://api.example.com/v1.")
+
+    def _provider(self) -> tuple[Endpoint, Answer]:
+        """One of the providers refagent knows by name (its data file), but OpenAI (offered first) and the
+        servers of this machine (found, or typed as a URL): each wants a key before it lists its models."""
+        providers = _providers()
+        self.say("\nWhich provider?")
+        for number, provider in enumerate(providers, 1):
+            self.say(f"  {number}) {provider.name} ({provider.endpoint(self.env)})")
+        while True:
+            reply = self.ask(f"Choose 1-{len(providers)}: ").strip()
+            if reply.isdigit() and 1 <= int(reply) <= len(providers):
+                provider = providers[int(reply) - 1]
+                endpoint = Endpoint(
+                    provider.endpoint(self.env),
+                    provider.id,
+                    client=provider.client,
+                    key_env=provider.key_env,
+                    default_model=provider.default_model,
+                    known=True,
+                )
+                return endpoint, Answer(401)  # each wants a key: no need to ask
+            self.say(f"Type a number from 1 to {len(providers)}.")
 
     def _url(self, url: str | None = None) -> tuple[Endpoint, Answer]:
         while True:
@@ -221,14 +260,15 @@ class Login:
         if not models:
             if models == []:
                 self.say("The endpoint lists no models.")
-            suggested = DEFAULT_OPENAI_MODEL if endpoint.openai else ""
+            suggested = DEFAULT_OPENAI_MODEL if endpoint.openai else endpoint.default_model
             hint = f" [Enter: {suggested}]" if suggested else ""
             while True:
                 reply = self.ask(f"The model's name{hint}: ").strip() or suggested
                 if reply:
                     return reply
                 self.say("A model name is needed: the endpoint does not list its models.")
-        default = DEFAULT_OPENAI_MODEL if endpoint.openai and DEFAULT_OPENAI_MODEL in models else models[0]
+        preferred = DEFAULT_OPENAI_MODEL if endpoint.openai else endpoint.default_model
+        default = preferred if preferred in models else models[0]
         if len(models) <= MAX_LISTED:
             self._list(models)
             prompt = f"Choose a model: a number or a name [Enter: {default}]: "
@@ -262,7 +302,7 @@ class Login:
     def _context_window(self, endpoint: Endpoint, model: str, key: str) -> dict[str, Any]:
         """``{"context_window": N}`` as the server says it (:mod:`refagent.client.context_window`) or the
         user types it; ``{}`` for refagent's default (and for OpenAI, whose models refagent knows)."""
-        if endpoint.openai:
+        if endpoint.openai or endpoint.known:  # refagent knows its models (the providers' data file)
             return {}
         found = self.find_window(endpoint.base_url, model, key or None)
         if found.tokens is not None:
@@ -296,7 +336,7 @@ class Login:
                 self.say("That does not look like a key: it has spaces or characters keys do not have.")
                 continue
             while True:
-                answer = fetch_models(endpoint.base_url, key, timeout=self.check_timeout)
+                answer = fetch_models(endpoint.base_url, key, timeout=self.check_timeout, anthropic=endpoint.anthropic)
                 if answer.status == 200:
                     self.say("The key works.")
                     return key, answer
@@ -320,7 +360,8 @@ class Login:
             f"The key can stay in {self.path.name}, which only you can read, or come from an environment variable."
         )
         while True:
-            name = self.ask("Environment variable [Enter: keep it in the file]: ").strip()
+            usual = f" (usually {endpoint.key_env})" if endpoint.key_env else ""
+            name = self.ask(f"Environment variable{usual} [Enter: keep it in the file]: ").strip()
             if not name:
                 return {"api_key": key, "api_key_env": None}
             if ENV_NAME.fullmatch(name):

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # annotations: argparse is imported where a parser is built, 
 
 __all__ = [
     "BASE_URL_ENV",
+    "HARBOR_MODEL_ENV",
     "KEY_ENV",
     "MAX_REQUESTS_ENV",
     "MODEL_ENV",
@@ -32,6 +33,9 @@ __all__ = [
 KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
 MODEL_ENV = "REFAGENT_MODEL"
+HARBOR_MODEL_ENV = "HARBOR_ACP_REQUESTED_MODEL"
+"""The model a benchmark harness that runs any ACP agent asks for (Harbor's ACP runner), ``provider/model``;
+below ``REFAGENT_MODEL``."""
 PROFILE_ENV = "REFAGENT_PROFILE"
 MAX_REQUESTS_ENV = "REFAGENT_MAX_REQUESTS"
 

@@ -21,15 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from refagent.config import clients
 from refagent.config.custom_tools import tool_directories, tool_entries
 from refagent.config.file import choose_path, read_table, typed
-from refagent.config.flags import BASE_URL_ENV, KEY_ENV, MODEL_ENV, PROFILE_ENV, Flags, env_value
+from refagent.config.flags import BASE_URL_ENV, HARBOR_MODEL_ENV, KEY_ENV, MODEL_ENV, PROFILE_ENV, Flags, env_value
 from refagent.config.limits import max_requests, retry_policy
 from refagent.config.profiles import env_profile, file_profiles, find, named
-from refagent.llm.profiles import SCRIPTED, ModelProfile, scripted_profile
+from refagent.config.providers import Provider, key_profiles, known, known_facts, provider_profile, split_name
+from refagent.llm.profiles import SCRIPTED, ModelProfile, is_openai_host, scripted_profile
 from refagent.logs import logger
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TOP_KEYS", "Config", "config_file", "load"]
 
-TOP_KEYS = frozenset({"default_profile", "max_requests", "retry", "profiles", "tools", "tool_path"})
+TOP_KEYS = frozenset({"default_profile", "max_requests", "retry", "profiles", "providers", "tools", "tool_path"})
 """The keys of the file itself; any other is warned about and ignored."""
 
 
@@ -105,32 +106,52 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
     default_id: str | None = None
     tools: list[str] = []
     tool_path: list[Path] = []
+    table = data.get("providers") if data is not None else None
+    providers = _Providers(table, source)
     if data is not None:
         assert path is not None  # data came from it
         warnings += [f"{source}: unknown key {k!r} (ignored)" for k in data if k not in TOP_KEYS]
         default_id = typed(data, "default_profile", str, source)
         in_file = typed(data, "max_requests", int, source)
         retry = retry_policy(data.get("retry"), source, warnings)
-        profiles = file_profiles(data.get("profiles"), source, env, warnings)
+        profiles = file_profiles(data.get("profiles"), source, env, warnings, providers.facts)
         tools = tool_entries(data, source)
         tool_path = tool_directories(data, path, source, warnings)
     for warning in warnings:
         logger(__name__).warning("%s", warning)
 
     base_url = flags.base_url or env_value(env, BASE_URL_ENV)
-    model = flags.model or env_value(env, MODEL_ENV)
+    model = flags.model or env_value(env, MODEL_ENV) or env_value(env, HARBOR_MODEL_ENV)
     wanted = flags.profile or env_value(env, PROFILE_ENV) or default_id
+    by_name = providers.split(model) if model and not base_url else None
+    chosen: ModelProfile | None = None
+    if by_name is not None:  # `provider/model`: that provider's profile, whatever else is configured
+        provider, model = by_name
+        wanted = provider.id
+        if all(p.id != provider.id for p in profiles):
+            chosen, model = provider_profile(provider, model, env), None  # else the file's, with the model
     if not profiles:
-        if base_url or model or env_value(env, KEY_ENV):
+        if base_url and not is_openai_host(base_url):  # an endpoint of one's own: Chat Completions
             profiles = [env_profile(base_url, model, env)]
             base_url = model = None  # used up
+        elif base_url or (model and not providers.keyed(env)):  # OpenAI, named by its URL or a model alone
+            openai = providers.known["openai"]
+            profiles = [replace(provider_profile(openai, model or openai.default_model, env), base_url=base_url)]
+            base_url = model = None  # used up
         else:
-            profiles = [scripted_profile()]
+            profiles = list(providers.keyed(env))  # one per key variable set (OPENAI_API_KEY, ...)
+    if chosen is not None:
+        profiles = [chosen, *(p for p in profiles if p.id != chosen.id)]
+    if not profiles:
+        profiles = [scripted_profile()]
     if wanted == SCRIPTED and not profiles[0].scripted:
         profiles.append(scripted_profile())  # asked for by name: the offline model stays reachable
     active = find(profiles, wanted or profiles[0].id, source)
     if not active.scripted and (base_url or model):
         overridden = replace(active, base_url=base_url or active.base_url, model=model or active.model)
+        home = providers.get(active.id) if model and not base_url and active.source == "environment" else None
+        if home is not None:  # a key variable's profile: what is known of the model named
+            overridden = provider_profile(home, model or home.default_model, env)
         if base_url and overridden.api_key is None and not overridden.api_key_env:
             # An endpoint from OPENAI_BASE_URL/--base-url pairs with OPENAI_API_KEY, as in every OpenAI tool.
             key = env_value(env, KEY_ENV)
@@ -146,3 +167,37 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
         tools=tools,
         tool_path=tool_path,
     )
+
+
+class _Providers:
+    """The known providers (:mod:`refagent.config.providers`), read only when something asks: a name with a
+    slash, no profile in the file, or a file profile to complete."""
+
+    def __init__(self, table: Any, source: str) -> None:
+        self._table = table
+        self._source = source
+        self._known: dict[str, Provider] | None = None
+        self._keyed: list[ModelProfile] | None = None
+
+    @property
+    def known(self) -> dict[str, Provider]:
+        if self._known is None:
+            self._known = known(self._table, self._source)
+        return self._known
+
+    def get(self, provider_id: str) -> Provider | None:
+        return self.known.get(provider_id)
+
+    def split(self, name: str) -> tuple[Provider, str] | None:
+        return split_name(name, self.known) if "/" in name else None
+
+    def keyed(self, env: Mapping[str, str]) -> list[ModelProfile]:
+        """The profiles the providers' key variables form (:func:`~refagent.config.providers.key_profiles`)."""
+        if self._keyed is None:
+            self._keyed = key_profiles(self.known, env)
+        return self._keyed
+
+    def facts(self, base_url: str | None, client: str, model: str) -> dict[str, Any]:
+        """What is known of ``model`` at the provider whose endpoint ``base_url`` is (see
+        :func:`~refagent.config.providers.known_facts`)."""
+        return known_facts(self.known, base_url, client, model)

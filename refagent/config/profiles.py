@@ -38,15 +38,23 @@ needs no key.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeAlias
 
 from refagent.config import clients
 from refagent.config.file import typed
 from refagent.config.flags import KEY_ENV, env_value
 from refagent.errors import ConfigError
-from refagent.llm.profiles import DEFAULT_CLIENT, OPENAI_BASE_URL, SCRIPTED, ModelProfile, is_local, is_openai_host
+from refagent.llm.profiles import (
+    DEFAULT_CLIENT,
+    OPENAI_BASE_URL,
+    RESPONSES_CLIENT,
+    SCRIPTED,
+    ModelProfile,
+    is_local,
+    is_openai_host,
+)
 
 __all__ = [
     "DEFAULT_OPENAI_MODEL",
@@ -57,8 +65,9 @@ __all__ = [
     "named",
 ]
 
-DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
-"""The model of a profile formed from ``OPENAI_API_KEY`` alone: cheap, fast, good at tool calls, 1M context."""
+DEFAULT_OPENAI_MODEL = "gpt-5-mini"
+"""OpenAI's ``default_model`` in the providers' data file (a test holds them equal), for ``refagent login``,
+which suggests it without reading that file: cheap, fast, good at tool calls, reasoning kept across them."""
 PER_MILLION = 1_000_000
 PREFERRED_REASONING_EFFORT = "medium"
 """The default reasoning effort when a profile lists it and names no ``default_reasoning_effort``."""
@@ -83,11 +92,18 @@ PROFILE_KEYS: dict[str, type] = {
 }
 """The keys of a profile's table with a value of one type; the reasoning keys are checked apart."""
 REASONING_KEYS = frozenset({"reasoning_effort", "default_reasoning_effort"})
+Facts: TypeAlias = Callable[[str | None, str, str], dict[str, Any]]
+"""``(base_url, client kind, model) -> profile fields`` known of the model (prices per token)."""
 
 
-def file_profiles(table: Any, source: str, env: Mapping[str, str], warnings: list[str]) -> list[ModelProfile]:
+def file_profiles(
+    table: Any, source: str, env: Mapping[str, str], warnings: list[str], facts: Facts | None = None
+) -> list[ModelProfile]:
     """The profiles of the file's ``profiles`` table (``None``: none), in its order, with their keys read
     from ``env`` and unnamed yet (:func:`named` names them once flags and environment have had their say).
+    A profile names its model's context window, prices and the like, or ``facts`` (what is known of the
+    model at its endpoint, :func:`refagent.config.providers.known_facts`) fills them in. A profile on
+    OpenAI's own host speaks the Responses API unless its ``client`` says otherwise.
     Unknown keys are added to ``warnings``. Raises :class:`ConfigError` for a value of the wrong type, an
     unknown client kind, the reserved id ``scripted``, or reasoning efforts that do not hold together."""
     if table is None:
@@ -105,12 +121,18 @@ def file_profiles(table: Any, source: str, env: Mapping[str, str], warnings: lis
         warnings += [f"{where}: unknown key {k!r} (ignored)" for k in entry if k not in known]
         values = {k: typed(entry, k, kind, where) for k, kind in PROFILE_KEYS.items() if k in entry}
         values["reasoning_efforts"], values["default_reasoning_effort"] = reasoning(entry, where)
-        kind = clients.find(values.setdefault("client", DEFAULT_CLIENT), where)
+        if not values["reasoning_efforts"]:
+            del values["reasoning_efforts"], values["default_reasoning_effort"]
+        default_kind = RESPONSES_CLIENT if is_openai_host(values.get("base_url")) else DEFAULT_CLIENT
+        kind = clients.find(values.setdefault("client", default_kind), where)
         if not kind.endpoint:
             values.setdefault("needs_key", False)
         for price in ("input_price", "output_price", "cached_input_price", "cache_write_price"):
             if price in values:
                 values[price] /= PER_MILLION
+        if facts is not None and kind.endpoint and values.get("model"):
+            for key, value in facts(values.get("base_url"), kind.name, values["model"]).items():
+                values.setdefault(key, value)  # what the table says wins
         base_url = values.get("base_url")
         key_env = values.get("api_key_env")
         if "api_key" not in values:
@@ -156,16 +178,14 @@ def reasoning(entry: Mapping[str, Any], where: str) -> tuple[tuple[str, ...], st
     return tuple(levels), default
 
 
-def env_profile(base_url: str | None, model: str | None, env: Mapping[str, str]) -> ModelProfile:
-    """The profile the environment (or the flags) forms when the file has none: ``openai`` when it talks to
-    OpenAI (model :data:`DEFAULT_OPENAI_MODEL` unless named), ``custom`` otherwise (model: the first the
-    endpoint lists, which suits local servers that serve one model); its key is ``OPENAI_API_KEY``'s."""
-    openai = is_openai_host(base_url)
-    model = model or (DEFAULT_OPENAI_MODEL if openai else "")
+def env_profile(base_url: str, model: str | None, env: Mapping[str, str]) -> ModelProfile:
+    """The profile an endpoint of one's own forms from the environment (or the flags) when the file has
+    none: ``custom``, spoken to with Chat Completions, its model named or else the first the endpoint lists
+    (which suits local servers that serve one model), its key ``OPENAI_API_KEY``'s."""
     return ModelProfile(
-        id="openai" if openai else "custom",
+        id="custom",
         name="",
-        model=model,
+        model=model or "",
         base_url=base_url,
         api_key=env_value(env, KEY_ENV),
         api_key_env=KEY_ENV,

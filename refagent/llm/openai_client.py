@@ -145,6 +145,12 @@ class OpenAIModel:
         """The endpoint requests go to, for messages."""
         return self.profile.endpoint.rstrip("/") + "/chat/completions"
 
+    async def prepare(self) -> None:
+        """Import ``openai`` and build the client now, in a worker thread, so that the first request does
+        not wait for them (the agent's warm-up after the first ``session/new``). Raises
+        :class:`~refagent.errors.ModelAuthError` for a profile that needs a key it lacks, as a request would."""
+        await self._get_client()
+
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.close()
@@ -223,6 +229,7 @@ class OpenAIModel:
                 api_key=self.profile.api_key or NO_KEY,
                 base_url=self.profile.endpoint,
                 max_retries=0,  # the retry policy is ours (see the module docstring)
+                default_headers=dict(self.profile.headers) or None,  # an editor's routing: over the key
                 **({} if self.timeout is None else {"timeout": self.timeout}),
             ),
         )

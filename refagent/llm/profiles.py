@@ -64,6 +64,9 @@ class ModelProfile:
     api_key_from: str = ""
     """Where :attr:`api_key` came from, for messages (the key itself is never shown): the environment
     variable's name, or ``"`api_key` in <config file> [profiles.<id>]"``; empty: :attr:`api_key_env`, if any."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """Headers sent with every request, besides the key (an editor's routing, ``providers/set``); never
+    logged or shown."""
     client: str = DEFAULT_CLIENT
     """The kind of model client that talks to the model (``client`` in the profile's table): a name in
     :mod:`refagent.config.clients`' registry (``openai``, ``scripted``, ``demo``, or a fork's own)."""

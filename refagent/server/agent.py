@@ -17,6 +17,7 @@ being opened: run earlier, it would hold the interpreter while those responses a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -31,10 +32,12 @@ from refagent.acp.errors import AuthRequired, InternalError, InvalidParams, Inva
 from refagent.config.writer import forget_keys
 from refagent.errors import ConfigError
 from refagent.llm.pool import ModelPool, require_key
+from refagent.llm.profiles import ModelProfile, missing_key, scripted_profile
 from refagent.sandbox.confine.confinement import machine_support, remove_stale_cgroups
 from refagent.sandbox.confine.private_tmp import remove_stale_private_dirs
 from refagent.server.handshake import AUTH_METHOD, Started, answer_initialize
 from refagent.server.methods import NOTIFICATIONS, REQUESTS
+from refagent.server.providers import Route, known_provider_profiles, listing, protocol_of, route_from, routed
 from refagent.server.v2 import wants_v2
 from refagent.server.v2.bridge import V2Bridge
 from refagent.session.manager import SessionManager
@@ -70,6 +73,10 @@ class Agent:
         its capabilities are taken for the sessions opened after it."""
         self.client_info: dict[str, Any] = {}
         self.models = ModelPool(self.settings.make_model)
+        self._configured = self.settings
+        """The settings as configured, before the editor's provider routings (:attr:`settings` has them)."""
+        self._routes: dict[str, Route | None] = {}
+        self._disabled: list[ModelProfile] = []
         self._background: TaskGroup | None = None
         self.v2: V2Bridge | None = None
         """Set when the client negotiated ACP v2 (:mod:`refagent.server.v2`)."""
@@ -192,6 +199,22 @@ class Agent:
                 await self.settings.warm_up()
             except Exception:  # only an optimisation: the first turn will import what it needs
                 log.exception("warming up the model client failed")
+        await self._prepare_model()
+
+    async def _prepare_model(self) -> None:
+        """Make the default profile's model client and let it prepare (import and build its HTTP client), so
+        that a prompt sent soon after the first session does not wait for that (only an optimisation: a
+        profile without its key, or a failure, is left to the first prompt to report)."""
+        profile = self.settings.active_profile()
+        if missing_key(profile) is not None:
+            return
+        prepare = getattr(self.models.get(profile), "prepare", None)  # not part of ModelClient: optional
+        if prepare is None:
+            return
+        try:
+            await prepare()
+        except Exception as exc:
+            log.debug("preparing the model client failed: %s", exc)
 
     def _then_after_first_session(self, reply: Reply) -> Reply:
         """``reply``, with :meth:`_after_first_session` after its own after-work."""
@@ -238,16 +261,58 @@ class Agent:
         return {}
 
     def _reload(self) -> None:
-        """Read the configuration again; new sessions and prompts use it."""
+        """Read the configuration again; new sessions and prompts use it (with the editor's routings)."""
         assert self.settings.reload is not None
         try:
-            settings = self.settings.reload()
+            self._configured = self.settings.reload()
         except Exception as exc:
             raise AuthRequired(f"The configuration could not be read again: {exc}") from None
+        self._reconfigure()
+
+    def _reconfigure(self) -> None:
+        """Use the configuration with the editor's provider routings (:mod:`refagent.server.providers`)."""
+        settings = self._configured
+        if self._routes:
+            kept, self._disabled = routed(settings.profiles, self._routes, known_provider_profiles())
+            default = settings.default_profile if any(pr.id == settings.default_profile for pr in kept) else None
+            settings = dataclasses.replace(settings, profiles=kept or [scripted_profile()], default_profile=default)
         self.settings = settings
         self.models.reset(settings.make_model)
         if self._manager is not None:
             self._manager.reconfigure(settings)
+
+    # -- providers (unstable): the editor routes model requests (refagent.server.providers)
+
+    async def list_providers(self, params: Params) -> dict[str, Any]:
+        return listing([pr for pr in self.settings.profiles if not pr.scripted], self._disabled)
+
+    async def set_provider(self, params: Params) -> dict[str, Any]:
+        provider_id, route = route_from(params)
+        self._known_provider(provider_id)
+        self._routes[provider_id] = route
+        self._reconfigure()
+        log.info(
+            "providers/set %s: %s at %s (headers: %s)",
+            provider_id,
+            route.protocol,
+            route.base_url,
+            ", ".join(name for name, _ in route.headers) or "none",
+        )
+        return {}
+
+    async def disable_provider(self, params: Params) -> dict[str, Any]:
+        provider_id = p.required(params, "providerId", str)
+        self._known_provider(provider_id)
+        self._routes[provider_id] = None
+        self._reconfigure()
+        return {}
+
+    def _known_provider(self, provider_id: str) -> None:
+        """Raise ``-32602`` unless ``provider_id`` is a provider of the configuration or the data file."""
+        ids = {pr.id for pr in (*self._configured.profiles, *self._disabled) if protocol_of(pr) is not None}
+        if provider_id not in ids and provider_id not in known_provider_profiles():
+            listed = ", ".join(sorted(ids | set(known_provider_profiles())))
+            raise InvalidParams(f"Invalid params: unknown provider {provider_id!r} (known: {listed})")
 
     # -- sessions: their params typed here (refagent.acp.requests, as `typed`), answered by the session manager
     # Each parse raises -32602 for params the schema does not allow, before the manager sees anything.

@@ -47,6 +47,7 @@ def answer_initialize(settings: Settings, has_store: bool, params: dict[str, Any
         "promptCapabilities": {"image": settings.active_profile().images, "audio": False, "embeddedContext": True},
         "mcpCapabilities": {"http": True, "sse": True},
         "sessionCapabilities": session,
+        "providers": {},  # unstable: the editor may route model requests (refagent.server.providers)
         # _session/steering, as Claude's and Codex's adapters advertise it (refagent.session.steering)
         "_meta": {"steering": {"supported": True}},
     }

@@ -51,6 +51,9 @@ REQUESTS: Final[Mapping[str, Route]] = {
     "session/prompt": Route("prompt"),
     "session/set_mode": Route("set_mode"),
     "session/set_config_option": Route("set_config_option"),
+    "providers/list": Route("list_providers"),  # unstable
+    "providers/set": Route("set_provider"),  # unstable
+    "providers/disable": Route("disable_provider"),  # unstable
     "_session/steering": Route("steer"),  # an extension: advertised in initialize's _meta
 }
 """Every request method the agent answers."""

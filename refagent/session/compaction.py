@@ -16,6 +16,7 @@ from refagent.acp import updates
 from refagent.errors import ModelError
 from refagent.ids import new_id
 from refagent.llm.protocol import ModelClient, ModelRequest, TextDelta, close_stream
+from refagent.llm.wire_json import EncodedMessages, dumps
 from refagent.persistence.conversation import Conversation
 from refagent.session.speaker import Say, speaker
 
@@ -35,18 +36,30 @@ class AutoCompaction:
     """What automatic compaction remembers for a session, from one turn (and one :class:`Compactor`) to
     the next: the size of the conversation when it last failed (None: it has not, since it last worked)."""
 
-    __slots__ = ("failed_at",)
+    __slots__ = ("encoded", "failed_at")
 
     def __init__(self) -> None:
         self.failed_at: int | None = None
+        self.encoded = EncodedMessages(_as_it_is)
+        """Each message's JSON, kept across requests: sizing a long conversation before each request
+        encodes only what is new (:mod:`refagent.llm.wire_json`)."""
+
+    def estimate(self, messages: list[dict[str, Any]], tools: list[Any]) -> int:
+        """:func:`estimate_tokens` of ``messages`` and ``tools``, each message encoded once."""
+        return (sum(len(text) + 1 for text in self.encoded.encode(messages)) + _tools_size(tools)) // 4
+
+
+def _as_it_is(message: dict[str, Any]) -> dict[str, Any]:
+    return message
 
 
 def estimate_tokens(messages: list[dict[str, Any]], tools: list[Any] | None = None) -> int:
     """A rough token count (about four characters a token) for deciding when to compact."""
-    size = len(json.dumps(messages, ensure_ascii=False, default=str))
-    if tools:
-        size += len(json.dumps([getattr(t, "parameters", {}) for t in tools], default=str))
-    return size // 4
+    return (sum(len(dumps(m)) + 1 for m in messages) + _tools_size(tools)) // 4
+
+
+def _tools_size(tools: list[Any] | None) -> int:
+    return len(json.dumps([getattr(t, "parameters", {}) for t in tools], default=str)) if tools else 0
 
 
 def split_point(history: list[dict[str, Any]], keep_turns: int = KEEP_TURNS) -> int:
@@ -145,7 +158,7 @@ class Compactor:
         (:data:`AUTO_COMPACT_AT`) of the context window, unless it failed at about this size already
         (:data:`RETRY_AFTER`): then the request goes as it is, and the user, told at the failure, is not
         told again."""
-        size, window = estimate_tokens(messages, tools), self.window()
+        size, window = self.auto.estimate(messages, tools), self.window()
         if size < window * AUTO_COMPACT_AT:
             return
         failed_at = self.auto.failed_at

@@ -34,6 +34,7 @@ This module uses only the standard library: importing it does not import ``opena
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import select
@@ -148,6 +149,12 @@ class ScriptedOpenAIServer:
         with self._lock:
             self._requests.append(request)
 
+    def _answered(self, request: RecordedRequest) -> None:
+        answered = dataclasses.replace(request, answered=time.monotonic())
+        with self._lock:  # by identity, from the end: comparing bodies would cost the server more each request
+            at = next(i for i in range(len(self._requests) - 1, -1, -1) if self._requests[i] is request)
+            self._requests[at] = answered
+
     def _next_turn(self) -> tuple[int, Turn | None]:
         with self._lock:
             self._served += 1
@@ -195,7 +202,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else {}
         except ValueError:
             body = raw.decode("utf-8", "replace")
-        self.scripted._record(RecordedRequest("POST", self.path, self._headers(), body))
+        request = RecordedRequest("POST", self.path, self._headers(), body, received=time.monotonic())
+        self.scripted._record(request)
         path = self.path.split("?", 1)[0].rstrip("/")
         wire = next((w for suffix, w in self.scripted._wires.items() if path.endswith(suffix)), None)
         if wire is None:
@@ -205,6 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(wire, body)
         except Rejection as exc:
             self._json(exc.status, wire.error(exc.status, exc.message, exc.kind))
+        self.scripted._answered(request)
 
     def _answer(self, wire: Wire, body: Any) -> None:
         if not isinstance(body, dict):

@@ -96,6 +96,10 @@ class RecordedRequest:
     """Header names lower-cased."""
     body: Any
     """The decoded JSON body (``None`` for a GET)."""
+    received: float = 0.0
+    """``time.monotonic()`` when the whole request had been read."""
+    answered: float = 0.0
+    """``time.monotonic()`` when the whole answer had been written (0: not yet, or never)."""
 
 
 def default_message(code: int) -> str:

@@ -166,10 +166,10 @@ def saved(path: Path) -> dict[str, Any]:
 
 def test_a_url_that_lists_its_models_publicly_model_then_key_then_saved(path: Path) -> None:
     with ModelsServer(public=True) as server:
-        script = Script("2", server.base_url, "1", WRONG_KEY, RIGHT_KEY, "32k", "", "")
+        script = Script("3", server.base_url, "1", WRONG_KEY, RIGHT_KEY, "32k", "", "")
         assert script.login(path).run() == f"local-{server.server_address[1]}"
 
-    assert script.prompts[0].startswith("Choose 1-2")  # OpenAI, any URL: no local server offered here
+    assert script.prompts[0].startswith("Choose 1-3")  # OpenAI, providers, any URL: no local server here
     assert "Choose a model" in script.prompts[2]
     assert script.prompts[3].startswith("(hidden) API key for")
     assert "The endpoint refused this key (HTTP 401: Incorrect API key provided: ***)" in script.text
@@ -233,11 +233,12 @@ def test_the_servers_found_on_this_machine_are_offered(path: Path) -> None:
     assert "No key needed: the server answered without one." in script.text
     assert not any(p.startswith("(hidden)") for p in script.prompts)
     menu = [line for line in script.said if line.startswith("  ")]
-    assert menu[:4] == [
+    assert menu[:5] == [
         "  1) OpenAI (https://api.openai.com/v1)",
         f"  2) Listing on this machine ({listing.base_url})",
         f"  3) Keyed on this machine ({keyed.base_url}), wants a key",
-        "  4) Any OpenAI-compatible URL",
+        "  4) Another provider (Anthropic, Google Gemini, OpenRouter, DeepSeek, Groq, Mistral, xAI)",
+        "  5) Any OpenAI-compatible URL",
     ]
     assert saved(path)["profiles"]["listing"] == {"base_url": listing.base_url, "model": "alpha-model"}
 
@@ -269,10 +270,10 @@ def test_openai_is_asked_with_the_key_first(path: Path, monkeypatch: pytest.Monk
     """No request goes to api.openai.com here: the check is replaced by one that knows the right key."""
     asked: list[tuple[str, str | None]] = []
 
-    def fake(base_url: str, key: str | None = None, *, timeout: float = 0) -> Answer:
+    def fake(base_url: str, key: str | None = None, *, timeout: float = 0, anthropic: bool = False) -> Answer:
         asked.append((base_url, key))
         if key == RIGHT_KEY:
-            return Answer(200, [f"m{i:03}" for i in range(200)] + ["gpt-4.1-mini"])
+            return Answer(200, [f"m{i:03}" for i in range(200)] + ["gpt-5-mini"])
         return Answer(401, problem="HTTP 401: Incorrect API key provided: sk-wr***10")
 
     monkeypatch.setattr(login_module, "fetch_models", fake)
@@ -280,11 +281,70 @@ def test_openai_is_asked_with_the_key_first(path: Path, monkeypatch: pytest.Monk
     assert script.login(path).run() == "openai"
     assert [key for _, key in asked] == [WRONG_KEY, RIGHT_KEY]  # OpenAI wants a key: no keyless probe
     assert "The endpoint has 201 models." in script.text
-    assert "  201) gpt-4.1-mini" in script.said  # "?" lists them, in the order fetch_models gives
+    assert "  201) gpt-5-mini" in script.said  # "?" lists them, in the order fetch_models gives
     assert "There is no 999." in script.text
     profile = saved(path)["profiles"]["openai"]
-    assert profile["model"] == "gpt-4.1-mini"  # Enter: the default model
+    assert profile["model"] == "gpt-5-mini"  # Enter: the default model
     assert profile["base_url"] == "https://api.openai.com/v1"
+
+
+class AnthropicModels(ThreadingHTTPServer):
+    """``GET /v1/models`` as Anthropic answers it: the key in ``x-api-key``, with ``anthropic-version``."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _AnthropicHandler)
+        self.seen: list[dict[str, str]] = []
+
+    def __enter__(self) -> AnthropicModels:
+        Thread(target=self.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+class _AnthropicHandler(BaseHTTPRequestHandler):
+    server: AnthropicModels
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.server.seen.append({k.lower(): v for k, v in self.headers.items()})
+        right = self.headers.get("x-api-key") == RIGHT_KEY and self.headers.get("anthropic-version")
+        status, payload = (
+            (200, {"data": [{"id": "claude-haiku-4-5", "type": "model"}, {"id": "claude-sonnet-4-5", "type": "model"}]})
+            if self.path == "/v1/models" and right
+            else (401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}})
+        )
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_a_provider_by_name_is_asked_its_own_way_and_saved_with_its_api(path: Path) -> None:
+    with AnthropicModels() as server:
+        root = f"http://127.0.0.1:{server.server_address[1]}"
+        env = {"ANTHROPIC_BASE_URL": root}
+        script = Script("2", "1", WRONG_KEY, RIGHT_KEY, "", "ANTHROPIC_API_KEY", "")
+        assert script.login(path, env=env).run() == "anthropic"
+    assert "  1) Anthropic (" + root + ")" in script.said
+    assert server.seen[-1]["x-api-key"] == RIGHT_KEY
+    assert "authorization" not in server.seen[-1]  # its key goes in its own header only
+    assert any("usually ANTHROPIC_API_KEY" in prompt for prompt in script.prompts)
+    profile = saved(path)["profiles"]["anthropic"]
+    assert profile == {  # its default model; no window asked: refagent knows Anthropic's models
+        "base_url": root,
+        "model": "claude-sonnet-4-5",
+        "client": "anthropic",
+        "api_key_env": "ANTHROPIC_API_KEY",
+    }
 
 
 def test_logging_in_again_keeps_the_rest_of_the_file(path: Path) -> None:

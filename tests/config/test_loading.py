@@ -83,13 +83,14 @@ def test_nothing_configured_means_the_scripted_profile_only() -> None:
 def test_openai_api_key_alone_is_enough() -> None:
     loaded = load(None, {"OPENAI_API_KEY": "sk-1"})
     [profile] = loaded.profiles
-    assert (profile.id, profile.model, profile.base_url, profile.api_key) == (
+    assert (profile.id, profile.model, profile.base_url, profile.api_key, profile.client) == (
         "openai",
         DEFAULT_OPENAI_MODEL,
-        None,
+        "https://api.openai.com/v1",
         "sk-1",
+        "openai-responses",  # OpenAI's own API on its own host
     )
-    assert profile.name == f"{DEFAULT_OPENAI_MODEL} (api.openai.com)"
+    assert profile.name == f"OpenAI: {DEFAULT_OPENAI_MODEL}"
     assert profile.endpoint == "https://api.openai.com/v1"
     assert missing_key(profile) is None
     assert isinstance(make_model(profile), OpenAIModel)

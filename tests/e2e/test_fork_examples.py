@@ -114,5 +114,6 @@ async def test_plain_refagent_does_not_know_the_forks_client_kind(tmp_path: Path
         session = await agent.new_session(tmp_path)
         _, updates = await prompt(agent, session, "hello")
     shown = said(updates)
-    assert "[profiles.echo]: unknown model client 'echo' (known: demo, openai, scripted)" in shown
+    known = "(known: anthropic, demo, openai, openai-responses, scripted)"
+    assert f"[profiles.echo]: unknown model client 'echo' {known}" in shown
     assert "refagent.config.clients.register" in shown

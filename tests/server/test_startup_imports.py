@@ -65,6 +65,7 @@ EARLY_REFAGENT: dict[str, str] = {
     "refagent.config.loading": "load(): the file, the environment and the flags combined",
     "refagent.config.profiles": "the profiles as configured (promptCapabilities and authMethods describe them)",
     "refagent.config.clients": "the client kinds profiles name (checked when read; no client is imported)",
+    "refagent.config.providers": "the providers by name: a key variable alone (ANTHROPIC_API_KEY...) forms a profile",
     "refagent.config.limits": "max_requests, and [retry] when there is one",
     "refagent.config.custom_tools": "the custom tools the file names (listed, not imported)",
     "refagent.llm": "the package of llm.profiles",

@@ -1,0 +1,56 @@
+"""Request bodies whose cost does not grow with the conversation: each message is encoded to JSON once.
+
+A session's conversation only grows at its end: the messages already sent are sent again, unchanged, in
+every later request of the tool loop. :class:`EncodedMessages` keeps each message's JSON text, found by the
+message object itself (its identity, checked, not an equal copy), so that a request's body is the texts
+joined, and only the messages new since the last request are encoded. The conversation never changes a
+message in place once appended (it replaces messages: compaction, ``/undo``, ``/rewind``), which is what
+makes identity a safe key. What a request does not reuse is forgotten, so the cache holds one request's
+messages at most.
+
+:func:`body` joins the pieces into the JSON object of a request. Encoding is ``ensure_ascii=False``: a
+lone surrogate left in a message raises :class:`UnicodeEncodeError` when the body is encoded to bytes,
+which the adapters answer by sending the request cleaned.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+__all__ = ["EncodedMessages", "body", "dumps"]
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, non-ASCII kept (as the ``openai`` package encodes bodies)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class EncodedMessages:
+    """Each message's JSON after ``convert`` (an adapter's form of a message; one converter per instance),
+    kept from one request to the next."""
+
+    def __init__(self, convert: Callable[[dict[str, Any]], Any]) -> None:
+        self._convert = convert
+        self._known: dict[int, tuple[dict[str, Any], str]] = {}
+
+    def encode(self, messages: Iterable[dict[str, Any]]) -> list[str]:
+        """The JSON of each of ``messages``, in order: those of the last call reused, the others encoded."""
+        known, kept = self._known, {}
+        texts = []
+        for message in messages:
+            hit = known.get(id(message))
+            text = hit[1] if hit is not None and hit[0] is message else dumps(self._convert(message))
+            kept[id(message)] = (message, text)
+            texts.append(text)
+        self._known = kept
+        return texts
+
+
+def body(fields: Mapping[str, Any], lists: Mapping[str, list[str]]) -> bytes:
+    """A request body: the JSON object of ``fields`` and, for each of ``lists``, an array of the given
+    JSON texts, encoded to UTF-8 (raises :class:`UnicodeEncodeError` for a lone surrogate)."""
+    parts = [f"{dumps(key)}:{dumps(value)}" for key, value in fields.items()]
+    parts += [f"{dumps(key)}:[{','.join(texts)}]" for key, texts in lists.items()]
+    return ("{" + ",".join(parts) + "}").encode("utf-8")
