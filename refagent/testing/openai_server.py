@@ -27,6 +27,8 @@ returns the recorded requests as JSON, for tests that spawned the server.
 The script (:class:`Turn` and its faults) is :mod:`refagent.testing.script`'s; how each API streams it is
 a wire's (:mod:`refagent.testing.wires`): a ``POST`` goes to the wire whose path its own ends with, so one
 server answers Chat Completions (``/chat/completions``) and the other APIs refagent speaks from one script.
+OpenAI's Responses API (``/responses``, :mod:`refagent.testing.responses_wire`) is one of them: its events,
+the reasoning items' encrypted content it issues and checks, and cached tokens by OpenAI's prefix rule.
 
 This module uses only the standard library: importing it does not import ``openai``.
 """

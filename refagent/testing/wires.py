@@ -158,7 +158,9 @@ class ChatWire:
 
 def server_wires() -> list[Wire]:
     """A new wire of each API, for one server."""
-    return [ChatWire()]
+    from refagent.testing.responses_wire import ResponsesWire  # here: that module builds on this one
+
+    return [ChatWire(), ResponsesWire()]
 
 
 def _finish_reason(turn: Turn) -> str | None:
