@@ -47,10 +47,26 @@ from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from refagent.testing.responses_wire import ResponsesWire
 from refagent.testing.script import Fault, RecordedRequest, ToolCall, Turn, turn_from_json
-from refagent.testing.wires import Rejection, Wire, server_wires
+from refagent.testing.wires import ChatWire, Rejection, Wire
 
-__all__ = ["Fault", "RecordedRequest", "ScriptedOpenAIServer", "ToolCall", "Turn", "server_from_json", "turn_from_json"]
+__all__ = [
+    "Fault",
+    "RecordedRequest",
+    "ScriptedOpenAIServer",
+    "ToolCall",
+    "Turn",
+    "server_from_json",
+    "server_wires",
+    "turn_from_json",
+]
+
+
+def server_wires() -> list[Wire]:
+    """A new wire of each API, for one server. (Listed here, above the wires: the wires of the other APIs
+    build on :mod:`refagent.testing.wires`, which cannot import them back.)"""
+    return [ChatWire(), ResponsesWire()]
 
 
 class ScriptedOpenAIServer:
