@@ -6,6 +6,8 @@ factories, each a :class:`ClientKind`:
 
 - ``openai`` (the default): :class:`~refagent.llm.openai_client.OpenAIModel`, for any OpenAI-compatible
   Chat Completions endpoint;
+- ``openai-responses``: :class:`~refagent.llm.responses_client.ResponsesModel`, for OpenAI's Responses API
+  (reasoning kept across the tool loop, summaries shown as thoughts);
 - ``scripted``: the offline scripted model (:func:`refagent.llm.scripted.offline_model`), what refagent runs
   on when nothing is configured;
 - ``demo``: the demo model of ``refagent demo`` (:func:`refagent.llm.demo.demo_model`).
@@ -27,7 +29,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from refagent.errors import ConfigError
-from refagent.llm.profiles import DEFAULT_CLIENT, DEMO_CLIENT, SCRIPTED, ModelProfile
+from refagent.llm.profiles import DEFAULT_CLIENT, DEMO_CLIENT, RESPONSES_CLIENT, SCRIPTED, ModelProfile
 
 if TYPE_CHECKING:
     from refagent.llm.protocol import ModelClient
@@ -71,6 +73,12 @@ def _openai(profile: ModelProfile, retry: RetryPolicy | None) -> ModelClient:
     return OpenAIModel(profile, retry=retry)
 
 
+def _responses(profile: ModelProfile, retry: RetryPolicy | None) -> ModelClient:
+    from refagent.llm.responses_client import ResponsesModel  # here: as in _openai (its module and the Chat one's)
+
+    return ResponsesModel(profile, retry=retry)
+
+
 async def _warm_up_openai() -> None:
     from refagent.llm.openai_client import warm_up  # here: as in _openai, once the first answers are out (14 ms)
 
@@ -95,6 +103,13 @@ _KINDS: dict[str, ClientKind] = {
         ClientKind(
             DEFAULT_CLIENT,
             _openai,
+            warm_up=_warm_up_openai,
+            key_env="OPENAI_API_KEY",
+            key_hosts=frozenset({"api.openai.com"}),
+        ),
+        ClientKind(
+            RESPONSES_CLIENT,
+            _responses,
             warm_up=_warm_up_openai,
             key_env="OPENAI_API_KEY",
             key_hosts=frozenset({"api.openai.com"}),

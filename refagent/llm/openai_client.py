@@ -65,7 +65,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -83,7 +83,7 @@ if TYPE_CHECKING:
 
     from openai import AsyncAPIResponse, AsyncOpenAI
 
-__all__ = ["NO_KEY", "OpenAIModel", "warm_up"]
+__all__ = ["NO_KEY", "OpenAIModel", "StreamReader", "warm_up"]
 
 log = logging.getLogger(__name__)
 
@@ -114,13 +114,32 @@ class _Failure:
     """What the server asked for, in seconds."""
 
 
+class StreamReader(Protocol):
+    """Reads one response's stream into events (:class:`~refagent.llm.openai_stream.Assembler` for Chat
+    Completions): :meth:`feed` each decoded event, then :meth:`finish` for what is only known at the end."""
+
+    def feed(self, chunk: Any) -> Iterator[ModelEvent]: ...
+
+    def finish(self) -> Iterator[ModelEvent]: ...
+
+
 class OpenAIModel:
     """A :class:`~refagent.llm.protocol.ModelClient` for one profile's OpenAI-compatible endpoint.
 
     One instance per profile, reused across turns (it keeps the HTTP connection pool warm); close it with
     :meth:`aclose`. ``sleep`` and ``rand`` are seams for tests. If the profile names no model, the first
     model the endpoint lists (``GET /models``) is used: local servers usually serve exactly one.
+
+    An adapter for another of OpenAI's APIs (:class:`~refagent.llm.responses_client.ResponsesModel`) keeps
+    the retry loop, the errors and the client, and sets :attr:`path` and :attr:`effort_param`, and its own
+    :meth:`_open`, :meth:`_body`, :meth:`_reader` (and :meth:`_drop_rejected`, :meth:`_classify` for what
+    only its API says).
     """
+
+    path = "/chat/completions"
+    """Where the API's requests go, after the endpoint (``base_url``)."""
+    effort_param = "reasoning_effort"
+    """The request field of the reasoning effort, as the API's errors name it."""
 
     def __init__(
         self,
@@ -143,7 +162,7 @@ class OpenAIModel:
     @property
     def url(self) -> str:
         """The endpoint requests go to, for messages."""
-        return self.profile.endpoint.rstrip("/") + "/chat/completions"
+        return self.profile.endpoint.rstrip("/") + self.path
 
     async def prepare(self) -> None:
         """Import ``openai`` and build the client now, in a worker thread, so that the first request does
@@ -171,7 +190,7 @@ class OpenAIModel:
                     # The openai package's own SSE decoding and error wrapping, without its pydantic models.
                     chunks = AsyncStream(cast_to=object, response=response.http_response, client=client)
                     try:
-                        assembler = Assembler()
+                        assembler = self._reader()
                         async for chunk in chunks:
                             for event in assembler.feed(chunk):
                                 yielded = True
@@ -188,10 +207,13 @@ class OpenAIModel:
                 request, cleaned = _cleaned_request(request), True
                 continue
             except Exception as exc:
-                if self._stream_options and not yielded and _rejects_stream_options(exc):
-                    self._stream_options = False  # not a real attempt: ask again at once, and from now on
-                    continue
-                if request.reasoning_effort is not None and not yielded and _rejects_reasoning_effort(exc):
+                if not yielded and self._drop_rejected(exc):
+                    continue  # not a real attempt: ask again at once without what was refused
+                if (
+                    request.reasoning_effort is not None
+                    and not yielded
+                    and _rejects_reasoning_effort(exc, self.effort_param)
+                ):
                     raise self._effort_rejected(exc, model, request.reasoning_effort) from exc
                 failure = self._classify(exc)  # raises what is not worth retrying
             if yielded:
@@ -259,6 +281,18 @@ class OpenAIModel:
             raise ModelConfigError(f"{no_model} lists none: {setting}.")
         self._model = ids[0]
         return self._model
+
+    def _reader(self) -> StreamReader:
+        """A reader for one response's stream."""
+        return Assembler()
+
+    def _drop_rejected(self, exc: Exception) -> bool:
+        """Whether ``exc`` refused an optional part of the request the adapter can do without; it then
+        leaves it out from now on, and the request is sent again at once (``stream_options`` here)."""
+        if self._stream_options and _rejects_stream_options(exc):
+            self._stream_options = False
+            return True
+        return False
 
     def _open(
         self, client: AsyncOpenAI, model: str, request: ModelRequest
@@ -396,9 +430,9 @@ def _rejects_stream_options(exc: Exception) -> bool:
     return status in (400, 422) and "stream_options" in f"{getattr(exc, 'body', '')} {exc}"
 
 
-def _rejects_reasoning_effort(exc: Exception) -> bool:
+def _rejects_reasoning_effort(exc: Exception, param: str) -> bool:
     status = getattr(exc, "status_code", None)
-    return status in (400, 422) and "reasoning_effort" in f"{getattr(exc, 'body', '')} {exc}"
+    return status in (400, 422) and param in f"{getattr(exc, 'body', '')} {exc}"
 
 
 def _server_said(exc: Any) -> str:

@@ -27,6 +27,8 @@ returns the recorded requests as JSON, for tests that spawned the server.
 The script (:class:`Turn` and its faults) is :mod:`refagent.testing.script`'s; how each API streams it is
 a wire's (:mod:`refagent.testing.wires`): a ``POST`` goes to the wire whose path its own ends with, so one
 server answers Chat Completions (``/chat/completions``) and the other APIs refagent speaks from one script.
+OpenAI's Responses API (``/responses``, :mod:`refagent.testing.responses_wire`) is one of them: its events,
+the reasoning items' encrypted content it issues and checks, and cached tokens by OpenAI's prefix rule.
 
 This module uses only the standard library: importing it does not import ``openai``.
 """
@@ -46,10 +48,26 @@ from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from refagent.testing.responses_wire import ResponsesWire
 from refagent.testing.script import Fault, RecordedRequest, ToolCall, Turn, turn_from_json
-from refagent.testing.wires import Rejection, Wire, server_wires
+from refagent.testing.wires import ChatWire, Rejection, Wire
 
-__all__ = ["Fault", "RecordedRequest", "ScriptedOpenAIServer", "ToolCall", "Turn", "server_from_json", "turn_from_json"]
+__all__ = [
+    "Fault",
+    "RecordedRequest",
+    "ScriptedOpenAIServer",
+    "ToolCall",
+    "Turn",
+    "server_from_json",
+    "server_wires",
+    "turn_from_json",
+]
+
+
+def server_wires() -> list[Wire]:
+    """A new wire of each API, for one server. (Listed here, above the wires: the wires of the other APIs
+    build on :mod:`refagent.testing.wires`, which cannot import them back.)"""
+    return [ChatWire(), ResponsesWire()]
 
 
 class ScriptedOpenAIServer:

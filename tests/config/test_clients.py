@@ -15,6 +15,7 @@ from refagent.llm.demo import DemoModel, demo_profile
 from refagent.llm.openai_client import OpenAIModel
 from refagent.llm.profiles import DEFAULT_CLIENT, ModelProfile, missing_key, scripted_profile
 from refagent.llm.protocol import Finished, ModelEvent, ModelRequest
+from refagent.llm.responses_client import ResponsesModel
 from refagent.llm.retry import RetryPolicy
 from refagent.llm.scripted import ScriptedModel
 from refagent.settings import Settings
@@ -61,6 +62,20 @@ def test_the_built_in_kinds() -> None:
 def test_a_profile_without_client_is_openai(tmp_path: Path) -> None:
     [profile] = configured(tmp_path, '[profiles.a]\nbase_url = "http://localhost:1/v1"\n')
     assert profile.client == DEFAULT_CLIENT == "openai"
+
+
+def test_a_profile_can_name_the_responses_api(tmp_path: Path) -> None:
+    text = (
+        '[profiles.o]\nclient = "openai-responses"\nmodel = "o4-mini"\n'
+        '[profiles.local]\nclient = "openai-responses"\nbase_url = "http://localhost:1/v1"\n'
+    )
+    openai, local = configured(tmp_path, text, OPENAI_API_KEY="sk-openai")
+    made = make_model(openai, RetryPolicy(attempts=2))
+    assert isinstance(made, ResponsesModel)
+    assert made.retry == RetryPolicy(attempts=2)
+    assert made.url == "https://api.openai.com/v1/responses"
+    assert (openai.api_key, openai.api_key_env) == ("sk-openai", "OPENAI_API_KEY")  # OpenAI's host: its key
+    assert local.api_key is None  # another host: never OpenAI's key
 
 
 def test_a_profile_can_name_the_scripted_and_demo_models(tmp_path: Path) -> None:
