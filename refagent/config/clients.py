@@ -114,6 +114,8 @@ _KINDS: dict[str, ClientKind] = {
             key_env="OPENAI_API_KEY",
             key_hosts=frozenset({"api.openai.com"}),
         ),
+        ClientKind(
+            "anthropic", _openai, key_env="ANTHROPIC_API_KEY", key_hosts=frozenset({"api.anthropic.com"})
         ClientKind(SCRIPTED, _scripted, endpoint=False),
         ClientKind(DEMO_CLIENT, _demo, endpoint=False),
     )

@@ -66,6 +66,7 @@ import json
 import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -77,11 +78,10 @@ from refagent.llm.openai_stream import Assembler, Malformed
 from refagent.llm.profiles import ModelProfile, is_openai_host, key_hint, key_origin, missing_key, model_setting
 from refagent.llm.protocol import ModelEvent, ModelRequest, Retrying, ToolSpec, wire_message
 from refagent.llm.retry import RETRYABLE_STATUS, RetryPolicy, connection_problem, retry_after
+from refagent.llm.wire_json import EncodedMessages, body
 
 if TYPE_CHECKING:
-    from contextlib import AbstractAsyncContextManager
-
-    from openai import AsyncAPIResponse, AsyncOpenAI
+    from openai import AsyncOpenAI
 
 __all__ = ["NO_KEY", "OpenAIModel", "StreamReader", "warm_up"]
 
@@ -131,13 +131,17 @@ class OpenAIModel:
     model the endpoint lists (``GET /models``) is used: local servers usually serve exactly one.
 
     An adapter for another of OpenAI's APIs (:class:`~refagent.llm.responses_client.ResponsesModel`) keeps
-    the retry loop, the errors and the client, and sets :attr:`path` and :attr:`effort_param`, and its own
-    :meth:`_open`, :meth:`_body`, :meth:`_reader` (and :meth:`_drop_rejected`, :meth:`_classify` for what
-    only its API says).
+    the retry loop, the errors, the client and the body's making, and sets :attr:`path`, :attr:`list_key`,
+    :attr:`spread` and :attr:`effort_param`, and its own :meth:`_fields`, :meth:`_conversation`,
+    :meth:`_item`, :meth:`_reader` (and :meth:`_drop_rejected`, :meth:`_classify` for what only its API says).
     """
 
     path = "/chat/completions"
     """Where the API's requests go, after the endpoint (``base_url``)."""
+    list_key = "messages"
+    """The body's field that holds the conversation."""
+    spread = False
+    """Whether :meth:`_item` makes a list of items of one message, each an element of :attr:`list_key`."""
     effort_param = "reasoning_effort"
     """The request field of the reasoning effort, as the API's errors name it."""
 
@@ -158,6 +162,7 @@ class OpenAIModel:
         self._client: AsyncOpenAI | None = None
         self._model = profile.model
         self._stream_options = True
+        self._encoded = EncodedMessages(self._item, spread=self.spread)
 
     @property
     def url(self) -> str:
@@ -179,28 +184,21 @@ class OpenAIModel:
         """Stream one response to ``request`` (see the module docstring for the contract)."""
         client = await self._get_client()
         model = await self._get_model(client)
-        from openai import AsyncStream  # here: kept off this module's import (~270 ms); loaded by now
-
         attempt = 1
         cleaned = False
         while True:
             yielded = False
             try:
-                async with self._open(client, model, request) as response:
-                    # The openai package's own SSE decoding and error wrapping, without its pydantic models.
-                    chunks = AsyncStream(cast_to=object, response=response.http_response, client=client)
-                    try:
-                        assembler = self._reader()
-                        async for chunk in chunks:
-                            for event in assembler.feed(chunk):
-                                yielded = True
-                                yield event
-                        for event in assembler.finish():
+                async with self._open(client, model, request) as chunks:
+                    assembler = self._reader()
+                    async for chunk in chunks:
+                        for event in assembler.feed(chunk):
+                            yielded = True
                             yield event
-                        return
-                    finally:
-                        await _close(response.http_response)
-            except UnicodeEncodeError as exc:  # raised by the openai package while it encodes the request
+                    for event in assembler.finish():
+                        yield event
+                    return
+            except UnicodeEncodeError as exc:  # raised while the request's body is encoded
                 if cleaned or yielded:
                     raise ModelError(f"The request to {self.url} cannot be encoded as UTF-8 ({exc}).") from exc
                 log.warning("a lone surrogate got into the model request (%s); sending it cleaned", exc)
@@ -294,25 +292,51 @@ class OpenAIModel:
             return True
         return False
 
-    def _open(
-        self, client: AsyncOpenAI, model: str, request: ModelRequest
-    ) -> AbstractAsyncContextManager[AsyncAPIResponse[Any]]:
-        """The streaming request; entering it sends it and raises for an error status.
+    @asynccontextmanager
+    async def _open(self, client: AsyncOpenAI, model: str, request: ModelRequest) -> AsyncIterator[Any]:
+        """Send the streaming request (raising for an error status) and give its stream of decoded events
+        (the openai package's own SSE decoding and error wrapping, without its pydantic models), closed
+        when the block ends, even when it is cancelled.
 
-        The body is built here as plain JSON and goes out as ``extra_body``, which the package merges into
-        the request as it is: given as the method's own parameters, the package would first walk every
-        message and tool schema against its types (0.13 ms a message, so each step of a long session
-        would cost more than the one before)."""
-        body = self._body(model, request)
-        return client.chat.completions.with_streaming_response.create(
-            model=model, messages=[], stream=True, extra_body=body
+        The body is built by :meth:`_encode` and sent as it is: through the method of the package's resource
+        (``chat.completions.create``), the package would first walk every message and tool schema against
+        its types (0.13 ms a message, so each step of a long session would cost more than the one before)."""
+        from openai import AsyncStream  # here: kept off this module's import (~270 ms); loaded by now
+
+        content = self._encode(model, request)
+        options: Any = {"headers": {"Content-Type": "application/json"}}
+        stream: Any = await client.post(
+            self.path, cast_to=object, content=content, options=options, stream=True, stream_cls=AsyncStream[object]
         )
+        try:
+            yield stream
+        finally:
+            await _close(stream.response)
+
+    def _encode(self, model: str, request: ModelRequest) -> bytes:
+        """The request's body: :meth:`_fields`, and :attr:`list_key` with the conversation, each message's
+        JSON made once and reused by the requests after (:mod:`refagent.llm.wire_json`)."""
+        texts = self._encoded.encode(self._conversation(request.messages))
+        return body({**self._fields(model, request), "stream": True}, {self.list_key: texts})
 
     def _body(self, model: str, request: ModelRequest) -> dict[str, Any]:
-        """The request's JSON body (see the module docstring for what goes in it)."""
-        body: dict[str, Any] = {"model": model, "messages": [wire_message(m) for m in request.messages]}
+        """The request's body as an object (what :meth:`_encode` sends), for a reader."""
+        decoded: dict[str, Any] = json.loads(self._encode(model, request))
+        return decoded
+
+    def _conversation(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The messages that go into :attr:`list_key` (all of them, for Chat Completions)."""
+        return messages
+
+    def _item(self, message: dict[str, Any]) -> Any:
+        """One message as the API takes it (refagent's own keys dropped, for Chat Completions)."""
+        return wire_message(message)
+
+    def _fields(self, model: str, request: ModelRequest) -> dict[str, Any]:
+        """The body but the conversation (see the module docstring for what goes in it)."""
+        fields: dict[str, Any] = {"model": model}
         if request.tools:
-            body["tools"] = [
+            fields["tools"] = [
                 {
                     "type": "function",
                     "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
@@ -320,12 +344,12 @@ class OpenAIModel:
                 for t in request.tools
             ]
         if self._stream_options:
-            body["stream_options"] = {"include_usage": True}
+            fields["stream_options"] = {"include_usage": True}
         if request.reasoning_effort is not None:
-            body["reasoning_effort"] = request.reasoning_effort
+            fields["reasoning_effort"] = request.reasoning_effort
         if request.cache_key is not None and is_openai_host(self.profile.base_url):
-            body["prompt_cache_key"] = request.cache_key
-        return body
+            fields["prompt_cache_key"] = request.cache_key
+        return fields
 
     def _effort_rejected(self, exc: Exception, model: str, effort: str) -> ModelError:
         where = f"`reasoning_effort` in {self.profile.source}" if self.profile.source.endswith("]") else "its profile"

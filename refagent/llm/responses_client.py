@@ -48,9 +48,7 @@ from refagent.llm.protocol import ModelRequest, kept_reasoning
 from refagent.llm.responses_stream import ResponseFailed, ResponsesAssembler, retryable_code
 
 if TYPE_CHECKING:
-    from contextlib import AbstractAsyncContextManager
-
-    from openai import AsyncAPIResponse, AsyncOpenAI
+    pass
 
 __all__ = ["ResponsesModel"]
 
@@ -64,6 +62,8 @@ class ResponsesModel(OpenAIModel):
     module docstring); made, reused and closed as :class:`~refagent.llm.openai_client.OpenAIModel` is."""
 
     path = "/responses"
+    list_key = "input"
+    spread = True
     effort_param = "reasoning.effort"
     _summaries = True
     """Whether reasoning summaries are asked for (until the endpoint refuses them to this key)."""
@@ -71,20 +71,21 @@ class ResponsesModel(OpenAIModel):
     def _reader(self) -> StreamReader:
         return ResponsesAssembler()
 
-    def _open(
-        self, client: AsyncOpenAI, model: str, request: ModelRequest
-    ) -> AbstractAsyncContextManager[AsyncAPIResponse[Any]]:
-        body = self._body(model, request)
-        return client.responses.with_streaming_response.create(model=model, input=[], stream=True, extra_body=body)
+    def _conversation(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return messages[_leading_system(messages) :]
 
-    def _body(self, model: str, request: ModelRequest) -> dict[str, Any]:
-        """The request's JSON body (see the module docstring for what goes in it)."""
-        instructions, items = _input(request.messages)
-        body: dict[str, Any] = {"model": model, "input": items, "store": False}
+    def _item(self, message: dict[str, Any]) -> Any:
+        return _items(message)
+
+    def _fields(self, model: str, request: ModelRequest) -> dict[str, Any]:
+        """The body but the input (see the module docstring for what goes in it)."""
+        fields: dict[str, Any] = {"model": model, "store": False}
+        leading = request.messages[: _leading_system(request.messages)]
+        instructions = "\n\n".join(text for m in leading if (text := _text(m.get("content"))))
         if instructions:
-            body["instructions"] = instructions
+            fields["instructions"] = instructions
         if request.tools:
-            body["tools"] = [
+            fields["tools"] = [
                 {
                     "type": "function",
                     "name": t.name,
@@ -94,20 +95,20 @@ class ResponsesModel(OpenAIModel):
                 }
                 for t in request.tools
             ]
-            body["parallel_tool_calls"] = True
+            fields["parallel_tool_calls"] = True
         if request.reasoning_effort is not None or self.profile.reasoning_efforts:
             reasoning: dict[str, Any] = {}
             if request.reasoning_effort is not None:
                 reasoning["effort"] = request.reasoning_effort
             if self._summaries:
                 reasoning["summary"] = "auto"
-            body["reasoning"] = reasoning
-            body["include"] = [ENCRYPTED_REASONING]
+            fields["reasoning"] = reasoning
+            fields["include"] = [ENCRYPTED_REASONING]
         if request.cache_key is not None:
-            body["prompt_cache_key"] = request.cache_key
+            fields["prompt_cache_key"] = request.cache_key
         if self.profile.max_output_tokens is not None:
-            body["max_output_tokens"] = self.profile.max_output_tokens
-        return body
+            fields["max_output_tokens"] = self.profile.max_output_tokens
+        return fields
 
     def _drop_rejected(self, exc: Exception) -> bool:
         if self._summaries and _rejects_summaries(exc):
@@ -138,26 +139,30 @@ def _rejects_summaries(exc: Exception) -> bool:
     return status == 400 and ("reasoning.summary" in said or "reasoning summaries" in said)
 
 
-def _input(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    """The instructions and the input items of a conversation in the Chat Completions format."""
-    instructions: list[str] = []
-    items: list[dict[str, Any]] = []
-    for message in messages:
-        role = message.get("role")
-        content = message.get("content")
-        if role in ("system", "developer"):
-            if not items:
-                instructions.append(_text(content))
-            else:
-                items.append({"type": "message", "role": "developer", "content": _parts(content)})
-        elif role == "user":
-            items.append({"type": "message", "role": "user", "content": _parts(content)})
-        elif role == "assistant":
-            items += _assistant(message)
-        elif role == "tool":
-            output = content if isinstance(content, str) else _parts(content)
-            items.append({"type": "function_call_output", "call_id": message.get("tool_call_id"), "output": output})
-    return "\n\n".join(part for part in instructions if part), items
+def _leading_system(messages: list[dict[str, Any]]) -> int:
+    """How many messages the conversation starts with that are instructions (system or developer): they
+    become ``instructions``; one later in the conversation is a ``developer`` item in its place, so that
+    the cached prefix stays as it was."""
+    count = 0
+    while count < len(messages) and messages[count].get("role") in ("system", "developer"):
+        count += 1
+    return count
+
+
+def _items(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The input items of one message in the Chat Completions format."""
+    role = message.get("role")
+    content = message.get("content")
+    if role in ("system", "developer"):
+        return [{"type": "message", "role": "developer", "content": _parts(content)}]
+    if role == "user":
+        return [{"type": "message", "role": "user", "content": _parts(content)}]
+    if role == "assistant":
+        return _assistant(message)
+    if role == "tool":
+        output = content if isinstance(content, str) else _parts(content)
+        return [{"type": "function_call_output", "call_id": message.get("tool_call_id"), "output": output}]
+    return []
 
 
 def _assistant(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -29,10 +29,13 @@ def dumps(value: Any) -> str:
 
 class EncodedMessages:
     """Each message's JSON after ``convert`` (an adapter's form of a message; one converter per instance),
-    kept from one request to the next."""
+    kept from one request to the next. A converter that makes several items of one message (the Responses
+    API's reasoning, text and calls) returns them as a list, with ``spread``: the message's text is then
+    its items' JSON, comma-separated, to go into the request's array among the others' (empty for none)."""
 
-    def __init__(self, convert: Callable[[dict[str, Any]], Any]) -> None:
+    def __init__(self, convert: Callable[[dict[str, Any]], Any], *, spread: bool = False) -> None:
         self._convert = convert
+        self._spread = spread
         self._known: dict[int, tuple[dict[str, Any], str]] = {}
 
     def encode(self, messages: Iterable[dict[str, Any]]) -> list[str]:
@@ -41,16 +44,21 @@ class EncodedMessages:
         texts = []
         for message in messages:
             hit = known.get(id(message))
-            text = hit[1] if hit is not None and hit[0] is message else dumps(self._convert(message))
+            text = hit[1] if hit is not None and hit[0] is message else self._encode(message)
             kept[id(message)] = (message, text)
             texts.append(text)
         self._known = kept
         return texts
 
+    def _encode(self, message: dict[str, Any]) -> str:
+        value = self._convert(message)
+        return dumps(value)[1:-1] if self._spread and isinstance(value, list) else dumps(value)
+
 
 def body(fields: Mapping[str, Any], lists: Mapping[str, list[str]]) -> bytes:
     """A request body: the JSON object of ``fields`` and, for each of ``lists``, an array of the given
-    JSON texts, encoded to UTF-8 (raises :class:`UnicodeEncodeError` for a lone surrogate)."""
+    JSON texts (empty ones left out), encoded to UTF-8 (raises :class:`UnicodeEncodeError` for a lone
+    surrogate)."""
     parts = [f"{dumps(key)}:{dumps(value)}" for key, value in fields.items()]
-    parts += [f"{dumps(key)}:[{','.join(texts)}]" for key, texts in lists.items()]
+    parts += [f"{dumps(key)}:[{','.join(text for text in texts if text)}]" for key, texts in lists.items()]
     return ("{" + ",".join(parts) + "}").encode("utf-8")
