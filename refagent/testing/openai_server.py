@@ -27,6 +27,9 @@ returns the recorded requests as JSON, for tests that spawned the server.
 The script (:class:`Turn` and its faults) is :mod:`refagent.testing.script`'s; how each API streams it is
 a wire's (:mod:`refagent.testing.wires`): a ``POST`` goes to the wire whose path its own ends with, so one
 server answers Chat Completions (``/chat/completions``) and the other APIs refagent speaks from one script.
+Anthropic's Messages API (``/v1/messages``: its events, its ``x-api-key``, signed thinking, its
+prompt-cache breakpoints in the usage) is :mod:`refagent.testing.anthropic_wire`'s; point a client at the
+server's root, ``base_url`` without ``/v1``, and :meth:`ScriptedOpenAIServer.wire` gives its state.
 
 This module uses only the standard library: importing it does not import ``openai``.
 """
@@ -45,10 +48,20 @@ from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from refagent.testing.anthropic_wire import AnthropicWire
 from refagent.testing.script import Fault, RecordedRequest, ToolCall, Turn, turn_from_json
-from refagent.testing.wires import Rejection, Wire, server_wires
+from refagent.testing.wires import ChatWire, Rejection, Wire
 
-__all__ = ["Fault", "RecordedRequest", "ScriptedOpenAIServer", "ToolCall", "Turn", "server_from_json", "turn_from_json"]
+__all__ = [
+    "Fault",
+    "RecordedRequest",
+    "ScriptedOpenAIServer",
+    "ToolCall",
+    "Turn",
+    "server_from_json",
+    "server_wires",
+    "turn_from_json",
+]
 
 
 class ScriptedOpenAIServer:
@@ -142,6 +155,10 @@ class ScriptedOpenAIServer:
     def disconnected(self) -> bool:
         return self._disconnected.is_set()
 
+    def wire(self, path: str) -> Wire:
+        """The wire that answers a ``POST`` whose path ends with ``path`` (for what it keeps)."""
+        return self._wires[path]
+
     # -- used by the handler ----------------------------------------------------------------
 
     def _record(self, request: RecordedRequest) -> None:
@@ -154,6 +171,12 @@ class ScriptedOpenAIServer:
             if self._turns:
                 return self._served, self._turns.pop(0)
             return self._served, self._fallback
+
+
+def server_wires() -> list[Wire]:
+    """A new wire of each API, for one server (here, above them all: each wire's module imports
+    :mod:`refagent.testing.wires`)."""
+    return [ChatWire(), AnthropicWire()]
 
 
 class _HTTPServer(ThreadingHTTPServer):

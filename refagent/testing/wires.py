@@ -4,7 +4,8 @@ its errors and its authentication; and :class:`PrefixCache`, the prompt-cache ru
 
 The server routes each ``POST`` by the path's end (:attr:`Wire.path`) to a wire of its own (wires may keep
 state, such as the signatures they issued, for the server's life). This module has the Chat Completions
-wire (``/chat/completions``); the others are in modules of their own, listed in :func:`server_wires`.
+wire (``/chat/completions``); the others are in modules of their own, which import this one, so the
+server makes one of each (:func:`refagent.testing.openai_server.server_wires`).
 
 Standard library only, like the server.
 """
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 
 from refagent.testing.script import Turn, arguments, pieces, split
 
-__all__ = ["CREATED", "ChatWire", "PrefixCache", "Rejection", "Wire", "estimate_tokens", "server_wires", "sse"]
+__all__ = ["CREATED", "ChatWire", "PrefixCache", "Rejection", "Wire", "estimate_tokens", "sse"]
 
 CREATED = 1_700_000_000
 """A fixed ``created`` timestamp: responses are byte-for-byte reproducible."""
@@ -154,11 +155,6 @@ class ChatWire:
             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _finish_reason(turn)}],
             "usage": _usage(turn, body, len(pieces(turn.text))),
         }
-
-
-def server_wires() -> list[Wire]:
-    """A new wire of each API, for one server."""
-    return [ChatWire()]
 
 
 def _finish_reason(turn: Turn) -> str | None:
