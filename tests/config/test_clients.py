@@ -49,7 +49,7 @@ def configured(tmp_path: Path, text: str, **env: str) -> list[ModelProfile]:
 
 
 def test_the_built_in_kinds() -> None:
-    assert clients.kinds() == ["demo", "openai", "scripted"]
+    assert clients.kinds() == ["anthropic", "demo", "openai", "scripted"]
     assert isinstance(make_model(scripted_profile()), ScriptedModel)
     assert isinstance(make_model(demo_profile()), DemoModel)
     retry = RetryPolicy(attempts=2)
@@ -76,9 +76,9 @@ def test_a_profile_can_name_the_scripted_and_demo_models(tmp_path: Path) -> None
 
 def test_an_unknown_kind_names_the_known_ones(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
-        configured(tmp_path, '[profiles.a]\nclient = "anthropic"\n')
+        configured(tmp_path, '[profiles.a]\nclient = "gemini"\n')
     message = str(info.value)
-    assert "[profiles.a]: unknown model client 'anthropic' (known: demo, openai, scripted)" in message
+    assert "[profiles.a]: unknown model client 'gemini' (known: anthropic, demo, openai, scripted)" in message
     assert "refagent.config.clients.register" in message
     with pytest.raises(ConfigError, match="client must be a string"):
         configured(tmp_path, "[profiles.a]\nclient = 1\n")

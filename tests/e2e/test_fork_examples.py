@@ -114,5 +114,5 @@ async def test_plain_refagent_does_not_know_the_forks_client_kind(tmp_path: Path
         session = await agent.new_session(tmp_path)
         _, updates = await prompt(agent, session, "hello")
     shown = said(updates)
-    assert "[profiles.echo]: unknown model client 'echo' (known: demo, openai, scripted)" in shown
+    assert "[profiles.echo]: unknown model client 'echo' (known: anthropic, demo, openai, scripted)" in shown
     assert "refagent.config.clients.register" in shown
