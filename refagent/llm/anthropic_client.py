@@ -50,7 +50,8 @@ Errors, each said as itself (the turn shows the message and marks the turn's fai
 - 404 raises :class:`~refagent.errors.ModelConfigError`: no such model, or the base URL is not Anthropic's,
   with the model's name, the endpoint and where to set ``model``;
 - 400 and the other statuses raise :class:`~refagent.errors.ModelError` with the status and what the
-  server said (Anthropic's ``{"type": "error", "error": {"type", "message"}}``: its message);
+  server said (Anthropic's ``{"type": "error", "error": {"type", "message"}}``: its message); a 400 about
+  ``max_tokens`` (more than the model can write) says to set the profile's ``max_output_tokens``;
 - an ``error`` event of another type raises :class:`~refagent.errors.ModelError` with its message;
 - an answer that is not the Messages API's stream (not ``text/event-stream``, an event that is not JSON or
   not of its shape) raises :class:`~refagent.errors.ModelError` asking whether the endpoint is Anthropic's.
@@ -253,6 +254,12 @@ class AnthropicModel:
                     f"{self.url} answered 404 for the model {self.profile.model!r} ({said}): there is no such "
                     f"model, or the base URL is not Anthropic's Messages API (leave it out for Anthropic's "
                     f"own); set {model_setting(self.profile)}."
+                ) from exc
+            if exc.status == 400 and "max_tokens" in said:  # over the model's most: the profile's limit is the fix
+                where = self.profile.source if self.profile.source.endswith("]") else "its profile"
+                raise ModelError(
+                    f"{message} (model {self.profile.model!r}): set `max_output_tokens` in {where} to what the "
+                    "model can write in one response."
                 ) from exc
             raise ModelError(f"{message} (model {self.profile.model!r})") from exc
         if isinstance(exc, StreamError):

@@ -594,6 +594,16 @@ async def test_404_is_a_config_error_naming_the_model_and_where_to_set_it(model_
     assert "`model` in /home/u/config.toml [profiles.claude]" in str(error)
 
 
+async def test_a_max_tokens_over_the_models_most_says_to_set_max_output_tokens(model_for: Any) -> None:
+    said = "max_tokens: 32000 > 8192, which is the maximum allowed number of output tokens for claude-test"
+    with serving(Turn(fault=Fault.status(400, message=said))) as server:
+        _, error = await collect_failing(model_for(server, source="/home/u/config.toml [profiles.claude]"))
+    assert type(error) is ModelError
+    assert f"answered 400: {said} (model 'claude-test')" in str(error)
+    assert "set `max_output_tokens` in /home/u/config.toml [profiles.claude]" in str(error)
+    assert len(sent(server)) == 1
+
+
 async def test_a_missing_key_fails_before_any_request(model_for: Any) -> None:
     model = model_for(None, api_key=None, api_key_env="ANTHROPIC_API_KEY")
     _, error = await collect_failing(model)
