@@ -27,7 +27,7 @@ The file, all of it (each module's docstring says more of its part)::
     base_delay = 1.0              # seconds; doubled each time, with jitter
 
     [profiles.work]               # the id shown in the editor's model picker
-    client = "openai"             # the kind of model client (default: openai; also scripted, demo, a fork's)
+    client = "openai"             # the kind of model client (default: openai; also anthropic, scripted, demo, a fork's)
     base_url = "https://api.example.com/v1"   # default: OpenAI's
     api_key_env = "EXAMPLE_API_KEY"           # or api_key = "..." (api_key = "": no key needed)
     model = "gpt-4.1"             # default: the first model the endpoint lists

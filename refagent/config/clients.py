@@ -8,6 +8,8 @@ factories, each a :class:`ClientKind`:
   Chat Completions endpoint;
 - ``openai-responses``: :class:`~refagent.llm.responses_client.ResponsesModel`, for OpenAI's Responses API
   (reasoning kept across the tool loop, summaries shown as thoughts);
+- ``anthropic``: :class:`~refagent.llm.anthropic_client.AnthropicModel`, for Anthropic's Messages API (its
+  key from ``ANTHROPIC_API_KEY`` on Anthropic's host);
 - ``scripted``: the offline scripted model (:func:`refagent.llm.scripted.offline_model`), what refagent runs
   on when nothing is configured;
 - ``demo``: the demo model of ``refagent demo`` (:func:`refagent.llm.demo.demo_model`).
@@ -29,7 +31,14 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from refagent.errors import ConfigError
-from refagent.llm.profiles import DEFAULT_CLIENT, DEMO_CLIENT, RESPONSES_CLIENT, SCRIPTED, ModelProfile
+from refagent.llm.profiles import (
+    ANTHROPIC_CLIENT,
+    DEFAULT_CLIENT,
+    DEMO_CLIENT,
+    RESPONSES_CLIENT,
+    SCRIPTED,
+    ModelProfile,
+)
 
 if TYPE_CHECKING:
     from refagent.llm.protocol import ModelClient
@@ -85,6 +94,25 @@ async def _warm_up_openai() -> None:
     await warm_up()
 
 
+def _anthropic(profile: ModelProfile, retry: RetryPolicy | None) -> ModelClient:
+    # here: this module is read before the first answer, the client only after session/new (httpx2 not yet)
+    from refagent.llm.anthropic_client import AnthropicModel
+
+    return AnthropicModel(profile, retry=retry)
+
+
+async def _warm_up_anthropic() -> None:
+    import anyio  # here: loaded by then (the agent runs on it), and this module is read before the first answer
+
+    await anyio.to_thread.run_sync(_import_anthropic)  # the loop keeps serving the editor meanwhile
+
+
+def _import_anthropic() -> None:
+    from refagent.llm.anthropic_client import import_httpx  # here: in a worker thread, as in _anthropic (6 ms)
+
+    import_httpx()  # ~50 ms
+
+
 def _scripted(profile: ModelProfile, retry: RetryPolicy | None) -> ModelClient:
     from refagent.llm.scripted import offline_model  # here: not before the first answer (4.5 ms)
 
@@ -115,7 +143,12 @@ _KINDS: dict[str, ClientKind] = {
             key_hosts=frozenset({"api.openai.com"}),
         ),
         ClientKind(
-            "anthropic", _openai, key_env="ANTHROPIC_API_KEY", key_hosts=frozenset({"api.anthropic.com"})
+            ANTHROPIC_CLIENT,
+            _anthropic,
+            warm_up=_warm_up_anthropic,
+            key_env="ANTHROPIC_API_KEY",
+            key_hosts=frozenset({"api.anthropic.com"}),
+        ),
         ClientKind(SCRIPTED, _scripted, endpoint=False),
         ClientKind(DEMO_CLIENT, _demo, endpoint=False),
     )

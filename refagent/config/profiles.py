@@ -29,11 +29,11 @@ key sends none. ``default_reasoning_effort`` must be one of the levels; without 
 own default) when listed, else the first level.
 
 Keys: a profile's ``api_key``, else the variable its ``api_key_env`` names. A profile with neither reads its
-kind's variable (:attr:`~refagent.config.clients.ClientKind.key_env`: ``OPENAI_API_KEY`` for ``openai``) when
-it talks to that kind's own host (OpenAI's), and nothing otherwise: a key is never sent to another host by
-accident. (A ``base_url`` from ``OPENAI_BASE_URL``/``--base-url`` pairs with ``OPENAI_API_KEY`` too, as in
-every OpenAI tool: :mod:`refagent.config.loading`.) A kind that talks to no endpoint (``scripted``, ``demo``)
-needs no key.
+kind's variable (:attr:`~refagent.config.clients.ClientKind.key_env`: ``OPENAI_API_KEY`` for ``openai``,
+``ANTHROPIC_API_KEY`` for ``anthropic``) when it talks to that kind's own host (OpenAI's, Anthropic's), and
+nothing otherwise: a key is never sent to another host by accident. (A ``base_url`` from ``OPENAI_BASE_URL``/
+``--base-url`` pairs with ``OPENAI_API_KEY`` too, as in every OpenAI tool: :mod:`refagent.config.loading`.) A
+kind that talks to no endpoint (``scripted``, ``demo``) needs no key.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def named(profile: ModelProfile) -> ModelProfile:
     name = profile.name
     if not name:
         if kind.endpoint:
-            where = f"{'local, ' if is_local(profile.base_url) else ''}{host(profile.base_url)}"
+            where = f"{'local, ' if is_local(profile.base_url) else ''}{host(profile.endpoint)}"
         else:
             where = f"{kind.name} model"
         what = profile.model if profile.source == "environment" else f"{profile.id}: {profile.model}".rstrip(": ")

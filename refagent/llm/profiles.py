@@ -22,6 +22,8 @@ ANTHROPIC_CLIENT = "anthropic"
 """The client kind of the demo model (``refagent --demo``)."""
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 """Where a profile without ``base_url`` goes (the ``openai`` client's own default)."""
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+"""Where a profile of the ``anthropic`` kind without ``base_url`` goes."""
 
 
 DEFAULT_WINDOW = 128_000
@@ -77,8 +79,10 @@ class ModelProfile:
 
     @property
     def endpoint(self) -> str:
-        """The base URL requests go to (OpenAI's when the profile names none)."""
-        return self.base_url or OPENAI_BASE_URL
+        """The base URL requests go to (when the profile names none: Anthropic's for its kind, else OpenAI's)."""
+        if self.base_url:
+            return self.base_url
+        return ANTHROPIC_BASE_URL if self.client == ANTHROPIC_CLIENT else OPENAI_BASE_URL
 
 
 def scripted_profile() -> ModelProfile:

@@ -29,6 +29,9 @@ a wire's (:mod:`refagent.testing.wires`): a ``POST`` goes to the wire whose path
 server answers Chat Completions (``/chat/completions``) and the other APIs refagent speaks from one script.
 OpenAI's Responses API (``/responses``, :mod:`refagent.testing.responses_wire`) is one of them: its events,
 the reasoning items' encrypted content it issues and checks, and cached tokens by OpenAI's prefix rule.
+Anthropic's Messages API (``/v1/messages``: its events, its ``x-api-key``, signed thinking, its
+prompt-cache breakpoints in the usage) is :mod:`refagent.testing.anthropic_wire`'s; point a client at the
+server's root, ``base_url`` without ``/v1``, and :meth:`ScriptedOpenAIServer.wire` gives its state.
 
 This module uses only the standard library: importing it does not import ``openai``.
 """
@@ -48,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from refagent.testing.anthropic_wire import AnthropicWire
 from refagent.testing.responses_wire import ResponsesWire
 from refagent.testing.script import Fault, RecordedRequest, ToolCall, Turn, turn_from_json
 from refagent.testing.wires import ChatWire, Rejection, Wire
@@ -62,12 +66,6 @@ __all__ = [
     "server_wires",
     "turn_from_json",
 ]
-
-
-def server_wires() -> list[Wire]:
-    """A new wire of each API, for one server. (Listed here, above the wires: the wires of the other APIs
-    build on :mod:`refagent.testing.wires`, which cannot import them back.)"""
-    return [ChatWire(), ResponsesWire()]
 
 
 class ScriptedOpenAIServer:
@@ -161,6 +159,10 @@ class ScriptedOpenAIServer:
     def disconnected(self) -> bool:
         return self._disconnected.is_set()
 
+    def wire(self, path: str) -> Wire:
+        """The wire that answers a ``POST`` whose path ends with ``path`` (for what it keeps)."""
+        return self._wires[path]
+
     # -- used by the handler ----------------------------------------------------------------
 
     def _record(self, request: RecordedRequest) -> None:
@@ -179,6 +181,12 @@ class ScriptedOpenAIServer:
             if self._turns:
                 return self._served, self._turns.pop(0)
             return self._served, self._fallback
+
+
+def server_wires() -> list[Wire]:
+    """A new wire of each API, for one server (here, above them all: each wire's module imports
+    :mod:`refagent.testing.wires`)."""
+    return [ChatWire(), ResponsesWire(), AnthropicWire()]
 
 
 class _HTTPServer(ThreadingHTTPServer):

@@ -218,7 +218,7 @@ key_env = "WORK_API_KEY"
     [
         ('[providers.work]\nkey_env = "W"\n', "needs base_url"),
         ('[providers.openai]\ncolour = "blue"\n', "unknown key 'colour'"),
-        ("[providers.openai.models.gpt-5]\ncontext_window = \"big\"\n", "context_window must be a whole number"),
+        ('[providers.openai.models.gpt-5]\ncontext_window = "big"\n', "context_window must be a whole number"),
         ('providers = "openai"\n', "providers must be a table"),
     ],
 )

@@ -86,7 +86,7 @@ async def test_a_disabled_provider_leaves_the_picker_and_lists_without_routing(t
 
 
 async def test_a_known_provider_the_configuration_lacks_is_added_when_routed(tmp_path: Path, check: Any) -> None:
-    async with connect(settings_for(tmp_path, 'max_requests = 5\n'), check=check) as editor:
+    async with connect(settings_for(tmp_path, "max_requests = 5\n"), check=check) as editor:
         await editor.initialize()
         route = {"providerId": "openrouter", "apiType": "openai", "baseUrl": "https://gw.example.com/v1"}
         await editor.request("providers/set", {**route, "headers": {"Authorization": "Bearer t"}})
