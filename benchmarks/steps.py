@@ -8,11 +8,11 @@ read whole: reading the stream, the ``session/update`` notifications (which this
 agent's stdout, as an editor would), the tool, and building and sending the next request with the whole
 conversation. The server's own work (parsing the body) is outside it.
 
-Printed: the median of steps 5-15 ("step 10") and of the last ten steps ("step N"), and their ratio
-(the goal: step 300 at most 1.2x step 10), for each client kind asked for (``--client``, repeatable:
-``openai`` is Chat Completions; the others as their wires in :mod:`refagent.testing.wires` allow).
+Printed: the median of steps 5-15 ("step 10") and of the last ten steps ("step N") over ``--repeats``
+sessions, and their ratio (the goal: step 300 at most 1.2x step 10), for each client kind asked for
+(``--client``, repeatable; default: all three, each against its API's wire of the scripted server).
 
-    .venv/bin/python benchmarks/steps.py [--steps 300] [--client openai] [--client openai-responses]
+    .venv/bin/python benchmarks/steps.py [--steps 300] [--repeats 3] [--client openai] [--profile PATH]
 """
 
 from __future__ import annotations
@@ -101,13 +101,14 @@ async def one_session(client: str, steps: int, profile: str | None = None) -> li
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--client", action="append", help="a client kind (default: openai)")
+    parser.add_argument("--repeats", type=int, default=3, help="sessions per client kind (default: 3)")
+    parser.add_argument("--client", action="append", help="a client kind (default: the three)")
     parser.add_argument("--profile", metavar="PATH", help="run the agent under cProfile, its stats written to PATH")
     args = parser.parse_args()
-    for client in args.client or ["openai"]:
-        seconds = anyio.run(one_session, client, args.steps, args.profile)
-        early = statistics.median(seconds[4:15])
-        late = statistics.median(seconds[-10:])
+    for client in args.client or ["openai", "openai-responses", "anthropic"]:
+        runs = [anyio.run(one_session, client, args.steps, args.profile) for _ in range(args.repeats)]
+        early = statistics.median(s for seconds in runs for s in seconds[4:15])
+        late = statistics.median(s for seconds in runs for s in seconds[-10:])
         ratio = late / early
         verdict = "within" if ratio <= GOAL else "OVER"
         print(

@@ -70,12 +70,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from refagent.acp.text import clean
 from refagent.errors import ModelAuthError, ModelConfigError, ModelError
-from refagent.llm.anthropic_request import body as request_body
+from refagent.llm.anthropic_request import Bodies
 from refagent.llm.anthropic_stream import Assembler, Malformed, StreamError
 from refagent.llm.profiles import key_hint, key_origin, missing_key, model_setting
-from refagent.llm.protocol import ModelEvent, ModelRequest, Retrying
+from refagent.llm.protocol import ModelEvent, ModelRequest, Retrying, cleaned_request
 from refagent.llm.retry import RETRYABLE_STATUS, RetryPolicy, connection_problem, retry_after
 
 if TYPE_CHECKING:
@@ -157,12 +156,28 @@ class AnthropicModel:
         self._sleep = sleep
         self._rand = rand
         self._client: httpx2.AsyncClient | None = None
+        self._bodies = Bodies()
 
     @property
     def url(self) -> str:
         """The endpoint requests go to."""
         base = self.profile.endpoint.rstrip("/")
         return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+
+    def _encode(self, model: str, request: ModelRequest) -> bytes:
+        """The body as UTF-8 JSON, once per step (:class:`~refagent.llm.anthropic_request.Bodies`); made of
+        the request cleaned when a lone surrogate got into it (it cannot be UTF-8)."""
+        try:
+            return self._bodies.encode(model, request, self.profile.max_output_tokens)
+        except UnicodeEncodeError as exc:
+            log.warning("a lone surrogate got into the model request (%s); sending it cleaned", exc)
+            return Bodies().encode(model, cleaned_request(request), self.profile.max_output_tokens)
+
+    async def prepare(self) -> None:
+        """Import ``httpx2`` and build the client now, in a worker thread, so that the first request does not
+        wait for them (the agent's warm-up after the first ``session/new``). Raises
+        :class:`~refagent.errors.ModelAuthError` for a profile that needs a key it lacks, as a request would."""
+        await self._get_client()
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -178,7 +193,7 @@ class AnthropicModel:
                 f"set {model_setting(self.profile)} (a Claude model, such as claude-sonnet-4-5)."
             )
         client = await self._get_client()
-        content = _encode(request_body(model, request, self.profile.max_output_tokens))
+        content = self._encode(model, request)
         attempt = 1
         while True:
             yielded = False
@@ -232,6 +247,7 @@ class AnthropicModel:
         headers = {"anthropic-version": API_VERSION, "content-type": "application/json"}
         if self.profile.api_key:
             headers["x-api-key"] = self.profile.api_key
+        headers.update(self.profile.headers)  # an editor's routing (providers/set): over the key
         timeout = self.timeout or TIMEOUT
         client: httpx2.AsyncClient = http.AsyncClient(
             headers=headers, timeout=http.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT))
@@ -304,15 +320,6 @@ class AnthropicModel:
         """What the server said, with the key cut out (some servers quote the key they were sent)."""
         key = self.profile.api_key
         return said.replace(key, "[the key]") if key and len(key) >= 4 else said
-
-
-def _encode(body: dict[str, Any]) -> bytes:
-    """The body as UTF-8 JSON, once per step; cleaned when a lone surrogate got into it (it cannot be UTF-8)."""
-    try:
-        return json.dumps(body, ensure_ascii=False).encode()
-    except UnicodeEncodeError as exc:
-        log.warning("a lone surrogate got into the model request (%s); sending it cleaned", exc)
-        return json.dumps(clean(body), ensure_ascii=False).encode()
 
 
 async def _check(response: httpx2.Response) -> None:

@@ -2,8 +2,9 @@
 :class:`~refagent.llm.protocol.ModelRequest`: the part of the Anthropic adapter
 (:mod:`refagent.llm.anthropic_client`) that knows how Anthropic wants a conversation said.
 
-:func:`body` gives ``model``, ``max_tokens``, ``stream: true``, ``system``, ``tools``, ``messages`` and,
-with a reasoning effort, ``thinking``:
+:class:`Bodies` encodes it (each message once: the cost of a step does not grow with the conversation);
+:func:`body` gives it as an object. It has ``model``, ``max_tokens``, ``stream: true``, ``system``,
+``tools``, ``messages`` and, with a reasoning effort, ``thinking``:
 
 - ``system``: each system message (its text) as a text block, in order;
 - ``tools``: ``{"name", "description", "input_schema"}``;
@@ -38,12 +39,22 @@ them: the model reads what it sent beside the error the tool answered.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeAlias
 
 from refagent.llm.profiles import ANTHROPIC_CLIENT
 from refagent.llm.protocol import ModelRequest, kept_reasoning
+from refagent.llm.wire_json import body as wire_body
+from refagent.llm.wire_json import dumps
 
-__all__ = ["DEFAULT_MAX_TOKENS", "MIN_ANSWER_TOKENS", "THINKING_BUDGETS", "body", "max_tokens", "thinking_budget"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "MIN_ANSWER_TOKENS",
+    "THINKING_BUDGETS",
+    "Bodies",
+    "body",
+    "max_tokens",
+    "thinking_budget",
+]
 
 DEFAULT_MAX_TOKENS = 32_000
 """``max_tokens`` for a profile that sets no ``max_output_tokens``: what the current Claude models can
@@ -61,6 +72,8 @@ THINKING_BUDGETS = {
     "max": 32_000,
 }
 """Thinking budgets (tokens) by reasoning effort; another level (not a number) gets ``medium``'s."""
+Converted: TypeAlias = tuple[str, list[dict[str, Any]], dict[str, str]]
+"""A chat message as Anthropic takes it: its role, its blocks, and the arguments it sent as ``{}`` by call id."""
 EPHEMERAL = {"type": "ephemeral"}
 """The ``cache_control`` of a prompt-cache breakpoint (the default lifetime, five minutes)."""
 _THINKING = frozenset({"thinking", "redacted_thinking"})
@@ -86,58 +99,119 @@ def max_tokens(limit: int | None, effort: str | None) -> tuple[int, int | None]:
     return most, budget
 
 
+class Bodies:
+    """The bodies of one client's requests (:meth:`encode`), each built as plain JSON with what the request
+    before had made reused: a session's conversation grows at its end, so each chat message is converted
+    once and each Anthropic message encoded once, as long as the conversation up to it is the same objects
+    (the conversation never changes a message in place: :mod:`refagent.llm.wire_json`). The two messages
+    with a prompt-cache mark (the last, and the user message before it) are encoded again each time."""
+
+    def __init__(self) -> None:
+        self._chat: list[dict[str, Any]] = []
+        self._converted: list[Converted] = []
+        """Per chat message, what it is in Anthropic's form."""
+        self._groups: list[tuple[int, ...]] = []
+        self._texts: list[str] = []
+        """Per Anthropic message: the chat messages it is made of (their indexes), and its JSON unmarked."""
+
+    def encode(self, model: str, request: ModelRequest, limit: int | None) -> bytes:
+        """The request's body (see the module docstring); ``limit``: the profile's ``max_output_tokens``.
+        Raises :class:`UnicodeEncodeError` for a lone surrogate."""
+        chat = request.messages
+        same = _same_prefix(self._chat, chat)
+        unsent: dict[str, str] = {}
+        for _, _, added in self._converted[:same]:
+            unsent.update(added)
+        converted = self._converted[:same]
+        for message in chat[same:]:
+            before = dict(unsent)
+            converted.append((*_converted(message, unsent), {k: v for k, v in unsent.items() if k not in before}))
+        self._chat, self._converted = list(chat), converted
+        system = [block for role, blocks, _ in converted if role == "system" for block in blocks]
+        groups = _groups(converted)
+        marked = _marked(groups, converted)
+        kept = _same_prefix(self._groups, groups, identical=False)
+        texts = self._texts[:kept] + [dumps(_message(converted, group)) for group in groups[kept:]]
+        self._groups, self._texts = groups, texts
+        sent = [
+            dumps(_message(converted, groups[i], mark=True)) if i in marked else text for i, text in enumerate(texts)
+        ]
+        most, budget = max_tokens(limit, request.reasoning_effort)
+        fields: dict[str, Any] = {"model": model, "max_tokens": most, "stream": True}
+        if system:
+            fields["system"] = [*system[:-1], {**system[-1], "cache_control": EPHEMERAL}]
+        if request.tools:
+            tools = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
+            ]
+            fields["tools"] = [*tools[:-1], {**tools[-1], "cache_control": EPHEMERAL}]
+        if budget is not None:
+            fields["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        return wire_body(fields, {"messages": sent})
+
+
 def body(model: str, request: ModelRequest, limit: int | None) -> dict[str, Any]:
-    """The request's JSON body (see the module docstring); ``limit``: the profile's ``max_output_tokens``."""
-    system, messages = convert(request.messages)
-    most, budget = max_tokens(limit, request.reasoning_effort)
-    result: dict[str, Any] = {"model": model, "max_tokens": most, "stream": True}
-    if system:
-        system[-1]["cache_control"] = dict(EPHEMERAL)
-        result["system"] = system
-    if request.tools:
-        tools = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools]
-        tools[-1]["cache_control"] = dict(EPHEMERAL)
-        result["tools"] = tools
-    _mark_ends(messages)
-    result["messages"] = messages
-    if budget is not None:
-        result["thinking"] = {"type": "enabled", "budget_tokens": budget}
-    return result
+    """The request's JSON body as an object (what :meth:`Bodies.encode` sends), for a reader."""
+    decoded: dict[str, Any] = json.loads(Bodies().encode(model, request, limit))
+    return decoded
 
 
-def convert(chat: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The system blocks and the messages of a conversation in the Chat Completions form (new dicts: the
-    conversation's own are never changed)."""
-    system: list[dict[str, Any]] = []
-    messages: list[dict[str, Any]] = []
-    unsent: dict[str, str] = {}  # the arguments of calls sent as {} (not a JSON object), by the call's id
-    for message in chat:
-        role = message.get("role")
-        if role in ("system", "developer"):  # the API has one system prompt, apart from the messages
-            system.extend(_texts(message.get("content")))
-        elif role == "assistant":
-            _append(messages, "assistant", _assistant(message, unsent))
-        elif role == "tool":
-            _append(messages, "user", [_tool_result(message, unsent)])
-        else:  # "user", and any role the API has not (it has two)
-            _append(messages, "user", _user_content(message.get("content")))
-    for message in messages:  # the API wants a message's tool results before anything else in it
-        content = message["content"]
-        results = [block for block in content if block["type"] == "tool_result"]
-        if results and len(results) < len(content):
-            message["content"] = results + [block for block in content if block["type"] != "tool_result"]
-    return system, messages
+def _same_prefix(old: list[Any], new: list[Any], *, identical: bool = True) -> int:
+    """How many leading items of ``new`` are those of ``old``: the same objects, or equal (``identical``
+    False: tuples of indexes)."""
+    same, limit = 0, min(len(old), len(new))
+    while same < limit and (old[same] is new[same] if identical else old[same] == new[same]):
+        same += 1
+    return same
 
 
-def _append(messages: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
-    """Add ``blocks`` as a message of ``role``: to the last message when it is of that role (the API wants
-    the roles to alternate), and not at all when there are none (it refuses an empty message)."""
-    if not blocks:
-        return
-    if messages and messages[-1]["role"] == role:
-        messages[-1]["content"].extend(blocks)
-    else:
-        messages.append({"role": role, "content": blocks})
+def _converted(message: dict[str, Any], unsent: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
+    """A chat message's Anthropic role and blocks (``unsent`` gets the arguments it sends as ``{}``)."""
+    role = message.get("role")
+    if role in ("system", "developer"):  # the API has one system prompt, apart from the messages
+        return "system", _texts(message.get("content"))
+    if role == "assistant":
+        return "assistant", _assistant(message, unsent)
+    if role == "tool":
+        return "user", [_tool_result(message, unsent)]
+    return "user", _user_content(message.get("content"))  # "user", and any role the API has not (it has two)
+
+
+def _groups(converted: list[Converted]) -> list[tuple[int, ...]]:
+    """The chat messages (indexes) that make each Anthropic message: the API wants the roles to alternate,
+    so consecutive ones of a role are one message; one with no blocks is left out (an empty message is
+    refused)."""
+    groups: list[list[int]] = []
+    roles: list[str] = []
+    for index, (role, blocks, _) in enumerate(converted):
+        if role == "system" or not blocks:
+            continue
+        if roles and roles[-1] == role:
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+            roles.append(role)
+    return [tuple(group) for group in groups]
+
+
+def _marked(groups: list[tuple[int, ...]], converted: list[Converted]) -> set[int]:
+    """The messages marked for the prompt cache: the last, and the user message before it."""
+    if not groups:
+        return set()
+    earlier = (i for i in range(len(groups) - 2, -1, -1) if converted[groups[i][0]][0] == "user")
+    return {len(groups) - 1, *(next(earlier, len(groups) - 1),)}
+
+
+def _message(converted: list[Converted], group: tuple[int, ...], *, mark: bool = False) -> dict[str, Any]:
+    """One Anthropic message of ``group``'s blocks, its tool results first (as the API wants them); with
+    ``mark``, its last block (a copy) carries the prompt-cache mark, unless the API takes none there."""
+    blocks = [block for index in group for block in converted[index][1]]
+    results = [block for block in blocks if block["type"] == "tool_result"]
+    if results and len(results) < len(blocks):
+        blocks = results + [block for block in blocks if block["type"] != "tool_result"]
+    if mark and blocks[-1]["type"] not in _THINKING:
+        blocks = [*blocks[:-1], {**blocks[-1], "cache_control": EPHEMERAL}]
+    return {"role": converted[group[0]][0], "content": blocks}
 
 
 def _assistant(message: dict[str, Any], unsent: dict[str, str]) -> list[dict[str, Any]]:
@@ -209,20 +283,3 @@ def _texts(content: Any) -> list[dict[str, Any]]:
         if isinstance(text, str) and text:
             blocks.append({"type": "text", "text": text})
     return blocks
-
-
-def _mark_ends(messages: list[dict[str, Any]]) -> None:
-    """Mark the moving end (the last message) and the end of the user message before it for the prompt
-    cache (see the module docstring)."""
-    if not messages:
-        return
-    _mark(messages[-1])
-    earlier = next((m for m in reversed(messages[:-1]) if m["role"] == "user"), None)
-    if earlier is not None:
-        _mark(earlier)
-
-
-def _mark(message: dict[str, Any]) -> None:
-    block = message["content"][-1]
-    if block["type"] not in _THINKING:
-        block["cache_control"] = dict(EPHEMERAL)

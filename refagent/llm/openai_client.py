@@ -67,16 +67,15 @@ import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
 
-from refagent.acp.text import clean, clean_text
 from refagent.errors import ModelAuthError, ModelConfigError, ModelError
 from refagent.llm.openai_stream import Assembler, Malformed
 from refagent.llm.profiles import ModelProfile, is_openai_host, key_hint, key_origin, missing_key, model_setting
-from refagent.llm.protocol import ModelEvent, ModelRequest, Retrying, ToolSpec, wire_message
+from refagent.llm.protocol import ModelEvent, ModelRequest, Retrying, cleaned_request, wire_message
 from refagent.llm.retry import RETRYABLE_STATUS, RetryPolicy, connection_problem, retry_after
 from refagent.llm.wire_json import EncodedMessages, body
 
@@ -202,7 +201,7 @@ class OpenAIModel:
                 if cleaned or yielded:
                     raise ModelError(f"The request to {self.url} cannot be encoded as UTF-8 ({exc}).") from exc
                 log.warning("a lone surrogate got into the model request (%s); sending it cleaned", exc)
-                request, cleaned = _cleaned_request(request), True
+                request, cleaned = cleaned_request(request), True
                 continue
             except Exception as exc:
                 if not yielded and self._drop_rejected(exc):
@@ -428,12 +427,6 @@ class OpenAIModel:
         said = _server_said(exc)
         key = self.profile.api_key
         return said.replace(key, "[the key]") if key and len(key) >= 4 else said
-
-
-def _cleaned_request(request: ModelRequest) -> ModelRequest:
-    """``request`` with every string in its messages and tools valid Unicode (:func:`refagent.acp.text.clean`)."""
-    tools = [ToolSpec(clean_text(t.name), clean_text(t.description), clean(t.parameters)) for t in request.tools]
-    return replace(request, messages=clean(request.messages), tools=tools)
 
 
 class _Closeable(Protocol):

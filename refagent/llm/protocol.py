@@ -14,7 +14,7 @@ another API (the user switched models) are left out, as that API would refuse th
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeAlias
 
 import anyio
@@ -121,6 +121,15 @@ def kept_reasoning(message: dict[str, Any], api: str) -> list[dict[str, Any]]:
     if not isinstance(kept, dict) or kept.get("api") != api or not isinstance(kept.get("items"), list):
         return []
     return [item for item in kept["items"] if isinstance(item, dict)]
+
+
+def cleaned_request(request: ModelRequest) -> ModelRequest:
+    """``request`` with every string in its messages and tools valid Unicode (:func:`refagent.acp.text.clean`):
+    what an adapter sends when a lone surrogate got into the conversation past the boundaries that clean text."""
+    from refagent.acp.text import clean, clean_text  # here: only when a request could not be encoded
+
+    tools = [ToolSpec(clean_text(t.name), clean_text(t.description), clean(t.parameters)) for t in request.tools]
+    return replace(request, messages=clean(request.messages), tools=tools)
 
 
 def wire_message(message: dict[str, Any]) -> dict[str, Any]:

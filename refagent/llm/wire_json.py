@@ -1,12 +1,11 @@
 """Request bodies whose cost does not grow with the conversation: each message is encoded to JSON once.
 
 A session's conversation only grows at its end: the messages already sent are sent again, unchanged, in
-every later request of the tool loop. :class:`EncodedMessages` keeps each message's JSON text, found by the
-message object itself (its identity, checked, not an equal copy), so that a request's body is the texts
-joined, and only the messages new since the last request are encoded. The conversation never changes a
-message in place once appended (it replaces messages: compaction, ``/undo``, ``/rewind``), which is what
-makes identity a safe key. What a request does not reuse is forgotten, so the cache holds one request's
-messages at most.
+every later request of the tool loop. :class:`EncodedMessages` keeps the last request's messages and each
+one's JSON text, so that the next request's body is the texts joined, and only the messages after the
+first that is not the same object at the same place are encoded. The conversation never changes a message
+in place once appended (it replaces messages: compaction, ``/undo``, ``/rewind``), which is what makes
+identity a safe test. It holds one request's messages.
 
 :func:`body` joins the pieces into the JSON object of a request. Encoding is ``ensure_ascii=False``: a
 lone surrogate left in a message raises :class:`UnicodeEncodeError` when the body is encoded to bytes,
@@ -36,19 +35,21 @@ class EncodedMessages:
     def __init__(self, convert: Callable[[dict[str, Any]], Any], *, spread: bool = False) -> None:
         self._convert = convert
         self._spread = spread
-        self._known: dict[int, tuple[dict[str, Any], str]] = {}
+        self._messages: list[dict[str, Any]] = []
+        self._texts: list[str] = []
 
     def encode(self, messages: Iterable[dict[str, Any]]) -> list[str]:
-        """The JSON of each of ``messages``, in order: those of the last call reused, the others encoded."""
-        known, kept = self._known, {}
-        texts = []
-        for message in messages:
-            hit = known.get(id(message))
-            text = hit[1] if hit is not None and hit[0] is message else self._encode(message)
-            kept[id(message)] = (message, text)
-            texts.append(text)
-        self._known = kept
-        return texts
+        """The JSON of each of ``messages``, in order: those the last call had at the same place (the same
+        objects) reused, the others encoded. A conversation that grew at its end costs a pass comparing
+        identities and the new messages' encoding; one changed earlier (compacted) is encoded from there."""
+        messages = list(messages)
+        old = self._messages
+        same, limit = 0, min(len(old), len(messages))
+        while same < limit and old[same] is messages[same]:
+            same += 1
+        self._texts = [*self._texts[:same], *(self._encode(m) for m in messages[same:])]
+        self._messages = messages
+        return self._texts
 
     def _encode(self, message: dict[str, Any]) -> str:
         value = self._convert(message)

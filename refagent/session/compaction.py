@@ -46,7 +46,8 @@ class AutoCompaction:
 
     def estimate(self, messages: list[dict[str, Any]], tools: list[Any]) -> int:
         """:func:`estimate_tokens` of ``messages`` and ``tools``, each message encoded once."""
-        return (sum(len(text) + 1 for text in self.encoded.encode(messages)) + _tools_size(tools)) // 4
+        texts = self.encoded.encode(messages)
+        return (sum(map(len, texts)) + len(texts) + _tools_size(tools)) // 4
 
 
 def _as_it_is(message: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ got them whole, but each later request would send them again.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +28,14 @@ MAX_CHANGED_FILES = 50
 """The changed files one note names; the rest are counted."""
 CUT_SHORT = "Not run: the response was cut short."
 """The result of each call of a response that did not end normally (cancelled, cut by length, a refusal)."""
+
+
+@functools.lru_cache(maxsize=8)
+def system_messages(prompt: str) -> tuple[Message, ...]:
+    """The system message of ``prompt`` (none for an empty one), the same object for the same prompt: each
+    request of a turn starts with it, and a model client reuses what it encoded of a message it has sent
+    before only when it is the same object (:mod:`refagent.llm.wire_json`). Never changed in place."""
+    return ({"role": "system", "content": prompt},) if prompt else ()
 
 
 def assistant_message(text: str, calls: Sequence[ToolCallRequest], kept: KeptReasoning | None = None) -> Message:

@@ -45,7 +45,7 @@ from refagent.llm.protocol import (
 )
 from refagent.session.compaction import Compactor
 from refagent.session.failure import Failure, ended_by, retry_note
-from refagent.session.messages import CUT_SHORT, assistant_message, reminders, tool_message
+from refagent.session.messages import CUT_SHORT, assistant_message, reminders, system_messages, tool_message
 from refagent.session.steering import Steers
 from refagent.session.tool_calls import run_tool_calls
 from refagent.settings import DEFAULT_MAX_REQUESTS
@@ -126,7 +126,7 @@ class Turn:
         )
         for note in reminders(changed, ended):
             self.history.append(note)  # one by one: the conversation cleans and records what is appended
-        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        system = list(system_messages(self.system_prompt))
         tools = self.tools.specs()
         if self.compactor is not None:
             await self.compactor.compact_if_full(system + self.history, tools)

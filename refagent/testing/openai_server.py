@@ -224,11 +224,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        received = time.monotonic()  # before the server's own work: parsing the body is not the client's time
         try:
             body = json.loads(raw) if raw else {}
         except ValueError:
             body = raw.decode("utf-8", "replace")
-        request = RecordedRequest("POST", self.path, self._headers(), body, received=time.monotonic())
+        request = RecordedRequest("POST", self.path, self._headers(), body, received=received)
         self.scripted._record(request)
         path = self.path.split("?", 1)[0].rstrip("/")
         wire = next((w for suffix, w in self.scripted._wires.items() if path.endswith(suffix)), None)

@@ -97,7 +97,7 @@ class RecordedRequest:
     body: Any
     """The decoded JSON body (``None`` for a GET)."""
     received: float = 0.0
-    """``time.monotonic()`` when the whole request had been read."""
+    """``time.monotonic()`` when the whole request had been read (before its body was parsed)."""
     answered: float = 0.0
     """``time.monotonic()`` when the whole answer had been written (0: not yet, or never)."""
 

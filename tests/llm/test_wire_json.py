@@ -22,11 +22,11 @@ def test_only_new_messages_are_encoded_and_an_equal_copy_is_not_trusted() -> Non
     assert encoded.encode([first]) == ['{"role":"user","text":"a"}']
     assert encoded.encode([first, second]) == ['{"role":"user","text":"a"}', '{"role":"assistant","text":"b"}']
     assert converted == ["a", "b"]  # the first message once
-    encoded.encode([dict(first), second])  # an equal copy (a replaced message) is encoded again
-    assert converted == ["a", "b", "a"]
-    encoded.encode([second])
-    encoded.encode([first])  # forgotten once a request did not reuse it
-    assert converted == ["a", "b", "a", "a"]
+    encoded.encode([dict(first), second])  # an equal copy (a replaced message), and what follows, again
+    assert converted == ["a", "b", "a", "b"]
+    third = {"role": "user", "content": "c"}
+    encoded.encode([second, third])  # the conversation changed from its start (compacted)
+    assert converted == ["a", "b", "a", "b", "b", "c"]
 
 
 def test_a_body_is_the_json_of_its_fields_and_lists() -> None:
