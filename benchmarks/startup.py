@@ -28,9 +28,13 @@ Measured in one run, interleaved so that all see the same machine load:
   the machine this was written on). ``--no-codex`` leaves it out, and so does a
   failing npm (the run says so and goes on);
 - ``python -c "import openai"`` (a few runs): what the agent must not pay before ``initialize``;
-- for refagent (each copy timed), spawn to the first ``agent_message_chunk`` of a first prompt, every
-  request sent as soon as the previous answer is read, the model refagent's scripted OpenAI-compatible
-  server on 127.0.0.1: what is deferred past the responses must still be ready when the first prompt comes.
+- for every agent (codex-acp too), the first ``agent_message_chunk`` of the model's answer to a first
+  prompt, the model refagent's scripted server on 127.0.0.1 (refagent through its Chat Completions
+  endpoint, as a local model; codex-acp through its Responses API endpoint, as a model provider of its own
+  without websockets): from the spawn, every request sent as soon as the previous answer is read (what is
+  deferred past the responses must still be ready when the first prompt comes), and from the prompt, sent
+  2 s after the ``session/new`` response (what the warm-up prepared meanwhile is not in its wait). Targets
+  beside codex-acp: spawn to chunk within 1.5x, the prompt sent after 2 s no slower (1.0x).
 
 codex-acp answers ``initialize`` with no credentials, but ``session/new`` only once authenticated (without,
 it is ``-32000 Authentication required``). It runs as a logged-in user's would: with a fresh
@@ -75,7 +79,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +89,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGET_MS = 150.0
 INITIALIZE_RATIO = 1.0  # refagent / codex-acp, at most
 SESSION_RATIO = 1.5
+FIRST_CHUNK_RATIO = 1.5  # spawn -> the first chunk of a prompt sent at once
+IDLE_CHUNK_RATIO = 1.0  # prompt -> the first chunk, the prompt sent IDLE_BEFORE_PROMPT s after session/new
 
 CODEX_PACKAGE = "@zed-industries/codex-acp"
 CODEX_VERSION = "0.16.0"
@@ -137,6 +143,8 @@ class Agent:
     env: dict[str, str]
     exits_on_eof: bool = True
     """refagent exits (status 0) when stdin closes; codex-acp does not, and gets SIGTERM."""
+    model: Callable[[str], tuple[list[str], dict[str, str]]] = field(default=lambda base_url: ([], {}))
+    """The arguments and variables that point it at a model server's base URL (:func:`time_first_chunk`)."""
     initialize: list[float] = field(default_factory=list)
     session: list[float] = field(default_factory=list)
     rss: list[int] = field(default_factory=list)
@@ -249,35 +257,56 @@ def send(stdin: IO[bytes], message: dict[str, object]) -> None:
 
 
 PROMPT = {"type": "text", "text": "Say hello."}
+ANSWER = "Hello"
+"""What the scripted model answers (its first chunk is what is timed)."""
 BENCH_KEY = "sk-startup-bench"
 
 
-def time_first_chunk(agent: Agent, cwd: Path, base_url: str) -> float:
-    """ms from the spawn to the first ``agent_message_chunk`` of a first prompt (initialize, session/new and
-    session/prompt each sent as soon as the previous answer is read), the model a scripted server on
-    127.0.0.1 (``base_url``): what deferring imports past the responses must not make slower."""
-    env = {**agent.env, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": BENCH_KEY, "REFAGENT_MODEL": "bench"}
+IDLE_BEFORE_PROMPT = 2.0
+"""Seconds between the session/new response and the prompt, for a prompt a user types after the editor opened
+the session: what the agent prepared meanwhile (its warm-up) is not in the prompt's wait."""
+
+
+def refagent_model(base_url: str) -> tuple[list[str], dict[str, str]]:
+    """refagent pointed at the scripted server: its Chat Completions endpoint, as a local model is."""
+    return [], {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": BENCH_KEY, "REFAGENT_MODEL": "bench"}
+
+
+def time_first_chunk(agent: Agent, cwd: Path, base_url: str, idle: float = 0.0) -> tuple[float, float]:
+    """ms from the spawn, and ms from the prompt, to the first ``agent_message_chunk`` of the model's answer
+    (initialize, session/new and session/prompt each sent as soon as the previous answer is read, the
+    prompt ``idle`` seconds later), the model a scripted server on 127.0.0.1 (``base_url``): what deferring
+    imports past the responses must not make slower, and what the warm-up leaves to the first prompt."""
+    arguments, variables = agent.model(base_url)
     started = time.perf_counter()
-    with spawned(agent.command, env, cwd) as (process, stdin, stdout):
+    with spawned([*agent.command, *arguments], {**agent.env, **variables}, cwd) as (process, stdin, stdout):
         send(stdin, INITIALIZE)
         read_response(stdout, 0)
         send(stdin, session_new(cwd))
         session_id = read_response(stdout, 1)["result"]["sessionId"]  # type: ignore[index]
+        if idle:
+            time.sleep(idle)
         prompt = {"sessionId": session_id, "prompt": [PROMPT]}
+        asked = time.perf_counter()
         send(stdin, {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt})
         while True:
             raw = stdout.readline()
             if not raw:
-                raise RuntimeError("the agent exited before its first chunk")
+                raise RuntimeError(f"{agent.label} exited before its first chunk")
             message = json.loads(raw)
             update = message.get("params", {}).get("update", {}) if message.get("method") == "session/update" else {}
-            if update.get("sessionUpdate") == "agent_message_chunk":
+            # the model's words: codex-acp says some things of its own as message chunks too
+            if update.get("sessionUpdate") == "agent_message_chunk" and ANSWER in update["content"].get("text", ""):
                 chunked = time.perf_counter()
                 break
         read_response(stdout, 2)
         stdin.close()
-        process.wait(timeout=10)
-    return (chunked - started) * 1000
+        if agent.exits_on_eof:
+            process.wait(timeout=10)
+        else:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=10)
+    return (chunked - started) * 1000, (chunked - asked) * 1000
 
 
 def measure(agent: Agent, cwd: Path) -> None:
@@ -397,9 +426,9 @@ def first_starts(agent: Agent, tool: Path, project: Path, base_url: str, runs: i
         times["initialize"].append(initialized)
         times["session/new"].append(created)
         drop_bytecode(tool)
-        times["first chunk"].append(time_first_chunk(agent, project, base_url))
+        times["first chunk"].append(time_first_chunk(agent, project, base_url)[0])
     drop_bytecode(tool)
-    unwritten = Agent(agent.label, agent.command, {**agent.env, "PYTHONDONTWRITEBYTECODE": "1"})
+    unwritten = Agent(agent.label, agent.command, {**agent.env, "PYTHONDONTWRITEBYTECODE": "1"}, model=agent.model)
     for _ in range(runs):
         times["no-bytecode"].append(time_agent(unwritten, project)[0])
     time_agent(agent, project)  # its bytecode written again, for whatever comes next
@@ -454,7 +483,21 @@ def codex_agent(binary: Path, home: Path) -> Agent:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_", "RUST_LOG"))}
     env["HOME"] = str(home / "home")
     env["CODEX_HOME"] = str(codex_home)
-    return Agent(f"codex-acp {CODEX_VERSION}", [str(binary), "-c", CODEX_ENDPOINT], env, exits_on_eof=False)
+    return Agent(
+        f"codex-acp {CODEX_VERSION}", [str(binary), "-c", CODEX_ENDPOINT], env, exits_on_eof=False, model=codex_model
+    )
+
+
+def codex_model(base_url: str) -> tuple[list[str], dict[str, str]]:
+    """codex-acp pointed at the scripted server's Responses API as a model provider of its own, without the
+    websocket transport (the server speaks HTTP; codex would try a websocket five times first), the model a
+    name codex knows (an unknown one makes it say so in the chat)."""
+    provider = (
+        f'model_providers.bench={{name="bench",base_url="{base_url}",wire_api="responses",'
+        'supports_websockets=false,env_key="BENCH_API_KEY"}'
+    )
+    arguments = ["-c", 'model_provider="bench"', "-c", provider, "-c", 'model="gpt-5-mini"']
+    return arguments, {"BENCH_API_KEY": BENCH_KEY}
 
 
 # -- the diagnostic run ------------------------------------------------------------------------
@@ -525,28 +568,43 @@ def import_report(env: dict[str, str], cwd: Path) -> ImportReport:
 
 
 @contextmanager
-def model_server(prompts: int) -> Iterator[str]:
-    """refagent's scripted OpenAI-compatible test server on 127.0.0.1, answering ``prompts`` prompts with a
-    line of text: its base URL."""
+def model_server() -> Iterator[str]:
+    """refagent's scripted model server on 127.0.0.1, answering every prompt with a line of text through the
+    API each agent speaks (Chat Completions for refagent, the Responses API for codex-acp): its base URL."""
     sys.path.insert(0, str(ROOT))
     from refagent.testing.openai_server import ScriptedOpenAIServer, Turn
 
-    with ScriptedOpenAIServer([Turn(text="Hello.") for _ in range(prompts)], api_key=BENCH_KEY) as server:
+    with ScriptedOpenAIServer(fallback=Turn(text="Hello."), api_key=BENCH_KEY) as server:
         yield server.base_url
 
 
-def first_chunks(agents: list[Agent], project: Path, runs: int) -> list[tuple[str, list[float]]]:
-    """For each agent, ``runs`` times spawn -> the first chunk of a first prompt (:func:`time_first_chunk`),
-    interleaved, against one scripted model server."""
-    times: list[list[float]] = [[] for _ in agents]
-    with model_server((runs + 1) * len(agents)) as base_url:
+@dataclass
+class Chunks:
+    """One agent's first chunks (ms): spawn -> the chunk of a prompt sent at once, and prompt -> the chunk of
+    a prompt sent :data:`IDLE_BEFORE_PROMPT` seconds after session/new."""
+
+    label: str
+    at_once: list[float] = field(default_factory=list)
+    after_idle: list[float] = field(default_factory=list)
+
+
+def first_chunks(agents: list[Agent], project: Path, runs: int, idle_runs: int) -> list[Chunks]:
+    """For each agent, interleaved, against one scripted model server: ``runs`` times spawn -> the first chunk
+    of a first prompt sent at once, and ``idle_runs`` times prompt -> the first chunk of one sent after
+    :data:`IDLE_BEFORE_PROMPT` seconds (:func:`time_first_chunk`)."""
+    results = [Chunks(agent.label) for agent in agents]
+    with model_server() as base_url:
         for agent in agents:  # warm-up: the model client's imports, cached bytecode
             time_first_chunk(agent, project, base_url)
-        for round_ in range(runs):
+        for round_ in range(max(runs, idle_runs)):
             for i in range(len(agents)):
                 index = (round_ + i) % len(agents)
-                times[index].append(time_first_chunk(agents[index], project, base_url))
-    return [(agent.label, values) for agent, values in zip(agents, times, strict=True)]
+                if round_ < runs:
+                    results[index].at_once.append(time_first_chunk(agents[index], project, base_url)[0])
+                if round_ < idle_runs:
+                    waited = time_first_chunk(agents[index], project, base_url, IDLE_BEFORE_PROMPT)[1]
+                    results[index].after_idle.append(waited)
+    return results
 
 
 def summary(values: list[float]) -> tuple[float, float, float]:
@@ -564,6 +622,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=20, help="spawns of each kind (default 20)")
     parser.add_argument("--openai-runs", type=int, default=5, help="spawns importing openai (default 5)")
+    parser.add_argument(
+        "--idle-runs", type=int, default=5, help=f"prompts sent {IDLE_BEFORE_PROMPT:g} s after session/new (default 5)"
+    )
     parser.add_argument("--no-codex", action="store_true", help="leave codex-acp out")
     parser.add_argument(
         "--codex-cache", type=Path, default=CODEX_CACHE, help=f"where codex-acp is installed (default {CODEX_CACHE})"
@@ -593,12 +654,12 @@ def main() -> int:
         project.mkdir()
         env = environment(home)
         others = args.installed or args.against
-        agents = [Agent("refagent" + (", this checkout" if others else ""), AGENT_COMMAND, env)]
+        agents = [Agent("refagent" + (", this checkout" if others else ""), AGENT_COMMAND, env, model=refagent_model)]
         if args.against:
             copy = checkout_of(args.against, Path(tmp) / "against")
             if isinstance(copy, Path):
                 label = f"refagent at {args.against}"
-                agents.append(Agent(label, AGENT_COMMAND, environment(home, copy)))
+                agents.append(Agent(label, AGENT_COMMAND, environment(home, copy), model=refagent_model))
                 notes.append(f"{label}: {copy} first on PYTHONPATH")
             else:
                 notes.append(f"refagent at {args.against} left out: {copy}")
@@ -608,8 +669,10 @@ def main() -> int:
             installed = tool_install(uv, Path(tmp) / "installed") if isinstance(uv, Path) else uv
             if isinstance(installed, tuple):
                 script, tool = installed
-                agent = Agent("refagent, uv tool install", [str(script)], editor_environment(home))
-                with model_server(args.first_runs) as base_url:  # before anything has run it
+                agent = Agent(
+                    "refagent, uv tool install", [str(script)], editor_environment(home), model=refagent_model
+                )
+                with model_server() as base_url:  # before anything has run it
                     starts = first_starts(agent, tool, project, base_url, args.first_runs)
                 agents.append(agent)
                 notes.append(f"installed: {script} (uv tool install of a wheel of this checkout, with {uv})")
@@ -639,7 +702,7 @@ def main() -> int:
                 loop.append(time_python_c(EMPTY_LOOP, env))
                 for i in range(len(agents)):  # each round in another order: none is always first
                     measure(agents[(round_ + i) % len(agents)], project)
-            chunks = first_chunks([a for a in agents if a is not codex], project, args.runs)
+            chunks = first_chunks(agents, project, args.runs, args.idle_runs)
             openai_ms = [time_python_c("import openai", env) for _ in range(args.openai_runs)]
             report = import_report(env, project)
         finally:
@@ -654,8 +717,12 @@ def main() -> int:
     for agent in agents:
         rows.append((f"{agent.label}: initialize", agent.initialize))
         rows.append((f"{agent.label}: session/new", agent.session))
-    for label, values in chunks:
-        rows.append((f"{label}: first chunk of a first prompt", values))
+    for chunk in chunks:
+        rows.append((f"{chunk.label}: first chunk of a first prompt, spawn ->", chunk.at_once))
+    for chunk in chunks:
+        rows.append(
+            (f"{chunk.label}: first chunk, prompt {IDLE_BEFORE_PROMPT:g} s after session/new ->", chunk.after_idle)
+        )
     rows.append((f'python -c "import openai" (spawn -> exit), {args.openai_runs} runs', openai_ms))
     width = max(62, *(len(label) for label, _ in rows))
     print(f"refagent startup: Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs")
@@ -709,6 +776,19 @@ def main() -> int:
             init_cell = ratio_cell(agent.initialize, codex.initialize, INITIALIZE_RATIO)
             session_cell = ratio_cell(agent.session, codex.session, SESSION_RATIO)
             print(f"{agent.label:<{width}} {init_cell:>22} {session_cell:>22}")
+        theirs = next(chunk for chunk in chunks if chunk.label == codex.label)
+        print(
+            f"first chunk, refagent / codex-acp on the same scripted model; targets: spawn -> chunk <= "
+            f"{FIRST_CHUNK_RATIO:.1f}x, prompt {IDLE_BEFORE_PROMPT:g} s after session/new -> chunk "
+            f"<= {IDLE_CHUNK_RATIO:.1f}x"
+        )
+        print(f"{'':<{width}} {'spawn -> chunk':>22} {'prompt -> chunk':>22}")
+        for chunk in chunks:
+            if chunk is theirs:
+                continue
+            at_once = ratio_cell(chunk.at_once, theirs.at_once, FIRST_CHUNK_RATIO)
+            after_idle = ratio_cell(chunk.after_idle, theirs.after_idle, IDLE_CHUNK_RATIO)
+            print(f"{chunk.label:<{width}} {at_once:>22} {after_idle:>22}")
     print()
     print("diagnostic run (the editable refagent, under -X importtime):")
     print(f"{'modules loaded when the initialize response was written':<{width}} {report.modules_at_initialize:>10d}")
