@@ -73,6 +73,9 @@ class ClientKind(NamedTuple):
     never goes to another host by accident)."""
     key_hosts: frozenset[str] = frozenset()
     """The hosts (lower case) :attr:`key_env`'s key is meant for."""
+    base_url_env: str | None = None
+    """A variable that, when set, is the endpoint of a profile of this kind that names no ``base_url``
+    (``ANTHROPIC_BASE_URL``, as Anthropic's own tools read it); its key variable's key goes there too."""
 
 
 def _openai(profile: ModelProfile, retry: RetryPolicy | None) -> ModelClient:
@@ -148,6 +151,7 @@ _KINDS: dict[str, ClientKind] = {
             warm_up=_warm_up_anthropic,
             key_env="ANTHROPIC_API_KEY",
             key_hosts=frozenset({"api.anthropic.com"}),
+            base_url_env="ANTHROPIC_BASE_URL",
         ),
         ClientKind(SCRIPTED, _scripted, endpoint=False),
         ClientKind(DEMO_CLIENT, _demo, endpoint=False),

@@ -120,23 +120,29 @@ def file_profiles(
         known = PROFILE_KEYS.keys() | REASONING_KEYS
         warnings += [f"{where}: unknown key {k!r} (ignored)" for k in entry if k not in known]
         values = {k: typed(entry, k, kind, where) for k, kind in PROFILE_KEYS.items() if k in entry}
-        values["reasoning_efforts"], values["default_reasoning_effort"] = reasoning(entry, where)
-        if not values["reasoning_efforts"]:
-            del values["reasoning_efforts"], values["default_reasoning_effort"]
         default_kind = RESPONSES_CLIENT if is_openai_host(values.get("base_url")) else DEFAULT_CLIENT
         kind = clients.find(values.setdefault("client", default_kind), where)
+        of_model: dict[str, Any] = {}
+        if facts is not None and kind.endpoint and values.get("model"):
+            of_model = facts(values.get("base_url"), kind.name, values["model"])
+        levels, default = reasoning(entry, where, of_model.get("reasoning_efforts", ()))
+        if levels:
+            values["reasoning_efforts"], values["default_reasoning_effort"] = levels, default
         if not kind.endpoint:
             values.setdefault("needs_key", False)
         for price in ("input_price", "output_price", "cached_input_price", "cache_write_price"):
             if price in values:
                 values[price] /= PER_MILLION
-        if facts is not None and kind.endpoint and values.get("model"):
-            for key, value in facts(values.get("base_url"), kind.name, values["model"]).items():
-                values.setdefault(key, value)  # what the table says wins
+        for key, value in of_model.items():
+            values.setdefault(key, value)  # what the table says wins
+        from_env = env_value(env, kind.base_url_env) if kind.base_url_env and "base_url" not in values else None
+        if from_env:  # the user named the kind's endpoint in its own variable: its key variable goes with it
+            values["base_url"] = from_env
         base_url = values.get("base_url")
         key_env = values.get("api_key_env")
         if "api_key" not in values:
-            if key_env is None and kind.key_env and (base_url is None or host(base_url).lower() in kind.key_hosts):
+            ours = base_url is None or from_env or host(base_url).lower() in kind.key_hosts
+            if key_env is None and kind.key_env and ours:
                 key_env = kind.key_env
             values["api_key"] = env_value(env, key_env) if key_env else None
             values["api_key_from"] = key_env or ""
@@ -148,10 +154,13 @@ def file_profiles(
     return profiles
 
 
-def reasoning(entry: Mapping[str, Any], where: str) -> tuple[tuple[str, ...], str | None]:
-    """A profile's ``reasoning_effort`` levels and its default level, checked (see the module docstring)."""
+def reasoning(entry: Mapping[str, Any], where: str, known: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str | None]:
+    """A profile's ``reasoning_effort`` levels and its default level, checked (see the module docstring);
+    ``known``: the levels refagent knows the model takes, which a table without ``reasoning_effort`` has."""
     levels = entry.get("reasoning_effort")
     default = typed(entry, "default_reasoning_effort", str, where)
+    if levels is None and known:
+        levels = list(known)
     if levels is None:
         if default is not None:
             raise ConfigError(

@@ -234,3 +234,20 @@ def test_a_file_profile_on_openais_host_speaks_the_responses_api_with_what_is_kn
     assert fast.input_price == pytest.approx(0.25e-6)
     assert fast.reasoning_efforts == ("minimal", "low", "medium", "high")
     assert chat.client == DEFAULT_CLIENT  # said otherwise
+
+
+def test_a_default_effort_is_checked_against_the_levels_known_of_the_model(tmp_path: Path) -> None:
+    text = '[profiles.codex]\nmodel = "gpt-5.1-codex"\ndefault_reasoning_effort = "high"\n'
+    [codex] = load(None, with_file(tmp_path, text, OPENAI_API_KEY="o")).profiles
+    assert (codex.reasoning_efforts, codex.default_reasoning_effort) == (("low", "medium", "high"), "high")
+    with pytest.raises(ConfigError, match="not one of reasoning_effort"):
+        load(None, with_file(tmp_path, text.replace('"high"', '"extreme"'), OPENAI_API_KEY="o"))
+
+
+def test_a_file_profile_of_the_anthropic_kind_honours_anthropic_base_url(tmp_path: Path) -> None:
+    text = '[profiles.claude]\nclient = "anthropic"\nmodel = "claude-haiku-4-5"\n'
+    env = with_file(tmp_path, text, ANTHROPIC_API_KEY="a", ANTHROPIC_BASE_URL="https://proxy.example.com")
+    [claude] = load(None, env).profiles
+    assert (claude.endpoint, claude.api_key, claude.context_window) == ("https://proxy.example.com", "a", 200_000)
+    [plain] = load(None, with_file(tmp_path, text, ANTHROPIC_API_KEY="a")).profiles
+    assert (plain.endpoint, plain.api_key) == ("https://api.anthropic.com", "a")

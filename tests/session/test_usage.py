@@ -54,3 +54,14 @@ def test_a_turns_usage_sums_its_responses() -> None:
         "cachedWriteTokens": 90,
     }
     assert turn_usage([]) is None
+
+
+def test_a_turns_usage_is_what_the_unstable_schema_describes() -> None:
+    """The stable schema leaves the prompt response open, so the check of every message does not look
+    inside ``usage``: the unstable schema's PromptResponse does."""
+    from tests.support.acp_schema import _check
+
+    used = [Usage(1200, 40, cached_tokens=1024, cache_write_tokens=100, reasoning_tokens=12)]
+    _check("PromptResponse", {"stopReason": "end_turn", "usage": turn_usage(used)}, "a prompt response", "unstable")
+    with pytest.raises(AssertionError):
+        _check("PromptResponse", {"stopReason": "end_turn", "usage": {"inputTokens": 1}}, "a broken one", "unstable")
