@@ -45,6 +45,7 @@ from typing import Any, TypeAlias
 from refagent.config import clients
 from refagent.config.file import typed
 from refagent.config.flags import KEY_ENV, env_value
+from refagent.config.providers import FACT_KEYS
 from refagent.errors import ConfigError
 from refagent.llm.profiles import (
     DEFAULT_CLIENT,
@@ -80,13 +81,7 @@ PROFILE_KEYS: dict[str, type] = {
     "model": str,
     "name": str,
     "description": str,
-    "context_window": int,
-    "max_output_tokens": int,
-    "images": bool,
-    "input_price": float,
-    "output_price": float,
-    "cached_input_price": float,
-    "cache_write_price": float,
+    **FACT_KEYS,  # what is known of a model: its window, output limit, images, prices
     "currency": str,
     "needs_key": bool,
 }

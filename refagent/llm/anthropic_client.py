@@ -65,7 +65,6 @@ import json
 import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -75,7 +74,7 @@ from refagent.llm.anthropic_request import Bodies
 from refagent.llm.anthropic_stream import Assembler, Malformed, StreamError
 from refagent.llm.profiles import key_hint, key_origin, missing_key, model_setting
 from refagent.llm.protocol import ModelEvent, ModelRequest, Retrying, cleaned_request
-from refagent.llm.retry import RETRYABLE_STATUS, RetryPolicy, connection_problem, retry_after
+from refagent.llm.retry import RETRYABLE_STATUS, Failure, RetryPolicy, connection_problem, retry_after, retry_wait
 
 if TYPE_CHECKING:
     import httpx2
@@ -104,16 +103,6 @@ def import_httpx() -> Any:
     import httpx2  # here: in a worker thread (the warm-up, _get_client), never on the loop: ~50 ms
 
     return httpx2
-
-
-@dataclass(slots=True)
-class _Failure:
-    """A failed attempt worth retrying."""
-
-    message: str
-    """For the user: what happened, in one sentence (no final period)."""
-    retry_after: float | None = None
-    """What the server asked for, in seconds."""
 
 
 class _Cut(Exception):
@@ -215,19 +204,11 @@ class AnthropicModel:
                     await _close(response)
             except Exception as exc:
                 failure = self._classify(exc)  # raises what is not worth retrying
-            if yielded:
-                raise ModelError(
-                    f"The reply from {self.url} was cut off ({failure.message}). "
-                    "It was not retried because part of it was already shown; ask the model to continue."
-                )
-            if attempt >= self.retry.attempts:
-                tries = f"{attempt} attempts" if attempt > 1 else "1 attempt"
-                raise ModelError(f"{failure.message}. Gave up after {tries} (model {model!r}).")
+            wait = retry_wait(self.retry, attempt, failure, shown=yielded, url=self.url, model=model, rand=self._rand())
             attempt += 1
-            delay = self.retry.delay(attempt, failure.retry_after, self._rand())
-            log.info("model request failed (%s); attempt %d in %.2f s", failure.message, attempt, delay)
-            yield Retrying(attempt, delay, failure.message, self.retry.attempts)
-            await self._sleep(delay)
+            log.info("model request failed (%s); attempt %d in %.2f s", failure.message, attempt, wait)
+            yield Retrying(attempt, wait, failure.message, self.retry.attempts)
+            await self._sleep(wait)
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -254,7 +235,7 @@ class AnthropicModel:
         )
         return client
 
-    def _classify(self, exc: Exception) -> _Failure:
+    def _classify(self, exc: Exception) -> Failure:
         """Describe a failed attempt worth retrying; raise at once what retrying cannot fix."""
         import httpx2  # here: kept off this module's import; loaded by now (_get_client)
 
@@ -264,7 +245,7 @@ class AnthropicModel:
             if exc.status in (401, 403):
                 raise self._auth_error(exc.status, said) from exc
             if exc.status in RETRYABLE_STATUS or exc.status >= 500:
-                return _Failure(message, retry_after(exc.headers))
+                return Failure(message, retry_after(exc.headers))
             if exc.status == 404:
                 raise ModelConfigError(
                     f"{self.url} answered 404 for the model {self.profile.model!r} ({said}): there is no such "
@@ -281,20 +262,20 @@ class AnthropicModel:
         if isinstance(exc, StreamError):
             message = f"{self.url} reported an error mid-stream: {self._said(str(exc))}"
             if exc.retryable:
-                return _Failure(message)
+                return Failure(message)
             raise ModelError(message) from exc
         if isinstance(exc, _Cut):
-            return _Failure(f"{self.url}: {exc}")
+            return Failure(f"{self.url}: {exc}")
         if isinstance(exc, httpx2.TimeoutException):
-            return _Failure(f"{self.url} timed out")
+            return Failure(f"{self.url} timed out")
         if isinstance(exc, (httpx2.ReadError, httpx2.RemoteProtocolError)):  # the answer stopped coming
-            return _Failure(f"the stream from {self.url} broke off ({exc or type(exc).__name__})")
+            return Failure(f"the stream from {self.url} broke off ({exc or type(exc).__name__})")
         if isinstance(exc, httpx2.TransportError):
             problem = connection_problem(exc)
             message = f"Cannot connect to {self.profile.endpoint}: {problem.what}"
             if not problem.transient:  # waiting fixes no unknown host name or bad certificate
                 raise ModelError(f"{message}.") from exc
-            return _Failure(message)
+            return Failure(message)
         if isinstance(exc, (_NotMessages, json.JSONDecodeError, Malformed)):
             what = exc if not isinstance(exc, json.JSONDecodeError) else f"an event that is not JSON ({exc})"
             raise ModelError(f"{self.url} sent {what}; is it Anthropic's Messages API?") from exc

@@ -67,7 +67,6 @@ import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
@@ -76,7 +75,7 @@ from refagent.errors import ModelAuthError, ModelConfigError, ModelError
 from refagent.llm.openai_stream import Assembler, Malformed
 from refagent.llm.profiles import ModelProfile, is_openai_host, key_hint, key_origin, missing_key, model_setting
 from refagent.llm.protocol import ModelEvent, ModelRequest, Retrying, cleaned_request, wire_message
-from refagent.llm.retry import RETRYABLE_STATUS, RetryPolicy, connection_problem, retry_after
+from refagent.llm.retry import RETRYABLE_STATUS, Failure, RetryPolicy, connection_problem, retry_after, retry_wait
 from refagent.llm.wire_json import EncodedMessages, body
 
 if TYPE_CHECKING:
@@ -101,16 +100,6 @@ def _import_openai() -> Any:
     import openai  # here: in a worker thread (warm_up, _get_client), never on the loop: ~270 ms
 
     return openai
-
-
-@dataclass(slots=True)
-class _Failure:
-    """A failed attempt, classified."""
-
-    message: str
-    """For the user: what happened, in one sentence."""
-    retry_after: float | None = None
-    """What the server asked for, in seconds."""
 
 
 class StreamReader(Protocol):
@@ -213,19 +202,11 @@ class OpenAIModel:
                 ):
                     raise self._effort_rejected(exc, model, request.reasoning_effort) from exc
                 failure = self._classify(exc)  # raises what is not worth retrying
-            if yielded:
-                raise ModelError(
-                    f"The reply from {self.url} was cut off ({failure.message}). "
-                    "It was not retried because part of it was already shown; ask the model to continue."
-                )
-            if attempt >= self.retry.attempts:
-                tries = f"{attempt} attempts" if attempt > 1 else "1 attempt"
-                raise ModelError(f"{failure.message}. Gave up after {tries} (model {model!r}).")
+            wait = retry_wait(self.retry, attempt, failure, shown=yielded, url=self.url, model=model, rand=self._rand())
             attempt += 1
-            delay = self.retry.delay(attempt, failure.retry_after, self._rand())
-            log.info("model request failed (%s); attempt %d in %.2f s", failure.message, attempt, delay)
-            yield Retrying(attempt, delay, failure.message, self.retry.attempts)
-            await self._sleep(delay)
+            log.info("model request failed (%s); attempt %d in %.2f s", failure.message, attempt, wait)
+            yield Retrying(attempt, wait, failure.message, self.retry.attempts)
+            await self._sleep(wait)
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -358,7 +339,7 @@ class OpenAIModel:
             f"{where} (leave it out if the model takes no reasoning effort)."
         )
 
-    def _classify(self, exc: Exception) -> _Failure:
+    def _classify(self, exc: Exception) -> Failure:
         """Describe a failed attempt worth retrying; raise at once what retrying cannot fix."""
         import openai  # here: kept off this module's import (~270 ms); loaded by now
 
@@ -369,7 +350,7 @@ class OpenAIModel:
                 raise self._auth_error(exc, self.url) from exc
             message = f"{self.url} answered {status}: {said}"
             if status in RETRYABLE_STATUS or status >= 500:
-                return _Failure(message, retry_after(exc.response.headers))
+                return Failure(message, retry_after(exc.response.headers))
             if status == 404:
                 raise ModelConfigError(
                     f"{self.url} answered 404 for the model {self._model!r} ({said}): it serves no such model, "
@@ -378,18 +359,18 @@ class OpenAIModel:
                 ) from exc
             raise ModelError(f"{message} (model {self._model!r})") from exc
         if isinstance(exc, openai.APITimeoutError):
-            return _Failure(f"{self.url} timed out")
+            return Failure(f"{self.url} timed out")
         if isinstance(exc, openai.APIConnectionError):
             message = self._connection_failure(exc)
             if not connection_problem(exc).transient:  # waiting fixes no unknown host name or bad certificate
                 raise ModelError(f"{message}.") from exc
-            return _Failure(message)
+            return Failure(message)
         if isinstance(exc, openai.APIError):
             # An error event inside the stream (OpenRouter and others): retry what its code says is transient.
             code = _int(exc.code) or _int(exc.body.get("code") if isinstance(exc.body, dict) else None)
             message = f"{self.url} reported an error mid-stream: {exc.message}"
             if code is not None and (code in RETRYABLE_STATUS or code >= 500):
-                return _Failure(message)
+                return Failure(message)
             raise ModelError(message) from exc
         if isinstance(exc, (json.JSONDecodeError, Malformed)):
             what = exc if isinstance(exc, Malformed) else f"an event that is not JSON ({exc})"

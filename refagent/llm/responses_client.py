@@ -42,10 +42,11 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from refagent.errors import ModelError
-from refagent.llm.openai_client import OpenAIModel, StreamReader, _Failure
+from refagent.llm.openai_client import OpenAIModel, StreamReader
 from refagent.llm.profiles import RESPONSES_CLIENT
 from refagent.llm.protocol import ModelRequest, kept_reasoning
 from refagent.llm.responses_stream import ResponseFailed, ResponsesAssembler, retryable_code
+from refagent.llm.retry import Failure
 
 if TYPE_CHECKING:
     pass
@@ -117,11 +118,11 @@ class ResponsesModel(OpenAIModel):
             return True
         return False
 
-    def _classify(self, exc: Exception) -> _Failure:
+    def _classify(self, exc: Exception) -> Failure:
         if isinstance(exc, ResponseFailed):
             message = f"{self.url}: {exc.message}"
             if exc.retryable:
-                return _Failure(message)
+                return Failure(message)
             raise ModelError(f"{message} (model {self._model!r})") from exc
         import openai  # here: kept off this module's import (~270 ms); loaded by now
 
@@ -129,7 +130,7 @@ class ResponsesModel(OpenAIModel):
         # reader sees it, with a code that is a word (server_error), not the status the Chat adapter reads.
         body = exc.body if type(exc) is openai.APIError else None
         if isinstance(body, dict) and retryable_code(body.get("code"), body.get("type")):
-            return _Failure(f"{self.url} reported an error mid-stream: {exc}")
+            return Failure(f"{self.url} reported an error mid-stream: {exc}")
         return super()._classify(exc)
 
 

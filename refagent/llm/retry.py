@@ -21,7 +21,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RETRYABLE_STATUS", "ConnectionProblem", "RetryPolicy", "connection_problem", "retry_after"]
+__all__ = [
+    "RETRYABLE_STATUS",
+    "ConnectionProblem",
+    "Failure",
+    "RetryPolicy",
+    "connection_problem",
+    "retry_after",
+    "retry_wait",
+]
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 """Request timeout, conflict, too many requests: worth another attempt, as every 5xx is."""
@@ -48,6 +56,36 @@ class RetryPolicy:
         if retry_after is not None:
             return max(0.0, min(retry_after, self.max_retry_after))
         return min(self.max_delay, self.base_delay * float(1 << max(0, attempt - 2))) * (0.5 + rand / 2)
+
+
+@dataclass(slots=True)
+class Failure:
+    """A failed attempt worth retrying, as an adapter classified it (it raises at once what is not)."""
+
+    message: str
+    """For the user: what happened, in one sentence (no final period)."""
+    retry_after: float | None = None
+    """What the server asked for, in seconds."""
+
+
+def retry_wait(
+    policy: RetryPolicy, attempt: int, failure: Failure, *, shown: bool, url: str, model: str, rand: float
+) -> float:
+    """Seconds to wait before the attempt after ``attempt``, which failed with ``failure``. Raises
+    :class:`~refagent.errors.ModelError` when there is none: part of the reply was ``shown`` (the user has
+    read it and the history keeps it; a new request would answer from the start, so they would read the
+    beginning twice: they can ask the model to continue), or the policy's attempts are used up."""
+    from refagent.errors import ModelError  # here: config.limits loads this module before the first answer
+
+    if shown:
+        raise ModelError(
+            f"The reply from {url} was cut off ({failure.message}). "
+            "It was not retried because part of it was already shown; ask the model to continue."
+        )
+    if attempt >= policy.attempts:
+        tries = f"{attempt} attempts" if attempt > 1 else "1 attempt"
+        raise ModelError(f"{failure.message}. Gave up after {tries} (model {model!r}).")
+    return policy.delay(attempt + 1, failure.retry_after, rand)
 
 
 def retry_after(headers: Any) -> float | None:
