@@ -7,6 +7,8 @@ The room's modules, one job each:
 - :mod:`~refagent.config.flags`: the command-line flags and the environment variables;
 - :mod:`~refagent.config.profiles`: the model profiles as configured (``[profiles.NAME]``, or the one the
   environment forms), their keys and names;
+- :mod:`~refagent.config.providers`: the providers by name (``provider/model``, a key variable alone, what
+  is known of common models), from the package's ``providers.json`` and the file's ``[providers]``;
 - :mod:`~refagent.config.clients`: the kinds of model client a profile names (``client = "openai"``), a
   registry of factories a fork adds to, and the one place a client is made from a profile;
 - :mod:`~refagent.config.limits`: how hard a turn may try (``max_requests``, ``[retry]``);

@@ -2,8 +2,9 @@
 environment variables the configuration reads (:func:`env_value`: an empty or blank value counts as unset).
 
 Flags: ``--config``, ``--profile``, ``--model``, ``--base-url``, ``--max-requests``. Variables:
-``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``REFAGENT_MODEL``, ``REFAGENT_PROFILE``, ``REFAGENT_MAX_REQUESTS``,
-and ``REFAGENT_CONFIG`` (:mod:`refagent.config.file`). A flag wins over its variable, which wins over the
+``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``REFAGENT_MODEL``, ``HARBOR_ACP_REQUESTED_MODEL``,
+``REFAGENT_PROFILE``, ``REFAGENT_MAX_REQUESTS``, and ``REFAGENT_CONFIG`` (:mod:`refagent.config.file`); the
+providers' key variables are :mod:`refagent.config.providers`'. A flag wins over its variable, which wins over the
 file (:mod:`refagent.config.loading` combines them).
 """
 
@@ -54,7 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser, *, strict: bool = False) -> N
         help=f"the config file (default: ${CONFIG_ENV}, else config.toml in the user config directory)",
     )
     group.add_argument("--profile", metavar="ID", help=f"the model profile to use (default: ${PROFILE_ENV})")
-    group.add_argument("--model", metavar="NAME", help=f"the model to ask (default: ${MODEL_ENV})")
+    group.add_argument(
+        "--model",
+        metavar="NAME",
+        help=f"the model to ask, or provider/model (anthropic/claude-sonnet-4-5; default: ${MODEL_ENV})",
+    )
     group.add_argument("--base-url", metavar="URL", help=f"an OpenAI-compatible endpoint (default: ${BASE_URL_ENV})")
     group.add_argument(
         "--max-requests",

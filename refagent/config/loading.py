@@ -9,10 +9,14 @@ flags (:mod:`refagent.config.flags`). How they combine:
   override its ``base_url`` and ``model`` (flags over environment over file). An endpoint from
   ``OPENAI_BASE_URL``/``--base-url`` pairs with ``OPENAI_API_KEY`` when the profile names no key, as in every
   OpenAI tool.
-- With no profiles in the file, any of ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``REFAGENT_MODEL``,
-  ``--model``, ``--base-url`` forms one profile (:func:`refagent.config.profiles.env_profile`).
-  ``OPENAI_API_KEY`` alone is enough; ``OPENAI_BASE_URL`` alone, pointing at this machine, too (local
-  endpoints need no key).
+- A model named ``provider/model`` (``--model``, else ``REFAGENT_MODEL``, else
+  ``HARBOR_ACP_REQUESTED_MODEL``) chooses that provider's profile: the file's profile of that id with the
+  model, else one made from what refagent knows of the provider (:mod:`refagent.config.providers`).
+- With no profiles in the file: ``OPENAI_BASE_URL``/``--base-url`` to another host forms a ``custom``
+  profile on Chat Completions (:func:`refagent.config.profiles.env_profile`; alone, pointing at this
+  machine, it is enough: local endpoints need no key); else each provider whose key variable is set
+  (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ...) forms its profile on its default model, OpenAI's first;
+  a model alone, with no key set, forms OpenAI's (whose first prompt then says to set the key).
 - With nothing at all, the only profile is the built-in scripted one; asked for by name (``--profile
   scripted``), it is added to the others.
 """
