@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from refagent.config.loading import Config
     from refagent.llm.protocol import ModelClient
+    from refagent.llm.retry import RetryPolicy
     from refagent.persistence.store import SessionStore
     from refagent.sandbox.holding import Holding
     from refagent.sandbox.local import Sandbox
@@ -133,6 +134,9 @@ class Settings:
     default_profile: str | None = None
     make_model: Callable[[ModelProfile], ModelClient] = configured_model
     max_requests: int = DEFAULT_MAX_REQUESTS
+    retry: RetryPolicy | None = None
+    """How the model clients retry, and how long a model may be silent (the turn tells the user of a wait
+    by it); ``None``: the defaults."""
     make_sandbox: SandboxMaker = field(default_factory=LocalSandboxes)
     tools: Callable[[], Sequence[BaseTool]] = default_tools
     store: Callable[[], SessionStore | None] | None = default_store
@@ -187,6 +191,7 @@ class Settings:
             default_profile=config.default_profile,
             make_model=config.make_model,
             max_requests=config.max_requests or DEFAULT_MAX_REQUESTS,
+            retry=config.retry,
             tools=custom if custom is not None else default_tools,
             reload=reload,
             warm_up=config.warm_up(),

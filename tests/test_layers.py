@@ -25,6 +25,7 @@ RANKS = {
     "sandbox.within": 0,
     "dirs": 0,
     "logs": 0,
+    "heartbeat": 0,
     # below the tools: the model, the saved sessions
     "llm": 1,
     "persistence": 1,

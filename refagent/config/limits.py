@@ -8,6 +8,8 @@ the model client retries transient failures: 429, 5xx, lost connections)::
     base_delay = 1.0              # seconds; doubled each time, with jitter
     max_delay = 20.0              # seconds, the most one wait can be
     max_retry_after = 60.0        # seconds, the most a server's Retry-After is honoured for
+    stall_seconds = 300.0         # seconds a model's stream may send nothing before the attempt fails
+                                  # (the user is told of the wait after a quarter of it, at most 15 s)
 
 ``REFAGENT_MAX_REQUESTS`` and ``--max-requests`` override ``max_requests`` (flag over environment over file).
 """
@@ -26,7 +28,13 @@ if TYPE_CHECKING:
 
 __all__ = ["RETRY_KEYS", "max_requests", "retry_policy"]
 
-RETRY_KEYS: dict[str, type] = {"attempts": int, "base_delay": float, "max_delay": float, "max_retry_after": float}
+RETRY_KEYS: dict[str, type] = {
+    "attempts": int,
+    "base_delay": float,
+    "max_delay": float,
+    "max_retry_after": float,
+    "stall_seconds": float,
+}
 
 
 def retry_policy(table: Any, source: str, warnings: list[str]) -> RetryPolicy | None:
@@ -42,6 +50,8 @@ def retry_policy(table: Any, source: str, warnings: list[str]) -> RetryPolicy | 
     values = {k: typed(table, k, kind, where) for k, kind in RETRY_KEYS.items() if k in table}
     if values.get("attempts", 1) < 1:
         raise ConfigError(f"{where}: attempts must be at least 1")
+    if values.get("stall_seconds", 1) <= 0:
+        raise ConfigError(f"{where}: stall_seconds must be more than 0")
     from refagent.llm.retry import RetryPolicy  # here: with a [retry] table only (1.2 ms)
 
     return RetryPolicy(**values)

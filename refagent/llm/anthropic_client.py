@@ -89,9 +89,6 @@ API_VERSION = "2023-06-01"
 """The ``anthropic-version`` header: the Messages API's version (the only one there is)."""
 CLOSE_TIMEOUT = 2.0
 """How long closing a cancelled HTTP response may take (it is shielded from the cancellation)."""
-TIMEOUT = 600.0
-"""Seconds an HTTP read may wait (a model that thinks long sends ``ping`` events meanwhile), and a request
-in all; connecting has :data:`CONNECT_TIMEOUT`."""
 CONNECT_TIMEOUT = 10.0
 ERROR_BODY_BYTES = 64 * 1024
 """The most of an error answer read to say what the server said."""
@@ -229,7 +226,9 @@ class AnthropicModel:
         if self.profile.api_key:
             headers["x-api-key"] = self.profile.api_key
         headers.update(self.profile.headers)  # an editor's routing (providers/set): over the key
-        timeout = self.timeout or TIMEOUT
+        # A stream silent for the policy's stall_seconds fails the attempt (a timeout, retried); a model that
+        # thinks long sends ``ping`` events meanwhile.
+        timeout = self.timeout or self.retry.stall_seconds
         client: httpx2.AsyncClient = http.AsyncClient(
             headers=headers, timeout=http.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT))
         )

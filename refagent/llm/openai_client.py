@@ -87,6 +87,8 @@ log = logging.getLogger(__name__)
 
 NO_KEY = "no-key-needed"
 """Sent as the key to endpoints that need none: the ``openai`` client insists on one, local servers ignore it."""
+CONNECT_TIMEOUT = 10.0
+"""Seconds connecting to the endpoint may take."""
 CLOSE_TIMEOUT = 2.0
 """How long closing a cancelled HTTP response may take (it is shielded from the cancellation)."""
 
@@ -230,7 +232,9 @@ class OpenAIModel:
                 base_url=self.profile.endpoint,
                 max_retries=0,  # the retry policy is ours (see the module docstring)
                 default_headers=dict(self.profile.headers) or None,  # an editor's routing: over the key
-                **({} if self.timeout is None else {"timeout": self.timeout}),
+                # A stream silent for the policy's stall_seconds fails the attempt (a timeout, retried), and
+                # nothing waits the package's 10 minutes; a test's own timeout wins over both.
+                timeout=self.timeout or openai.Timeout(self.retry.stall_seconds, connect=CONNECT_TIMEOUT),
             ),
         )
 

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "QUIET_NOTICE_SECONDS",
     "RETRYABLE_STATUS",
+    "STALL_SECONDS",
     "ConnectionProblem",
     "Failure",
     "RetryPolicy",
@@ -31,6 +33,10 @@ __all__ = [
     "retry_wait",
 ]
 
+STALL_SECONDS = 300.0
+"""How long a model's stream may send nothing, by default (:attr:`RetryPolicy.stall_seconds`)."""
+QUIET_NOTICE_SECONDS = 15.0
+"""The longest a model may send nothing before the user is told that it is waited for (and again each time)."""
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 """Request timeout, conflict, too many requests: worth another attempt, as every 5xx is."""
 
@@ -49,6 +55,15 @@ class RetryPolicy:
     base_delay: float = 1.0
     max_delay: float = 20.0
     max_retry_after: float = 60.0
+    stall_seconds: float = STALL_SECONDS
+    """How long a model's stream may send nothing (before its first byte or between two) before the attempt
+    counts as failed (a timeout, retried as the others are): a reasoning model may think for minutes first.
+    The user hears of the wait long before (:func:`quiet_notice_after`)."""
+
+    def quiet_notice_after(self) -> float:
+        """Seconds of silence from the model after which the user is told it is waited for: a quarter of
+        :attr:`stall_seconds`, at most :data:`QUIET_NOTICE_SECONDS`."""
+        return min(QUIET_NOTICE_SECONDS, self.stall_seconds / 4)
 
     def delay(self, attempt: int, retry_after: float | None, rand: float) -> float:
         """Seconds to wait before attempt number ``attempt``; ``retry_after``: what the server asked for

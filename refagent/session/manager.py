@@ -427,7 +427,7 @@ class SessionManager:
             # here: prompting loads with the workspace, after the first session/new answer (loaded by now)
             from refagent.session.prompting import Prompting
 
-            self._prompts = Prompting(self.models, self.settings.max_requests, self.store)
+            self._prompts = Prompting(self.models, self.settings.max_requests, self.store, self.settings.retry)
         return self._prompts
 
     def cancel(self, params: SessionParams) -> None:

@@ -27,6 +27,7 @@ from refagent.acp.errors import InvalidRequest, RequestError
 from refagent.acp.types import ContentBlock, StopReason
 from refagent.ids import new_id
 from refagent.llm.pool import ModelPool
+from refagent.llm.retry import RetryPolicy
 from refagent.persistence.store import SessionStore, now
 from refagent.sandbox.local import Sandbox
 from refagent.session.commands import Command, init_instruction, jobs_list, rewind, stop_jobs, undo
@@ -52,6 +53,8 @@ class Prompting:
     models: ModelPool
     max_requests: int
     store: SessionStore | None
+    retry: RetryPolicy | None = None
+    """How long a model may be silent (the turn tells the user of a wait by it); ``None``: the default."""
 
     async def prompt(
         self, session: Session, blocks: Sequence[ContentBlock], *, message_id: str | None = None
@@ -81,7 +84,7 @@ class Prompting:
             # so the turn takes the model, effort and prompt the session has at its start.
             message = await user_message(blocks, images=session.profile.images, read_text=_reader(session))
             model = self.models.get(session.profile)
-            turn = session.new_turn(model, self.max_requests, await _system_prompt(session, sandbox))
+            turn = session.new_turn(model, self.max_requests, await _system_prompt(session, sandbox), self.retry)
             session.begin_turn(typed, message_id or new_id("user"))
             session.steers.open()
             try:

@@ -37,6 +37,7 @@ from refagent.acp.errors import InternalError, InvalidParams
 from refagent.acp.requests import ClientSystemPrompt
 from refagent.llm.pool import require_key
 from refagent.llm.profiles import ModelProfile
+from refagent.llm.retry import RetryPolicy
 from refagent.persistence.conversation import Conversation
 from refagent.persistence.reader import StoredSession
 from refagent.persistence.recorder import Recorder
@@ -380,10 +381,14 @@ class Session:
             self._turn_scopes.discard(scope)
             self.recorder.settle()
 
-    def new_turn(self, model: ModelClient, max_requests: int, system_prompt: str) -> Turn:
+    def new_turn(
+        self, model: ModelClient, max_requests: int, system_prompt: str, retry: RetryPolicy | None = None
+    ) -> Turn:
         """The session's turn as it is now, on ``model`` with at most ``max_requests`` model requests: its
         conversation, tools, reasoning effort, usage meter, compaction, notices, the files changed outside it,
-        its background commands' news, and the messages that steer it."""
+        its background commands' news, the messages that steer it, and how long the model may be silent
+        before the user hears of the wait (``retry``'s; ``None``: the default)."""
+        retry = retry or RetryPolicy()
         from refagent.session.turn import Turn  # here: the turn's modules load after the session/new answer (24 ms)
 
         return Turn(
@@ -401,6 +406,8 @@ class Session:
             background_news=self.jobs.news if self.jobs is not None else None,
             steers=self.steers,
             cache_key=self.id,
+            quiet_after=retry.quiet_notice_after(),
+            stall_seconds=retry.stall_seconds,
         )
 
     def compactor(self, model: ModelClient) -> Compactor:

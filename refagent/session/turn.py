@@ -22,6 +22,7 @@ text that arrived, and every tool call gets a result (:mod:`refagent.session.too
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from typing import Any
 from refagent.acp import updates
 from refagent.acp.types import StopReason
 from refagent.errors import ModelError
+from refagent.heartbeat import heartbeat
 from refagent.ids import new_id
 from refagent.llm.protocol import (
     Finished,
@@ -43,11 +45,13 @@ from refagent.llm.protocol import (
     Usage,
     close_stream,
 )
+from refagent.llm.retry import QUIET_NOTICE_SECONDS, STALL_SECONDS
 from refagent.session.compaction import Compactor
-from refagent.session.failure import Failure, ended_by, retry_note
+from refagent.session.failure import Failure, ended_by
 from refagent.session.messages import CUT_SHORT, assistant_message, reminders, system_messages, tool_message
 from refagent.session.steering import Steers
 from refagent.session.tool_calls import run_tool_calls
+from refagent.session.waiting import WaitNews
 from refagent.settings import DEFAULT_MAX_REQUESTS
 from refagent.tools.runner import NoTools, Tools
 
@@ -73,6 +77,8 @@ class Turn:
     """Compacts the conversation before a model request that would fill most of the context window."""
     notices: bool = False
     """The client shows ``notice`` updates (``session.notices``): a retried request is one; else a thought."""
+    quiet_after: float = QUIET_NOTICE_SECONDS  # silence before the user hears the model is waited for
+    stall_seconds: float = STALL_SECONDS  # silence after which the client fails the attempt (RetryPolicy's)
     reasoning_effort: str | None = None
     """How hard the model should reason (the session's ``thought_level``), if its profile takes one."""
     changed_files: Callable[[], list[str]] | None = None
@@ -140,25 +146,29 @@ class Turn:
         completed = False
         try:
             stream = self.model.stream(request)
+            news = WaitNews(self.send_update, self.notices, self.stall_seconds)
+            beat = functools.partial(news.quiet, thought_id=thought_id)
             try:
-                async for event in stream:
-                    if isinstance(event, TextDelta) and event.text:
-                        text.append(event.text)
-                        await self.send_update(updates.agent_message_chunk(updates.text(event.text), message_id))
-                    elif isinstance(event, ReasoningDelta) and event.text:
-                        await self.send_update(updates.agent_thought_chunk(updates.text(event.text), thought_id))
-                    elif isinstance(event, ToolCallRequest):
-                        calls.append(event)
-                    elif isinstance(event, KeptReasoning):
-                        kept = event
-                    elif isinstance(event, Usage):
-                        self.used.append(event)
-                        if self.usage is not None:
-                            await self.send_update(self.usage(event))
-                    elif isinstance(event, Retrying):
-                        await self._retrying(event, thought_id)
-                    elif isinstance(event, Finished):
-                        reason = event.reason
+                async with heartbeat(beat, after=self.quiet_after, every=2 * self.quiet_after) as quiet:
+                    async for event in stream:
+                        quiet.touch()
+                        if isinstance(event, TextDelta) and event.text:
+                            text.append(event.text)
+                            await self.send_update(updates.agent_message_chunk(updates.text(event.text), message_id))
+                        elif isinstance(event, ReasoningDelta) and event.text:
+                            await self.send_update(updates.agent_thought_chunk(updates.text(event.text), thought_id))
+                        elif isinstance(event, ToolCallRequest):
+                            calls.append(event)
+                        elif isinstance(event, KeptReasoning):
+                            kept = event
+                        elif isinstance(event, Usage):
+                            self.used.append(event)
+                            if self.usage is not None:
+                                await self.send_update(self.usage(event))
+                        elif isinstance(event, Retrying):
+                            await news.retrying(event, thought_id)
+                        elif isinstance(event, Finished):
+                            reason = event.reason
             finally:
                 await close_stream(stream)
             completed = True
@@ -170,16 +180,6 @@ class Turn:
                 self.history.extend(tool_message(call.id, CUT_SHORT) for call in calls)
                 calls = []
         return reason, calls
-
-    async def _retrying(self, event: Retrying, thought_id: str) -> None:
-        """Say that the model request is retried: a notice, news about this run and not part of the
-        conversation, when the client shows them; else a line of its own among the thoughts (a retry comes
-        before any reasoning). Plain text, no markup: clients show thoughts as they are."""
-        note = retry_note(event)
-        if self.notices:
-            await self.send_update(updates.notice("warning", "The model request is being retried", note))
-        else:
-            await self.send_update(updates.agent_thought_chunk(updates.text(f"{note}\n"), thought_id))
 
 
 async def run_prompt(turn: Turn, user_message: dict[str, Any]) -> StopReason:

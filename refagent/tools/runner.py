@@ -23,6 +23,7 @@ an MCP server's tool name): an editor, or a terminal client, shows it as it read
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -34,6 +35,7 @@ from refagent.acp import updates
 from refagent.acp.text import cut, json_size, one_line, shorten, text_length
 from refagent.acp.types import ToolCallContent, ToolCallStatus
 from refagent.errors import ToolError
+from refagent.heartbeat import heartbeat
 from refagent.ids import new_id
 from refagent.llm.protocol import ToolCallRequest, ToolSpec
 from refagent.tools.base import CANCEL_NOTE, BaseTool, Plan, ToolContext, ToolResult, cancel_note
@@ -46,6 +48,9 @@ log = logging.getLogger(__name__)
 CANCELLED_WHILE_RUNNING = (
     "The user cancelled this call while it was running: it may have been partly done. Check before retrying."
 )
+ALIVE_AFTER = 5.0
+"""Seconds a tool call runs before its title shows how long it has run (and then every :data:`ALIVE_EVERY`)."""
+ALIVE_EVERY = 10.0
 MAX_CONTENT_BYTES = 1 << 20
 """The content of one tool call message, as JSON: 1 MiB (a diff of a 500 KB file, before and after)."""
 MAX_RAW_BYTES = 64 << 10
@@ -82,6 +87,10 @@ class NoTools:
 
 class ToolRunner:
     """A session's :class:`Tools`: its tools (built-in, custom and MCP), its permissions and backends."""
+
+    alive_after = ALIVE_AFTER
+    """Seconds a call runs before its title shows its running time (then every :attr:`alive_every`)."""
+    alive_every = ALIVE_EVERY
 
     def __init__(
         self,
@@ -129,6 +138,7 @@ class ToolRunner:
             )
 
         announced = not tool.silent
+        restore: str | None = None
         title = one_line(tool.title(args))
         raw_input = bounded_raw(args)
         if announced:
@@ -153,7 +163,12 @@ class ToolRunner:
             if plan.mutating and self.before_change is not None:
                 self.before_change(plan.kind or tool.kind, plan)  # before the change: the way back survives a crash
             try:
-                result = await plan.execute()
+                alive = functools.partial(self._alive, announced, call_id, planned)
+                async with heartbeat(alive, after=self.alive_after, every=self.alive_every) as running:
+                    try:
+                        result = await plan.execute()
+                    finally:  # the title said how long it had run: the call's own title again, at the end
+                        restore = planned if running.beats else None
             except anyio.get_cancelled_exc_class() as exc:
                 if cancel_note(exc) is None:  # the tool did not say: say the truth we know
                     exc.add_note(CANCEL_NOTE + CANCELLED_WHILE_RUNNING)
@@ -162,20 +177,28 @@ class ToolRunner:
                 if plan.mutating:
                     self._changed(plan)
         except ToolError as exc:
-            await self._finish(announced, call_id, ToolResult(f"Error: {exc}", failed=True))
+            await self._finish(announced, call_id, ToolResult(f"Error: {exc}", failed=True), restore)
             return for_model(f"Error: {exc}")
         except anyio.get_cancelled_exc_class() as exc:
             said = cancel_note(exc)
+            cancelled = ToolResult(f"Cancelled. {said or ''}".strip(), failed=True)
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-                await self._finish(announced, call_id, ToolResult(f"Cancelled. {said or ''}".strip(), failed=True))
+                await self._finish(announced, call_id, cancelled, restore)
             raise
         except Exception as exc:  # a bug in a tool must not end the turn, let alone the agent
             log.exception("tool %s failed", call.name)
             message = f"Internal error in {call.name}: {type(exc).__name__}: {exc}"
-            await self._finish(announced, call_id, ToolResult(message, failed=True))
+            await self._finish(announced, call_id, ToolResult(message, failed=True), restore)
             return for_model(message)
-        await self._finish(announced, call_id, result)
+        await self._finish(announced, call_id, result, restore)
         return for_model(result.output)
+
+    async def _alive(self, announced: bool, call_id: str, title: str, seconds: float) -> None:
+        """Show that a long call is running: its title with the time it has taken so far."""
+        if announced:
+            await self.context.send_update(
+                updates.tool_call_update(call_id, title=f"{title} (running, {seconds:.0f} s)")
+            )
 
     def _changed(self, plan: Plan) -> None:
         """Tell the watcher which paths this call changed, so they are not reported back as someone else's."""
@@ -220,7 +243,8 @@ class ToolRunner:
             await anyio.lowlevel.checkpoint()  # the turn's scope is cancelled now: this raises
         return None if verdict.allowed else verdict.reason
 
-    async def _finish(self, announced: bool, call_id: str, result: ToolResult) -> None:
+    async def _finish(self, announced: bool, call_id: str, result: ToolResult, title: str | None = None) -> None:
+        """The call's last update: its status, content, locations and raw output (and ``title``, if given)."""
         if not announced:
             return
         content: list[ToolCallContent] = list(result.content)
@@ -232,6 +256,7 @@ class ToolRunner:
             updates.tool_call_update(
                 call_id,
                 status=status,
+                title=title,
                 content=bounded_content(content),
                 locations=result.locations,
                 raw_output=bounded_raw(raw_output),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
 
 from refagent.acp import updates
@@ -12,6 +14,8 @@ from refagent.llm.protocol import (
     KEPT_REASONING,
     Finished,
     KeptReasoning,
+    ModelEvent,
+    ModelRequest,
     Retrying,
     TextDelta,
     ToolCallRequest,
@@ -119,6 +123,52 @@ async def test_reasoning_an_api_wants_back_is_kept_on_its_message_and_sent_in_th
     assert KEPT_REASONING not in wire_message(second.messages[1])
     assert wire_message(second.messages[0]) is second.messages[0]  # nothing to drop: no copy
     assert [r.cache_key for r in model.requests] == ["session-1", "session-1"]
+
+
+class Slow:
+    """A model that sends nothing for ``seconds``, then its text."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        await anyio.sleep(self.seconds)
+        yield TextDelta("finally")
+        yield Finished("stop")
+
+
+@pytest.mark.parametrize("notices", [True, False], ids=["notices", "thoughts"])
+async def test_a_silent_model_is_said_to_be_waited_for(notices: bool) -> None:
+    """After ``quiet_after`` seconds of nothing, the user hears that the model is waited for (a notice, or
+    a thought line), and again every twice that while it stays silent; what happens after the stall limit,
+    and that cancelling ends it now, are in the words."""
+    sent: list[dict[str, Any]] = []
+
+    async def send(update: dict[str, Any]) -> None:
+        sent.append(update)
+
+    turn = Turn(model=Slow(0.45), history=[], send_update=send, notices=notices, quiet_after=0.1, stall_seconds=9)
+    assert await run_prompt(turn, {"role": "user", "content": "go"}) == "end_turn"
+    kind = "notice" if notices else "agent_thought_chunk"
+    said = [u for u in sent if u["sessionUpdate"] == kind]
+    assert len(said) == 2  # at 0.1 s and 0.3 s
+    words = said[0]["description"] if notices else said[0]["content"]["text"]
+    assert "Nothing from the model for 0 s; still waiting" in words
+    assert "silent for 9 s is retried; cancelling ends the turn now" in words
+    if notices:
+        assert (said[0]["severity"], said[0]["title"]) == ("info", "Waiting for the model")
+    assert sent[-1]["sessionUpdate"] == "agent_message_chunk"
+
+
+async def test_a_model_that_streams_is_not_said_to_be_waited_for() -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def send(update: dict[str, Any]) -> None:
+        sent.append(update)
+
+    turn = Turn(model=ScriptedModel([text("a b c")]), history=[], send_update=send, notices=True, quiet_after=0.05)
+    await run_prompt(turn, {"role": "user", "content": "go"})
+    assert not [u for u in sent if u["sessionUpdate"] == "notice"]
 
 
 async def test_a_cancelled_response_keeps_no_reasoning() -> None:

@@ -16,6 +16,7 @@ from refagent.llm.scripted import Hang, ScriptedModel, text
 from refagent.settings import OwnSandboxes, Settings
 from refagent.testing.memory import FakeClient, allow_once, connect, select
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
+from refagent.tools.runner import ToolRunner
 from tests.support.tool_fakes import bare_sandbox
 
 pytestmark = pytest.mark.anyio
@@ -91,6 +92,8 @@ class FakeRun(BaseTool):
                 await anyio.sleep_forever()
             if command == "crash":
                 raise RuntimeError("boom")
+            if command == "slow":
+                await anyio.sleep(0.35)
             STORE.ran.append(command)
             return ToolResult(f"ran {command}", failed=command == "false")
 
@@ -173,6 +176,28 @@ async def test_edit_flow_on_the_wire(check: Any) -> None:
         assert asked["toolCall"]["content"][0]["type"] == "diff"
         assert {o["kind"] for o in asked["options"]} == {"allow_once", "allow_always", "reject_once", "reject_always"}
     assert STORE.files == {"/ws/a.py": "x = 1\n"}
+
+
+async def test_a_long_call_shows_it_is_alive_and_ends_with_its_own_title(
+    check: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that runs longer than ``alive_after`` says so in its title, with the time so far, every
+    ``alive_every``; its last update gives it back its own title. A quick one sends no such update."""
+    monkeypatch.setattr(ToolRunner, "alive_after", 0.1)
+    monkeypatch.setattr(ToolRunner, "alive_every", 0.1)
+    responses = [[call("run_command", command="slow")], [call("run_command", command="quick")], text("ok")]
+    async with connect(settings(*responses), client=FakeClient(permission=allow_once), check=check) as editor:
+        await editor.initialize()
+        sid = await editor.new_session("/ws")
+        await editor.prompt(sid, "go")
+        calls = [u for u in editor.updates(sid) if u["sessionUpdate"] == "tool_call_update"]
+    titles = [u.get("title") for u in calls if u.get("title")]
+    running = [t for t in titles if "(running," in t]
+    assert len(running) >= 2
+    assert all(t.startswith("Run `slow` (running, ") and t.endswith(" s)") for t in running)
+    last = [u for u in calls if u.get("status") == "completed"]
+    assert last[0]["title"] == "Run `slow`"  # its own title again
+    assert "title" not in last[1]  # the quick call's title never changed
 
 
 async def test_each_tool_call_carries_the_tools_own_name(check: Any) -> None:
