@@ -113,6 +113,9 @@ class CommandResult:
 
 
 OnStart = Callable[[str], Awaitable[None]] | None
+WatchOutput = Callable[[Callable[[], str]], None] | None
+"""Given, once a local process runs, a function that returns its output so far (an editor's terminal shows
+its own: it is never called then)."""
 """What :meth:`Terminals.run` calls with an editor terminal's id once it exists, so that a tool call can
 embed it (None: nothing to call)."""
 
@@ -122,13 +125,21 @@ class Terminals(Protocol):
     at a level (:mod:`refagent.sandbox.confine.confinement`)."""
 
     async def run(
-        self, command: str, cwd: str, time_limit: float, on_start: OnStart = None, *, sandbox: Level = "workspace"
+        self,
+        command: str,
+        cwd: str,
+        time_limit: float,
+        on_start: OnStart = None,
+        *,
+        sandbox: Level = "workspace",
+        watch_output: WatchOutput = None,
     ) -> CommandResult:
         """Run ``command`` through the shell in ``cwd``, held at level ``sandbox`` as far as the sandbox can
         (its :class:`Holding` says how far); kill it after ``time_limit`` s.
 
         ``on_start(terminal_id)`` is called once an editor terminal exists (so the tool call can embed
-        it); local processes have no terminal id and never call it. Cancellation kills the command.
+        it); local processes have no terminal id and never call it: they call ``watch_output`` instead,
+        with what gives their output so far. Cancellation kills the command.
         """
         ...
 

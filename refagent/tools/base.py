@@ -146,6 +146,9 @@ class Plan:
     """What the call's effect depends on beyond its arguments, as it is now (a command that runs with more
     than the sandbox holds: :func:`refagent.tools.grounds.command_grounds`): a remembered "always allow"
     covers the call only while they are what they were when the user chose it."""
+    progress: Callable[[], list[ToolCallContent]] | None = None
+    """What the call has produced so far, shown while it runs (a local command's output); ``None``: nothing
+    to show before it ends."""
     runs_later: str = ""
     """A file this call changes that git, an editor, CI or refagent itself runs later, as shown with why
     (``.vscode/tasks.json: git or an editor runs it``):

@@ -163,7 +163,7 @@ class ToolRunner:
             if plan.mutating and self.before_change is not None:
                 self.before_change(plan.kind or tool.kind, plan)  # before the change: the way back survives a crash
             try:
-                alive = functools.partial(self._alive, announced, call_id, planned)
+                alive = functools.partial(self._alive, announced, call_id, planned, plan.progress)
                 async with heartbeat(alive, after=self.alive_after, every=self.alive_every) as running:
                     try:
                         result = await plan.execute()
@@ -193,12 +193,21 @@ class ToolRunner:
         await self._finish(announced, call_id, result, restore)
         return for_model(result.output)
 
-    async def _alive(self, announced: bool, call_id: str, title: str, seconds: float) -> None:
-        """Show that a long call is running: its title with the time it has taken so far."""
-        if announced:
-            await self.context.send_update(
-                updates.tool_call_update(call_id, title=f"{title} (running, {seconds:.0f} s)")
-            )
+    async def _alive(
+        self,
+        announced: bool,
+        call_id: str,
+        title: str,
+        progress: Callable[[], list[ToolCallContent]] | None,
+        seconds: float,
+    ) -> None:
+        """Show that a long call is running: its title with the time it has taken so far, and what it has
+        produced so far (a local command's output), when its plan can say."""
+        if not announced:
+            return
+        running = f"{title} (running, {seconds:.0f} s)"
+        content = bounded_content(progress()) if progress is not None else []
+        await self.context.send_update(updates.tool_call_update(call_id, title=running, content=content or None))
 
     def _changed(self, plan: Plan) -> None:
         """Tell the watcher which paths this call changed, so they are not reported back as someone else's."""

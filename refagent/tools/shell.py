@@ -17,12 +17,13 @@ the user watches the output live; the runner gives each call its ``ctx.current_c
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from refagent.acp import updates
 from refagent.acp.types import ToolCallContent
 from refagent.errors import ToolError
-from refagent.sandbox.seams import LEVELS, Level
+from refagent.sandbox.seams import LEVELS, Level, WatchOutput
 from refagent.tools.args import arg_bool, arg_int, arg_str, shown
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
 from refagent.tools.command_scope import permission_scope
@@ -34,6 +35,8 @@ MAX_TIMEOUT = 600
 MAX_BACKGROUND_TIMEOUT = 24 * 3600
 """A background command has no time limit unless it is given one, of at most a day."""
 MAX_OUTPUT_CHARS = 30_000
+PROGRESS_CHARS = 4000
+"""What a running command's tool call shows of its output so far: its last characters."""
 """What the model reads of the output: the head and the tail, the middle elided."""
 
 LEVEL_WORDS: dict[Level, str] = {
@@ -141,11 +144,13 @@ class RunCommand(BaseTool):
             details += f"\nIn the background: it runs until it ends, is stopped, {ends}or the session ends."
         preview: list[ToolCallContent] = [text_content(details)]
 
+        so_far = OutputSoFar()
+
         async def execute() -> ToolResult:
             if background:
                 return await _start(ctx, command, resolved.path, limit, level)
             assert limit is not None
-            return await _run(ctx, command, resolved.path, limit, level)
+            return await _run(ctx, command, resolved.path, limit, level, so_far.watch)
 
         confined = level == "workspace" and ctx.holding.confines(level)
         return Plan(
@@ -156,6 +161,7 @@ class RunCommand(BaseTool):
             confined=confined,
             permission_key=key,
             permission_label=label,
+            progress=so_far.content,
             # Confined, whatever it runs is held; with more, "always allow" holds for what the user saw.
             grounds=() if confined else command_grounds(command, resolved.path, os.environ.get("PATH", "")),
         )
@@ -200,7 +206,27 @@ async def _start(ctx: ToolContext, command: str, cwd: str, seconds: int | None, 
     return ToolResult(text, content=content, raw_output={"job": entry.id}, running=True)
 
 
-async def _run(ctx: ToolContext, command: str, cwd: str, seconds: int, level: Level) -> ToolResult:
+class OutputSoFar:
+    """A running command's output so far, for the tool call while it runs: the local process's own (an
+    editor's terminal shows itself, embedded in the call). The last :data:`PROGRESS_CHARS` characters."""
+
+    def __init__(self) -> None:
+        self._read: Callable[[], str] | None = None
+
+    def watch(self, read: Callable[[], str]) -> None:
+        self._read = read
+
+    def content(self) -> list[ToolCallContent]:
+        text = self._read() if self._read is not None else ""
+        if not text.strip():
+            return []
+        shown = text if len(text) <= PROGRESS_CHARS else "…" + text[-PROGRESS_CHARS:]
+        return [text_content(fenced(shown.rstrip("\n"), "") + "\n\n(running)")]
+
+
+async def _run(
+    ctx: ToolContext, command: str, cwd: str, seconds: int, level: Level, watch_output: WatchOutput = None
+) -> ToolResult:
     call_id = ctx.current_call_id
     terminals: list[str] = []
 
@@ -210,7 +236,9 @@ async def _run(ctx: ToolContext, command: str, cwd: str, seconds: int, level: Le
             embedded: list[ToolCallContent] = [{"type": "terminal", "terminalId": terminal_id}]
             await ctx.send_update(updates.tool_call_update(call_id, content=embedded))
 
-    result = await ctx.terminals.run(command, cwd, float(seconds), on_start=on_start, sandbox=level)
+    result = await ctx.terminals.run(
+        command, cwd, float(seconds), on_start=on_start, sandbox=level, watch_output=watch_output
+    )
     output = result.output
     output = capped(output)
     if result.timed_out:

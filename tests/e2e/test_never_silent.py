@@ -1,7 +1,7 @@
 """Never a silent wedge, through a real agent process: a model that stops mid-stream or says nothing is
 reported while it is waited for and the attempt ends within ``[retry] stall_seconds`` (retried when nothing
 was shown yet); a tool call that runs long says so in its title; and ``session/cancel`` ends the turn at
-once whatever it waits on: a hanging command, an MCP server that never answers. (An editor that never
+once whatever it waits on: a hanging command (whose call shows its output so far), an MCP server that never answers. (An editor that never
 answers a permission request: ``tests/e2e/test_ask_process.py``, cancel while a question is open.) Every
 message is checked against the schema."""
 
@@ -101,7 +101,7 @@ async def test_a_model_silent_before_it_says_anything_is_asked_again(tmp_path: P
 
 
 async def test_a_long_command_says_it_runs_and_cancel_ends_the_turn_at_once(tmp_path: Path, check: Any) -> None:
-    hang = Turn(tool_calls=[ToolCall("run_command", {"command": "sleep 600"})])
+    hang = Turn(tool_calls=[ToolCall("run_command", {"command": "echo compiling; sleep 600"})])
     with ScriptedOpenAIServer([hang, Turn(text="after")]) as server:
         async with AgentProcess.start(tmp_path, check=check, env=config(tmp_path, server)) as agent:
             await agent.initialize()
@@ -115,7 +115,9 @@ async def test_a_long_command_says_it_runs_and_cancel_ends_the_turn_at_once(tmp_
             await agent.notify("session/cancel", {"sessionId": sid})
             response = await agent.wait_for(lambda m: m.get("id") == msg_id)
             took = time.monotonic() - started
-    assert alive["params"]["update"]["title"].startswith("Run `sleep 600` (running, 5 s)")
+    update = alive["params"]["update"]
+    assert update["title"].startswith("Run `echo compiling; sleep 600` (running, 5 s)")
+    assert "compiling" in update["content"][0]["content"]["text"]  # the output so far (a local process)
     assert response["result"]["stopReason"] == "cancelled"
     assert took < 3
 

@@ -16,7 +16,7 @@ from refagent.sandbox.disk.policy import RootPolicy
 from refagent.sandbox.disk.tracker import FileTracker
 from refagent.sandbox.holding import Holding
 from refagent.sandbox.local import Sandbox
-from refagent.sandbox.seams import Level, OnStart, Search
+from refagent.sandbox.seams import Level, OnStart, Search, WatchOutput
 from refagent.sandbox.search.dispatch import LocalSearch
 from refagent.tools.base import BaseTool, CommandResult, Disk, Plan, Terminals, TextFiles, ToolContext, ToolResult
 from tests.support.acp_schema import validate_agent_message
@@ -85,7 +85,14 @@ class ScriptedTerminals:
     levels: list[Level] = field(default_factory=list)
 
     async def run(
-        self, command: str, cwd: str, time_limit: float, on_start: OnStart = None, *, sandbox: Level = "workspace"
+        self,
+        command: str,
+        cwd: str,
+        time_limit: float,
+        on_start: OnStart = None,
+        *,
+        sandbox: Level = "workspace",
+        watch_output: WatchOutput = None,
     ) -> CommandResult:
         self.calls.append((command, cwd, time_limit))
         self.levels.append(sandbox)

@@ -68,7 +68,7 @@ from refagent.errors import ToolError
 from refagent.sandbox.confine.confinement import UNCONFINED, Confinement
 from refagent.sandbox.confine.descendants import live
 from refagent.sandbox.confine.private_tmp import memory_total
-from refagent.sandbox.seams import CommandResult, Level, OnStart
+from refagent.sandbox.seams import CommandResult, Level, OnStart, WatchOutput
 
 DEFAULT_OUTPUT_LIMIT = 40_000
 """Bytes of output kept: the first and the last 20 000."""
@@ -193,15 +193,24 @@ class LocalTerminals:
             self.shell = default_shell(self._env.get("PATH"))
 
     async def run(
-        self, command: str, cwd: str, time_limit: float, on_start: OnStart = None, *, sandbox: Level = "workspace"
+        self,
+        command: str,
+        cwd: str,
+        time_limit: float,
+        on_start: OnStart = None,
+        *,
+        sandbox: Level = "workspace",
+        watch_output: WatchOutput = None,
     ) -> CommandResult:
         """Run ``command`` through the shell in ``cwd``, confined at level ``sandbox``; kill it after
-        ``time_limit`` seconds.
+        ``time_limit`` seconds. ``watch_output`` gets what gives its output so far (head and tail, as kept).
 
         Cancellation kills the group too (and waits for it, shielded, before re-raising).
         """
         await _check(command, cwd, time_limit)
         output = KeptOutput(self.output_limit)
+        if watch_output is not None:
+            watch_output(lambda: output.since(0, final=False)[0])
         with anyio.CancelScope(shield=True):  # once spawned, the process must reach the cleanup below
             process = await self._spawn(command, cwd, time_limit, sandbox)
         timed_out = False

@@ -26,7 +26,7 @@ from refagent.acp.text import has_surrogates
 from refagent.errors import ToolError
 from refagent.sandbox.confine.confinement import Confinement, agent_identity
 from refagent.sandbox.confine.process import BACKGROUND_CPU_BASIS, ResourceLimits, Watched, is_secret_name
-from refagent.sandbox.seams import CommandResult, Level, OnStart
+from refagent.sandbox.seams import CommandResult, Level, OnStart, WatchOutput
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,14 @@ class EditorTerminals:
         return argv[0], argv[1:]
 
     async def run(
-        self, command: str, cwd: str, time_limit: float, on_start: OnStart = None, *, sandbox: Level = "workspace"
+        self,
+        command: str,
+        cwd: str,
+        time_limit: float,
+        on_start: OnStart = None,
+        *,
+        sandbox: Level = "workspace",
+        watch_output: WatchOutput = None,
     ) -> CommandResult:
         terminal_id = await self._create(command, cwd, sandbox, time_limit)
         try:
