@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from refagent.dirs import user_dir
 from refagent.llm.profiles import ModelProfile, scripted_profile
@@ -154,6 +154,10 @@ class Settings:
     private_files: tuple[str, ...] = ()
     """Files of the agent's own that commands must not read (its config file and log file, wherever the
     command line put them): the default sandbox hides them, with the agent's standard directories."""
+    mcp_servers: Sequence[dict[str, Any]] = ()
+    """The user's own MCP servers (the config file's), started with each session's, the editor's winning."""
+    project_mcp_servers: tuple[str, ...] = ()
+    """The servers of a project's ``.mcp.json`` the user allows to start, by name (none start otherwise)."""
     problems: Callable[[], Sequence[str]] | None = None
     """What of the configuration could not be used (custom tools left out), one line each: the agent
     tells the user when a session opens, asking after the session's tools have been built."""
@@ -196,6 +200,8 @@ class Settings:
             reload=reload,
             warm_up=config.warm_up(),
             problems=custom.problems if custom is not None else None,
+            mcp_servers=config.mcp_servers,
+            project_mcp_servers=config.project_mcp_servers,
         )
 
 

@@ -89,7 +89,14 @@ def typed(table: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     return value
 
 
-KIND_NAMES = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
+KIND_NAMES = {
+    str: "a string",
+    int: "a whole number",
+    float: "a number",
+    bool: "true or false",
+    list: "a list",
+    dict: "a table",
+}
 """How :func:`typed` names each kind of value in its errors."""
 
 

@@ -32,6 +32,7 @@ from refagent.config.custom_tools import tool_directories, tool_entries
 from refagent.config.file import choose_path, read_table, typed
 from refagent.config.flags import BASE_URL_ENV, HARBOR_MODEL_ENV, KEY_ENV, MODEL_ENV, PROFILE_ENV, Flags, env_value
 from refagent.config.limits import max_requests, retry_policy
+from refagent.config.mcp_servers import configured_servers, project_server_names
 from refagent.config.profiles import env_profile, file_profiles, find, named
 from refagent.config.providers import Provider, key_profiles, known, known_facts, provider_profile, split_name
 from refagent.llm.profiles import SCRIPTED, ModelProfile, is_openai_host, scripted_profile
@@ -46,7 +47,19 @@ if TYPE_CHECKING:
 
 __all__ = ["TOP_KEYS", "Config", "config_file", "load"]
 
-TOP_KEYS = frozenset({"default_profile", "max_requests", "retry", "profiles", "providers", "tools", "tool_path"})
+TOP_KEYS = frozenset(
+    {
+        "default_profile",
+        "max_requests",
+        "retry",
+        "profiles",
+        "providers",
+        "tools",
+        "tool_path",
+        "mcp_servers",
+        "project_mcp_servers",
+    }
+)
 """The keys of the file itself; any other is warned about and ignored."""
 
 
@@ -68,6 +81,10 @@ class Config:
     """Custom tools, ``module:Class`` each, as written (checked when imported, not here)."""
     tool_path: list[Path] = field(default_factory=list)
     """Absolute directories to import custom tools from (after the interpreter's own path)."""
+    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
+    """The user's own MCP servers, as ACP ``McpServer`` entries (:mod:`refagent.config.mcp_servers`)."""
+    project_mcp_servers: tuple[str, ...] = ()
+    """The names of a project's ``.mcp.json`` servers the user allows to start."""
 
     @property
     def profile(self) -> ModelProfile:
@@ -110,6 +127,8 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
     default_id: str | None = None
     tools: list[str] = []
     tool_path: list[Path] = []
+    mcp_servers: list[dict[str, Any]] = []
+    project_mcp: tuple[str, ...] = ()
     table = data.get("providers") if data is not None else None
     providers = _Providers(table, source)
     if data is not None:
@@ -121,6 +140,8 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
         profiles = file_profiles(data.get("profiles"), source, env, warnings, providers.facts)
         tools = tool_entries(data, source)
         tool_path = tool_directories(data, path, source, warnings)
+        mcp_servers = configured_servers(data.get("mcp_servers"), source)
+        project_mcp = project_server_names(data, source)
     for warning in warnings:
         logger(__name__).warning("%s", warning)
 
@@ -170,6 +191,8 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
         warnings,
         tools=tools,
         tool_path=tool_path,
+        mcp_servers=mcp_servers,
+        project_mcp_servers=project_mcp,
     )
 
 

@@ -10,12 +10,18 @@ Three shapes, told apart by ``type`` (schema ``McpServer``; the schema wins over
 
 :func:`parse_server` checks one entry and raises :class:`ServerConfigError` with a message for the user;
 the hub reports it and the session goes on without that server, so one bad entry never fails
-``session/new``. Pure: no I/O, no ``mcp`` import.
+``session/new``. No ``mcp`` import.
+
+A session's servers come from three places, merged by name (:func:`merged`): the editor's (``session/new``),
+the config file's (:mod:`refagent.config.mcp_servers`), and those of the project's ``.mcp.json`` that the
+user's config allows by name (:func:`project_servers`: a repository never starts a server by itself).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -116,3 +122,54 @@ def _pairs(value: Any, what: str) -> tuple[tuple[str, str], ...]:
             raise ServerConfigError(f"{what} entry {name!r} is not valid")
         pairs.append((name, val))
     return tuple(pairs)
+
+
+PROJECT_FILE = ".mcp.json"
+"""A project's MCP servers, in Claude Code's format: ``{"mcpServers": {"NAME": {...}}}``."""
+MAX_PROJECT_FILE = 1 << 20
+
+
+def project_servers(cwd: str, allowed: Sequence[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The servers of ``cwd``'s :data:`PROJECT_FILE` whose names ``allowed`` lists, as ACP entries, and the
+    names of the others (which do not start). None when there is no such file. Raises
+    :class:`ServerConfigError` for a file that cannot be read as one (a link, too large, not JSON, not
+    that shape): the repository's, so it is said, not trusted."""
+    path = os.path.join(cwd, PROJECT_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return [], []
+    except OSError as exc:  # a link (ELOOP), a directory, no permission: not a file refagent reads
+        raise ServerConfigError(f"{PROJECT_FILE} cannot be read ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as file:
+        data = file.read(MAX_PROJECT_FILE + 1)
+    if len(data) > MAX_PROJECT_FILE:
+        raise ServerConfigError(f"{PROJECT_FILE} is larger than {MAX_PROJECT_FILE} bytes")
+    try:
+        servers = json.loads(data).get("mcpServers")
+    except (ValueError, AttributeError):
+        raise ServerConfigError(f"{PROJECT_FILE} is not a JSON object with mcpServers") from None
+    if not isinstance(servers, dict):
+        raise ServerConfigError(f"{PROJECT_FILE}: mcpServers must be an object of servers by name")
+    entries = [
+        {**entry, "name": name} if isinstance(entry, dict) else entry
+        for name, entry in servers.items()
+        if name in allowed
+    ]
+    return entries, [name for name in servers if name not in allowed]
+
+
+def merged(*sources: Sequence[Any]) -> list[Any]:
+    """The entries of ``sources`` in order, one per name: an entry of an earlier source wins (the editor's
+    over the config file's over the project's). Entries without a name are all kept (reported when used)."""
+    seen: set[str] = set()
+    entries: list[Any] = []
+    for source in sources:
+        for entry in source:
+            name = entry.get("name") if isinstance(entry, Mapping) else None
+            if isinstance(name, str):
+                if name in seen:
+                    continue
+                seen.add(name)
+            entries.append(entry)
+    return entries

@@ -10,6 +10,8 @@
 - ``/jobs``: list the background commands; ``/stop [job | all]``: stop one, or all of them (the way the user
   stops them: ``session/cancel`` leaves them running, :mod:`refagent.tools.jobs`).
 - ``/mode <id>``, ``/model <id>``: shortcuts for the config options.
+- ``/mcp``: the session's MCP servers (the editor's, the config file's, the project's allowed ones), each
+  with its state and its tools.
 
 Anything else that starts with ``/`` goes to the model as ordinary text.
 """
@@ -29,7 +31,7 @@ from refagent.session.undo import restore_last_turn
 from refagent.tools.modes import MODES
 
 _COMMAND = re.compile(r"^/([a-z][a-z0-9_-]*)(?:\s+(.*))?$", re.DOTALL)
-NAMES = frozenset({"init", "compact", "undo", "rewind", "jobs", "stop", "mode", "model"})
+NAMES = frozenset({"init", "compact", "undo", "rewind", "jobs", "stop", "mode", "model", "mcp"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,7 @@ def available_commands(session: Session) -> list[AvailableCommand]:
         },
         {"name": "mode", "description": "Switch the session's mode", "input": {"hint": modes}},
         {"name": "model", "description": "Switch the model", "input": {"hint": models}},
+        {"name": "mcp", "description": "List the MCP servers, their state and their tools"},
     ]
 
 
@@ -98,6 +101,27 @@ async def rewind(session: Session, argument: str) -> str:
     if not argument.isdigit():
         return f"/rewind takes a turn's number, such as /rewind 3 (not {argument!r}); /rewind alone lists them."
     return await rewind_to(int(argument), session.history, session.undo_log, session.workspace.context)
+
+
+def mcp_list(session: Session) -> str:
+    """``/mcp``: the session's MCP servers, each with its state (and why, when it failed) and its tools."""
+    hub = session.mcp
+    if hub is None:
+        return (
+            "No MCP servers in this session: the editor gave none, and the config file names none "
+            "([mcp_servers.NAME] tables, or project_mcp_servers for a project's .mcp.json).\n"
+        )
+    tools: dict[str, list[str]] = {}
+    for tool in hub.tools():
+        link, remote = getattr(tool, "link", None), getattr(tool, "remote_name", None)
+        if link is not None and isinstance(remote, str):
+            tools.setdefault(link.name, []).append(remote)
+    lines = []
+    for server in hub.status():
+        why = f" ({one_line(server.problem)})" if server.problem else ""
+        named = ", ".join(sorted(tools.get(server.name, []))) or "none"
+        lines.append(f"- {server.name}: {server.state}{why}; tools: {named}")
+    return "MCP servers:\n" + "\n".join(lines) + "\n"
 
 
 def jobs_list(session: Session) -> str:

@@ -247,13 +247,14 @@ class SessionManager:
         with the reason; the agent goes on serving. A session closed meanwhile gets neither."""
         settings = self.settings
         problem: str | None = None
+        unread = ""
         try:
             await self.none_opening()  # session/new requests sent with this one are answered first, unslowed
             if self.store is not None:
                 self.store.list_created(session.id)  # a new session's index entry (closed or not)
             try:
                 # The modules of the workspace and of prompting (tens of milliseconds), off the event loop.
-                await anyio.to_thread.run_sync(_import_workspace, bool(servers))
+                servers, unread = await anyio.to_thread.run_sync(_servers, session.cwd, servers, settings)
                 if not session.closed:
                     self._build(session, settings, servers, sandbox)
             except Exception as exc:
@@ -264,6 +265,8 @@ class SessionManager:
                     sandbox.close()  # made for the response, never used
                 return
             await self._announce(session, settings, problem)
+            if unread:
+                await _project_servers_said(session, unread)
         finally:
             session.settled(problem)
 
@@ -466,6 +469,16 @@ async def _mcp_problem(session: Session, server: str, problem: str) -> None:
         await speaker(session.send_update)(f"MCP server {server}: {problem}\n")
 
 
+async def _project_servers_said(session: Session, said: str) -> None:
+    """What the user should know of the project's ``.mcp.json``: servers it names that do not start, or why
+    it cannot be read (a notice, or a message in the thread)."""
+    log.info("the project's MCP servers: %s", said)
+    if session.notices:
+        await session.client.send_update(updates.notice("warning", "The project's MCP servers", said))
+    else:
+        await speaker(session.send_update)(f"The project's MCP servers: {said}\n")
+
+
 async def _run_mcp(hub: McpHub, scope: anyio.CancelScope) -> None:
     """A session's MCP servers, connected until the session closes or the agent exits."""
     with scope:
@@ -483,6 +496,30 @@ async def _watch(watcher: Watcher, scope: anyio.CancelScope) -> None:
             await watcher.run()
         except Exception:
             log.exception("the file watcher stopped")
+
+
+def _servers(cwd: str, editors: Sequence[Any], settings: Settings) -> tuple[list[Any], str]:
+    """A new session's MCP servers: the editor's, the config file's, and the project's ``.mcp.json`` ones the
+    user allows by name, one per name (:func:`refagent.mcp.config.merged`); and what to tell the user of the
+    project's file (servers it names that do not start, or why it cannot be read; empty: nothing). In a
+    worker thread: it imports the workspace's modules (:func:`_import_workspace`) and reads the file."""
+    # here: in the worker thread, with the workspace's modules (refagent.mcp's package loads its hub)
+    from refagent.mcp.config import PROJECT_FILE, ServerConfigError, merged, project_servers
+
+    project: list[Any] = []
+    said = ""
+    try:
+        project, others = project_servers(cwd, settings.project_mcp_servers)
+        if others:
+            said = (
+                f"this project's {PROJECT_FILE} names {', '.join(others)}, which refagent does not start by itself: "
+                "add the names you trust to project_mcp_servers in your config file."
+            )
+    except ServerConfigError as exc:
+        said = str(exc)
+    servers = merged(editors, settings.mcp_servers, project)
+    _import_workspace(bool(servers))
+    return servers, said
 
 
 def _import_workspace(mcp: bool) -> None:

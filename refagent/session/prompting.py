@@ -30,7 +30,7 @@ from refagent.llm.pool import ModelPool
 from refagent.llm.retry import RetryPolicy
 from refagent.persistence.store import SessionStore, now
 from refagent.sandbox.local import Sandbox
-from refagent.session.commands import Command, init_instruction, jobs_list, rewind, stop_jobs, undo
+from refagent.session.commands import Command, init_instruction, jobs_list, mcp_list, rewind, stop_jobs, undo
 from refagent.session.commands import parse as parse_command
 from refagent.session.content import user_message
 from refagent.session.speaker import Say, speaker
@@ -127,6 +127,8 @@ class Prompting:
                 await say(await rewind(session, command.argument))
             elif command.name == "jobs":
                 await say(jobs_list(session))
+            elif command.name == "mcp":
+                await say(mcp_list(session))
             elif command.name == "stop":
                 await say(await stop_jobs(session, command.argument))
             elif command.name == "compact":

@@ -1,9 +1,9 @@
 """Never a silent wedge, through a real agent process: a model that stops mid-stream or says nothing is
 reported while it is waited for and the attempt ends within ``[retry] stall_seconds`` (retried when nothing
 was shown yet); a tool call that runs long says so in its title; and ``session/cancel`` ends the turn at
-once whatever it waits on: a hanging command (whose call shows its output so far), an MCP server that never answers. (An editor that never
-answers a permission request: ``tests/e2e/test_ask_process.py``, cancel while a question is open.) Every
-message is checked against the schema."""
+once whatever it waits on: a hanging command (whose call shows its output so far), an MCP server that
+never answers. (An editor that never answers a permission request: ``tests/e2e/test_ask_process.py``,
+cancel while a question is open.) Every message is checked against the schema."""
 
 from __future__ import annotations
 

@@ -635,7 +635,7 @@ async def test_commands_are_announced_after_new_load_and_resume(project: Path, s
         assert before == []
         assert [u["sessionUpdate"] for u in after] == ["available_commands_update"]  # no title yet
         commands = {c["name"]: c for c in after[0]["availableCommands"]}
-        assert set(commands) == {"init", "compact", "undo", "rewind", "jobs", "stop", "mode", "model"}
+        assert set(commands) == {"init", "compact", "undo", "rewind", "jobs", "stop", "mode", "model", "mcp"}
         for method in ("session/load", "session/resume"):
             params = {"sessionId": sid, "cwd": str(project), "mcpServers": []}
             _, before, after = await request(editor, method, params, after=1)

@@ -449,7 +449,7 @@ async def test_commands_are_offered_with_input_hints(project: Path, sessions_dir
         update = await editor.transcript.wait_for_update("available_commands_update")
     assert editor.updates(sid)[0] == update
     commands = {c["name"]: c for c in update["availableCommands"]}
-    assert set(commands) == {"init", "compact", "undo", "rewind", "jobs", "stop", "mode", "model"}
+    assert set(commands) == {"init", "compact", "undo", "rewind", "jobs", "stop", "mode", "model", "mcp"}
     assert all(c["description"] for c in commands.values())
     for name in ("compact", "rewind", "stop", "mode", "model"):
         assert commands[name]["input"]["hint"]

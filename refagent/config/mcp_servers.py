@@ -1,0 +1,81 @@
+"""MCP servers of the user's own: the config file's ``[mcp_servers.NAME]`` tables, and the names of the
+servers of a project's ``.mcp.json`` the user allows to start.
+
+::
+
+    project_mcp_servers = ["docs"]            # a project's .mcp.json servers that may start, by name
+
+    [mcp_servers.github]                      # a stdio server: a command
+    command = "github-mcp-server"
+    args = ["stdio"]
+    env = { GITHUB_TOKEN = "..." }            # on top of the agent's environment without the model's keys
+
+    [mcp_servers.search]                      # an HTTP server (type = "sse" for the older transport)
+    url = "https://mcp.example.com/mcp"
+    headers = { Authorization = "Bearer ..." }
+
+Each table becomes an entry in ACP's ``McpServer`` shape, checked as the editor's are when the session
+starts them (:func:`refagent.mcp.config.parse_server`: a bad one is reported, the session goes on without
+it). A session's servers are the editor's, then the config file's, then the allowed ones of the project's
+``.mcp.json``, one per name: the editor's wins (:func:`refagent.mcp.config.merged`).
+
+A repository must not start servers by itself: a project's ``.mcp.json`` (Claude Code's format,
+``{"mcpServers": {"NAME": {...}}}``) is read only for the names ``project_mcp_servers`` lists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from refagent.config.file import typed
+from refagent.errors import ConfigError
+
+__all__ = ["SERVER_KEYS", "configured_servers", "project_server_names"]
+
+SERVER_KEYS: dict[str, type] = {
+    "type": str,
+    "command": str,
+    "args": list,
+    "env": dict,
+    "url": str,
+    "headers": dict,
+}
+"""The keys of a ``[mcp_servers.NAME]`` table."""
+
+
+def configured_servers(table: Any, source: str) -> list[dict[str, Any]]:
+    """The ``mcp_servers`` table (``None``: none) as ACP ``McpServer`` entries, in the file's order. Raises
+    :class:`ConfigError` for a table of the wrong shape or a key of the wrong type; what the entry means is
+    checked when a session starts it."""
+    if table is None:
+        return []
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: mcp_servers must be a table of tables ([mcp_servers.NAME])")
+    entries: list[dict[str, Any]] = []
+    for name, entry in table.items():
+        where = f"{source} [mcp_servers.{name}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: must be a table")
+        unknown = sorted(set(entry) - SERVER_KEYS.keys())
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(SERVER_KEYS)})")
+        values = {key: typed(entry, key, kind, where) for key, kind in SERVER_KEYS.items() if key in entry}
+        if "url" in values:
+            kind = values.get("type", "http")
+            entries.append({"type": kind, "name": name, "url": values["url"], "headers": values.get("headers", {})})
+        elif "command" in values:
+            command, args, env = values["command"], values.get("args", []), values.get("env", {})
+            entries.append({"name": name, "command": command, "args": args, "env": env})
+        else:
+            raise ConfigError(f"{where}: needs a command (a stdio server) or a url (an HTTP server)")
+    return entries
+
+
+def project_server_names(data: Any, source: str) -> tuple[str, ...]:
+    """``project_mcp_servers``: the names of a project's ``.mcp.json`` servers the user allows to start."""
+    names = data.get("project_mcp_servers") if isinstance(data, dict) else None
+    if names is None:
+        return ()
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(f"{source}: project_mcp_servers must be a list of server names")
+    return tuple(names)
