@@ -158,6 +158,8 @@ class Settings:
     """The user's own MCP servers (the config file's), started with each session's, the editor's winning."""
     project_mcp_servers: tuple[str, ...] = ()
     """The servers of a project's ``.mcp.json`` the user allows to start, by name (none start otherwise)."""
+    trusted_projects: tuple[str, ...] = ()
+    """Directories whose projects the user trusts: their own slash commands (``.refagent/commands``) load."""
     problems: Callable[[], Sequence[str]] | None = None
     """What of the configuration could not be used (custom tools left out), one line each: the agent
     tells the user when a session opens, asking after the session's tools have been built."""
@@ -202,6 +204,7 @@ class Settings:
             problems=custom.problems if custom is not None else None,
             mcp_servers=config.mcp_servers,
             project_mcp_servers=config.project_mcp_servers,
+            trusted_projects=config.trusted_projects,
         )
 
 

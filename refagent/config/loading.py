@@ -32,7 +32,7 @@ from refagent.config.custom_tools import tool_directories, tool_entries
 from refagent.config.file import choose_path, read_table, typed
 from refagent.config.flags import BASE_URL_ENV, HARBOR_MODEL_ENV, KEY_ENV, MODEL_ENV, PROFILE_ENV, Flags, env_value
 from refagent.config.limits import max_requests, retry_policy
-from refagent.config.mcp_servers import configured_servers, project_server_names
+from refagent.config.mcp_servers import configured_servers, project_server_names, trusted_projects
 from refagent.config.profiles import env_profile, file_profiles, find, named
 from refagent.config.providers import Provider, key_profiles, known, known_facts, provider_profile, split_name
 from refagent.llm.profiles import SCRIPTED, ModelProfile, is_openai_host, scripted_profile
@@ -58,6 +58,7 @@ TOP_KEYS = frozenset(
         "tool_path",
         "mcp_servers",
         "project_mcp_servers",
+        "trusted_projects",
     }
 )
 """The keys of the file itself; any other is warned about and ignored."""
@@ -85,6 +86,8 @@ class Config:
     """The user's own MCP servers, as ACP ``McpServer`` entries (:mod:`refagent.config.mcp_servers`)."""
     project_mcp_servers: tuple[str, ...] = ()
     """The names of a project's ``.mcp.json`` servers the user allows to start."""
+    trusted_projects: tuple[str, ...] = ()
+    """Directories (``~`` expanded) whose projects the user trusts with their own slash commands."""
 
     @property
     def profile(self) -> ModelProfile:
@@ -129,6 +132,7 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
     tool_path: list[Path] = []
     mcp_servers: list[dict[str, Any]] = []
     project_mcp: tuple[str, ...] = ()
+    trusted: tuple[str, ...] = ()
     table = data.get("providers") if data is not None else None
     providers = _Providers(table, source)
     if data is not None:
@@ -142,6 +146,7 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
         tool_path = tool_directories(data, path, source, warnings)
         mcp_servers = configured_servers(data.get("mcp_servers"), source)
         project_mcp = project_server_names(data, source)
+        trusted = trusted_projects(data, source)
     for warning in warnings:
         logger(__name__).warning("%s", warning)
 
@@ -193,6 +198,7 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
         tool_path=tool_path,
         mcp_servers=mcp_servers,
         project_mcp_servers=project_mcp,
+        trusted_projects=trusted,
     )
 
 

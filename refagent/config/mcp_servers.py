@@ -25,12 +25,13 @@ A repository must not start servers by itself: a project's ``.mcp.json`` (Claude
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from refagent.config.file import typed
 from refagent.errors import ConfigError
 
-__all__ = ["SERVER_KEYS", "configured_servers", "project_server_names"]
+__all__ = ["SERVER_KEYS", "configured_servers", "project_server_names", "trusted_projects"]
 
 SERVER_KEYS: dict[str, type] = {
     "type": str,
@@ -79,3 +80,14 @@ def project_server_names(data: Any, source: str) -> tuple[str, ...]:
     if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
         raise ConfigError(f"{source}: project_mcp_servers must be a list of server names")
     return tuple(names)
+
+
+def trusted_projects(data: Any, source: str) -> tuple[str, ...]:
+    """``trusted_projects``: directories (``~`` expanded) whose projects may give the user slash commands of
+    their own (``.refagent/commands``, :mod:`refagent.session.prompt_commands`)."""
+    paths = data.get("trusted_projects") if isinstance(data, dict) else None
+    if paths is None:
+        return ()
+    if not isinstance(paths, list) or not all(isinstance(p, str) and p.strip() for p in paths):
+        raise ConfigError(f"{source}: trusted_projects must be a list of directories")
+    return tuple(os.path.expanduser(p) for p in paths)

@@ -10,6 +10,8 @@
 - ``/jobs``: list the background commands; ``/stop [job | all]``: stop one, or all of them (the way the user
   stops them: ``session/cancel`` leaves them running, :mod:`refagent.tools.jobs`).
 - ``/mode <id>``, ``/model <id>``: shortcuts for the config options.
+- the user's own prompt commands (:mod:`refagent.session.prompt_commands`): an ordinary turn with the
+  command's prompt, its arguments in it.
 - ``/mcp``: the session's MCP servers (the editor's, the config file's, the project's allowed ones), each
   with its state and its tools.
 
@@ -25,6 +27,7 @@ from importlib import resources
 
 from refagent.acp.text import one_line
 from refagent.acp.types import AvailableCommand, ContentBlock
+from refagent.session.prompt_commands import PromptCommand
 from refagent.session.rewind import rewind_to, turns_list
 from refagent.session.state import Session
 from refagent.session.undo import restore_last_turn
@@ -65,17 +68,26 @@ def available_commands(session: Session) -> list[AvailableCommand]:
         {"name": "mode", "description": "Switch the session's mode", "input": {"hint": modes}},
         {"name": "model", "description": "Switch the model", "input": {"hint": models}},
         {"name": "mcp", "description": "List the MCP servers, their state and their tools"},
+        *(_advertised(command) for command in session.prompt_commands),
     ]
 
 
-def parse(blocks: Sequence[ContentBlock]) -> Command | None:
-    """The command a prompt starts with, if it is one of ours."""
+def _advertised(command: PromptCommand) -> AvailableCommand:
+    """A prompt command as the editor lists it: its name, description and, if it takes any, its input hint."""
+    entry: AvailableCommand = {"name": command.name, "description": command.description}
+    if command.hint:
+        entry["input"] = {"hint": command.hint}
+    return entry
+
+
+def parse(blocks: Sequence[ContentBlock], own: Sequence[PromptCommand] = ()) -> Command | None:
+    """The command a prompt starts with, if it is one of ours or of ``own`` (the user's prompt commands)."""
     first = blocks[0] if blocks else None
     text = first.get("text") if first is not None and first.get("type") == "text" else None
     if not isinstance(text, str):
         return None
     match = _COMMAND.match(text.strip())
-    if match is None or match.group(1) not in NAMES:
+    if match is None or (match.group(1) not in NAMES and all(c.name != match.group(1) for c in own)):
         return None
     return Command(match.group(1), (match.group(2) or "").strip())
 

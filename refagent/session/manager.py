@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +65,7 @@ if TYPE_CHECKING:  # annotations; the modules themselves load after the first se
     from refagent.persistence.writer import SessionLog
     from refagent.sandbox.local import Sandbox
     from refagent.sandbox.seams import Watcher
+    from refagent.session.prompt_commands import PromptCommand
     from refagent.session.prompting import Prompting
 
 log = logging.getLogger(__name__)
@@ -255,6 +257,7 @@ class SessionManager:
             try:
                 # The modules of the workspace and of prompting (tens of milliseconds), off the event loop.
                 servers, unread = await anyio.to_thread.run_sync(_servers, session.cwd, servers, settings)
+                session.prompt_commands = await anyio.to_thread.run_sync(_prompt_commands, session.cwd, settings)
                 if not session.closed:
                     self._build(session, settings, servers, sandbox)
             except Exception as exc:
@@ -520,6 +523,21 @@ def _servers(cwd: str, editors: Sequence[Any], settings: Settings) -> tuple[list
     servers = merged(editors, settings.mcp_servers, project)
     _import_workspace(bool(servers))
     return servers, said
+
+
+def _prompt_commands(cwd: str, settings: Settings) -> list[PromptCommand]:
+    """A new session's prompt commands: the user's (``commands/`` beside the config file), then, for a project
+    the user trusts (``trusted_projects``), the project's (:mod:`refagent.session.prompt_commands`)."""
+    # here: in the worker thread, with the workspace's modules (after the session/new answer)
+    from refagent.session.commands import NAMES
+    from refagent.session.prompt_commands import PROJECT_DIR, load, trusted
+
+    directories = []
+    if settings.config_file is not None:
+        directories.append(os.path.join(os.path.dirname(settings.config_file), "commands"))
+    if trusted(cwd, settings.trusted_projects):
+        directories.append(os.path.join(cwd, PROJECT_DIR))
+    return load(directories, NAMES)
 
 
 def _import_workspace(mcp: bool) -> None:

@@ -24,6 +24,7 @@ import anyio
 
 from refagent.acp import updates
 from refagent.acp.errors import InvalidRequest, RequestError
+from refagent.acp.text import cut, one_line
 from refagent.acp.types import ContentBlock, StopReason
 from refagent.ids import new_id
 from refagent.llm.pool import ModelPool
@@ -33,6 +34,7 @@ from refagent.sandbox.local import Sandbox
 from refagent.session.commands import Command, init_instruction, jobs_list, mcp_list, rewind, stop_jobs, undo
 from refagent.session.commands import parse as parse_command
 from refagent.session.content import user_message
+from refagent.session.prompt_commands import expand
 from refagent.session.speaker import Say, speaker
 from refagent.session.state import Session
 from refagent.session.system_prompt import make_system_prompt
@@ -42,6 +44,8 @@ from refagent.session.usage import turn_usage
 log = logging.getLogger(__name__)
 
 TITLE_CHARS = 60
+SHOWN_CHARS = 200
+"""What the thread shows of a prompt command's prompt (its first characters, on one line)."""
 MCP_READY_SECONDS = 10
 
 
@@ -68,11 +72,16 @@ class Prompting:
         workspace = await session.ready()
         if workspace is None or session.closed:
             return {"stopReason": "cancelled"}  # session/close came first
-        command = parse_command(blocks)
-        if command is not None and command.name != "init":
+        command = parse_command(blocks, session.prompt_commands)
+        own = next((c for c in session.prompt_commands if command is not None and c.name == command.name), None)
+        if command is not None and command.name != "init" and own is None:
             return {"stopReason": await self._run_command(session, command, blocks)}
         typed = blocks  # what the user wrote: recorded, and the source of the title
-        if command is not None:  # /init: an ordinary turn with a prepared instruction, plus the user's words
+        shown = ""  # what the user reads of a prompt command's prompt
+        if command is not None and own is not None:  # the user's own: an ordinary turn with its prompt
+            blocks = ({"type": "text", "text": expand(own, command.argument)}, *blocks[1:])
+            shown = f"/{own.name} ({own.source}): {cut(one_line(own.text), SHOWN_CHARS)}\n"
+        elif command is not None:  # /init: an ordinary turn with a prepared instruction, plus the user's words
             instruction = init_instruction(session.cwd)
             if command.argument:
                 instruction += f"\n\nThe user adds: {command.argument}"
@@ -86,6 +95,8 @@ class Prompting:
             model = self.models.get(session.profile)
             turn = session.new_turn(model, self.max_requests, await _system_prompt(session, sandbox), self.retry)
             session.begin_turn(typed, message_id or new_id("user"))
+            if shown:  # never hidden from the user: which file, and how its prompt begins
+                await speaker(session.send_update)(shown)
             session.steers.open()
             try:
                 return await run_prompt(turn, message), turn
@@ -109,7 +120,7 @@ class Prompting:
         message for the running turn and answer with its outcome once known. ``-32600`` with no turn running
         or for a slash command; the blocks are judged as a prompt's (``-32602``)."""
         session.steers.require_open()
-        if parse_command(blocks) is not None:
+        if parse_command(blocks, session.prompt_commands) is not None:
             raise InvalidRequest("A slash command cannot steer a turn: send it with session/prompt when the turn ends")
         message = await user_message(blocks, images=session.profile.images, read_text=_reader(session))
         steer = session.steers.add(blocks, message)

@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # annotations: a session is answered for before its workspace
     from refagent.llm.protocol import ModelClient
     from refagent.mcp import McpHub
     from refagent.session.compaction import AutoCompaction, Compactor
+    from refagent.session.prompt_commands import PromptCommand
     from refagent.session.turn import Turn
     from refagent.session.workspace import Workspace
     from refagent.tools.base import Plan
@@ -122,6 +123,8 @@ class Session:
         """The session's tools and their backends (:func:`refagent.session.workspace.build`), once attached
         after the response that opened the session (:meth:`ready` waits for it)."""
         self.mcp: McpHub | None = None
+        self.prompt_commands: list[PromptCommand] = []
+        """The user's own slash commands for this session (:mod:`refagent.session.prompt_commands`)."""
         """The session's MCP servers, if the client gave any (attached with the workspace)."""
         self.changed_files: Callable[[], list[str]] | None = None
         """Files changed outside the agent since last asked (the root watcher), if one runs."""
