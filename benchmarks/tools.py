@@ -31,6 +31,7 @@ from refagent.sandbox.confine.process import LocalTerminals
 from refagent.sandbox.disk.local_fs import LocalFileSystem
 from refagent.sandbox.disk.policy import RootPolicy
 from refagent.sandbox.disk.tracker import FileTracker
+from refagent.sandbox.holding import NOTHING_HELD
 from refagent.sandbox.search.dispatch import LocalSearch
 from refagent.sandbox.search.ripgrep import RG_BASE, find_rg
 from refagent.tools.base import ToolContext
@@ -48,7 +49,17 @@ def context(root: str, rg: str | None = None) -> ToolContext:
     disk = LocalFileSystem()
     search = LocalSearch(rg)
     return ToolContext(
-        "bench", root, [root], RootPolicy(root), disk, disk, LocalTerminals(), FileTracker(), search, _ignore
+        "bench",
+        root,
+        [root],
+        RootPolicy(root),
+        disk,
+        disk,
+        LocalTerminals(),
+        NOTHING_HELD,
+        FileTracker(),
+        search,
+        _ignore,
     )
 
 
