@@ -11,7 +11,9 @@ handler: updates, permission questions), :mod:`~refagent.client.chat_state` (mod
 The chat's own commands: ``/help``, ``/sessions`` (``session/list`` for this directory), ``/resume <id>``
 (``session/load``: the earlier conversation is drawn again, then goes on), ``/new`` (``session/new`` in
 the same agent process), ``/quit``. Every other line, ``/undo``, ``/compact``, ``/mode``, ``/model`` and
-``/init`` included, is the prompt of a turn: the agent answers its own commands.
+``/init`` included, is the prompt of a turn: the agent answers its own commands. But ``/mode full-access``
+(which removes every question) is the chat's: it says what the mode allows and asks y/N first; Shift-Tab
+cycles the other modes only (:meth:`~refagent.client.chat_state.ChatState.next_mode`).
 
 Ctrl-C during a turn sends ``session/cancel`` (the turn ends ``cancelled``, the prompt comes back); a
 second one during the same turn quits. At a permission question it cancels the turn. At the prompt it
@@ -44,7 +46,7 @@ from refagent.client.chat_client import ChatClient
 from refagent.client.chat_input import ChatInput, LineInput, PromptInput, history_file, quiet_tty
 from refagent.client.chat_pickers import PICKED, picked, picker_block
 from refagent.client.chat_shell import ShellRun, run_shell
-from refagent.client.chat_state import CLIENT_COMMANDS, CLIENT_NAMES, ChatState
+from refagent.client.chat_state import CLIENT_COMMANDS, CLIENT_NAMES, FULL_ACCESS, ChatState
 from refagent.client.chat_view import ChatView
 from refagent.client.mentions import Mention, mentioned, prompt_blocks
 from refagent.client.opening import (
@@ -249,8 +251,8 @@ class Chat:
             name, _, argument = text[1:].partition(" ") if text.startswith("/") else ("", "", "")
             if text.startswith("!") and text[1:].strip():
                 await self._shell(text[1:].strip())
-            elif name in PICKED and (name == "effort" or not argument.strip()):
-                await self._command(name, argument.strip())  # a picker: the chat's, not the agent's
+            elif name in PICKED and (name == "effort" or not argument.strip() or self._full_access(name, argument)):
+                await self._command(name, argument.strip())  # a picker (or full access, confirmed): the chat's
             elif name in CLIENT_NAMES:
                 if name in ("quit", "exit"):
                     return EXIT_OK
@@ -384,6 +386,9 @@ class Chat:
         if value is None:
             self.view.error(f"No {label.lower()} {one_line(given.strip())!r} here.")
             return
+        if what == "mode" and value == FULL_ACCESS != current and not await self._confirm_full_access():
+            self.view.note(f"Mode unchanged: {self.state.mode_name()}.")
+            return
         option = self.state.option_ids.get(category)
         try:
             if option is not None:
@@ -398,6 +403,17 @@ class Chat:
             return
         name = next((n for v, n in choices if v == value), value)
         self.view.note(f"{label}: {name}.")
+
+    def _full_access(self, name: str, argument: str) -> bool:
+        """Whether ``/name argument`` switches to full access (the chat confirms it, then sets it itself)."""
+        return name == "mode" and picked(argument, self.state.modes) == FULL_ACCESS
+
+    async def _confirm_full_access(self) -> bool:
+        """Full access removes every question: say what it allows, and switch only on a yes."""
+        allows = self.state.described.get(FULL_ACCESS) or "Nothing asks before a change or a command."
+        self.view.print(Text(f"Full access: {allows}", "yellow"), "picker")
+        answer = await self.input.ask("Switch to full access? [y/N] ")
+        return answer.strip().lower() in ("y", "yes")
 
     async def _sessions(self) -> None:
         """``/sessions``: this directory's other sessions, newest first, numbered for ``/resume``."""

@@ -283,7 +283,7 @@ def help_block(client: Sequence[Command], agent: Sequence[Command]) -> Group:
         ("Paste", "a long paste shows as [Pasted text #N +L lines], and is sent whole"),
         ("Ctrl-V", "paste an image from the clipboard (wl-paste, xclip or pngpaste)"),
         ("Tab", "complete a command (and /resume ids, /mode, /model and /effort values)"),
-        ("Shift-Tab", "on an empty line: switch to the next mode (/mode)"),
+        ("Shift-Tab", "on an empty line: the next mode (never full-access: /mode full-access asks first)"),
         ("!command", "run a line in your own shell; shown, not sent to the model (/share sends it)"),
         ("Up, Down, Ctrl-R", "history, kept across chats"),
         ("Ctrl-X Ctrl-E", "edit the prompt in $EDITOR"),

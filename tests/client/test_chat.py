@@ -660,3 +660,33 @@ async def test_a_bang_command_runs_in_the_users_shell_and_a_cancel_kills_it(tmp_
     await anyio.sleep(0.2)
     assert not (tmp_path / "late").exists()
     assert done.prompt("why?").startswith("why?\n\nI ran `echo $0")
+
+
+def test_shift_tab_cycles_every_mode_but_full_access() -> None:
+    state = ChatState()
+    modes = ["ask", "accept-edits", "auto", "read-only", "full-access"]
+    state.adopt("s", {"modes": {"currentModeId": "ask", "availableModes": [{"id": m, "name": m} for m in modes]}})
+    seen = []
+    for _ in range(5):
+        following = state.next_mode()
+        assert following is not None
+        seen.append(following)
+        state.mode = following
+    assert seen == ["accept-edits", "auto", "read-only", "ask", "accept-edits"]
+    state.mode = "full-access"  # named, then confirmed: Shift-Tab goes back to the first mode
+    assert state.next_mode() == "ask"
+
+
+@pytest.mark.slow
+async def test_full_access_is_set_only_after_a_yes_that_says_what_it_allows(tmp_path: Path) -> None:
+    typed = Typed("/mode full-access", "/mode full-access", "/mode", answers=("n", "y", "5"))
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, typed)
+    assert code == 0
+    assert server.chat_requests == []
+    assert typed.questions[:2] == ["Switch to full access? [y/N] "] * 2
+    assert "Full access: Never ask." in shown
+    assert "Mode unchanged: Ask." in shown
+    assert "Mode: Full access." in shown
+    assert typed.questions[2].startswith("Mode (a number")
+    assert len(typed.questions) == 3  # full access is the current mode by then: no question

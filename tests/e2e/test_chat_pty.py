@@ -251,6 +251,19 @@ def test_shift_tab_on_an_empty_line_switches_to_the_next_mode(tmp_path: Path, pr
     assert [m["params"]["prompt"][0]["text"] for m in sent] == ["/mode accept-edits"]  # type: ignore[index]
 
 
+def test_shift_tab_from_read_only_goes_round_to_ask_not_to_full_access(tmp_path: Path, project: Path) -> None:
+    with (
+        ScriptedOpenAIServer([], api_key=KEY) as server,
+        chatting(tmp_path, server, "chat", "--read-only") as term,
+    ):
+        term.expect(PROMPT_READY)
+        term.type("\x1b[Z")  # Shift-Tab
+        term.expect(r"The mode is now (\S+)\.")
+        term.expect(PROMPT_READY)
+    sent = [m for m in check_transcript(tmp_path / "chat.jsonl") if m.get("method") == "session/prompt"]
+    assert [m["params"]["prompt"][0]["text"] for m in sent] == ["/mode ask"]  # type: ignore[index]
+
+
 def test_mode_and_model_alone_open_a_picker_with_the_current_value(tmp_path: Path, project: Path) -> None:
     with (
         ScriptedOpenAIServer([], api_key=KEY) as server,
