@@ -10,8 +10,11 @@ handler: updates, permission questions), :mod:`~refagent.client.chat_state` (mod
 
 The chat's own commands: ``/help``, ``/sessions`` (``session/list`` for this directory), ``/resume <id>``
 (``session/load``: the earlier conversation is drawn again, then goes on), ``/new`` (``session/new`` in
-the same agent process), ``/quit``. Every other line, ``/undo``, ``/compact``, ``/mode``, ``/model`` and
-``/init`` included, is the prompt of a turn: the agent answers its own commands. But ``/mode full-access``
+the same agent process), ``/quit``. A ``/word`` that is neither the chat's nor one the agent announced
+(``available_commands_update``) is refused with the list of commands, not sent (until the agent has
+announced its commands, which it does just after the session opens, a ``/word`` is left to it). Every
+other line, ``/undo``, ``/compact``, ``/mode``, ``/model`` and ``/init`` included, is the prompt of a turn:
+the agent answers its own commands. But ``/mode full-access``
 (which removes every question) is the chat's: it says what the mode allows and asks y/N first; Shift-Tab
 cycles the other modes only (:meth:`~refagent.client.chat_state.ChatState.next_mode`).
 
@@ -27,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,6 +75,8 @@ from refagent.client.run import (
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+COMMAND_NAME = re.compile(r"[A-Za-z][\w-]*")
+"""What a slash command's name looks like: ``/usr/bin/env python fails`` is a prompt that starts with a path."""
 AGENT_GONE = "The agent stopped (what it said, if anything, is above)."
 TICK_SECONDS = 0.1
 LEAVE_SECONDS = 2.0
@@ -257,9 +264,25 @@ class Chat:
                 if name in ("quit", "exit"):
                     return EXIT_OK
                 await self._command(name, argument.strip())
+            elif self.state.commands and COMMAND_NAME.fullmatch(name) and name not in self._known():
+                self._unknown(name)  # a typo must not cost a turn (nor reach the model as a prompt)
             else:
                 await self._turn(text)
         return self.code
+
+    def _known(self) -> list[str]:
+        """The slash commands known here: the chat's own, then the agent's (its ``available_commands_update``)."""
+        names = [c.name for c in CLIENT_COMMANDS] + [c.name for c in self.state.commands]
+        return list(dict.fromkeys(names + list(PICKED)))
+
+    def _unknown(self, name: str) -> None:
+        """``/name`` is no command: refused here, with the closest one and the whole list."""
+        known = self._known()
+        close = difflib.get_close_matches(name, known, n=1)
+        guess = f" Did you mean /{close[0]}?" if close else ""
+        self.view.note(f"Unknown command /{one_line(name)}: not sent.{guess}", "yellow")
+        self.view.note("Commands: " + ", ".join(f"/{one_line(n)}" for n in known) + " (/help says what each does).")
+        self.view.console.print()
 
     async def _turn(self, text: str, *, mentions: str | None = None) -> None:
         """Send ``text`` as a prompt, with the files mentioned in ``mentions`` (by default what the user

@@ -39,7 +39,8 @@ CLIENT_COMMANDS = (
     Command("share", "Send the last !command and its output to the model", "your words to go with it (optional)"),
     Command("quit", "Leave (Ctrl-D does too)"),
 )
-"""The commands the chat answers itself; every other ``/...`` goes to the agent as the prompt."""
+"""The commands the chat answers itself; the agent's (those it announced) go to it as the prompt, and any
+other ``/word`` is refused by the chat."""
 CLIENT_NAMES = frozenset(c.name for c in CLIENT_COMMANDS) | {"exit"}
 FULL_ACCESS = "full-access"
 """The mode that never asks: Shift-Tab does not cycle to it; ``/mode full-access`` asks first."""

@@ -93,6 +93,19 @@ class Watching(ChatView):
             self.talking.set()
 
 
+class Announcing(ChatState):
+    """A state that says when the agent announced its commands."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.announced = anyio.Event()
+
+    def apply(self, update: dict[str, Any]) -> None:
+        super().apply(update)
+        if update.get("sessionUpdate") == "available_commands_update":
+            self.announced.set()
+
+
 def check_transcript(text: str) -> Transcript:
     return checked_wire(text.splitlines())
 
@@ -103,6 +116,7 @@ async def run_chat(
     typed: Typed,
     *,
     during: Callable[[Chat, Watching], Awaitable[None]] | None = None,
+    state: ChatState | None = None,
     **options: Any,
 ) -> tuple[int, str]:
     out = io.StringIO()
@@ -111,7 +125,7 @@ async def run_chat(
     chat_options = ChatOptions(cwd=str(tmp_path), agent=AGENT, env=server_env(tmp_path, server), transcript=wire)
     for name, value in options.items():
         setattr(chat_options, name, value)
-    the_chat = Chat(chat_options, view, typed, ChatState())
+    the_chat = Chat(chat_options, view, typed, state or ChatState())
     code = -1
 
     async def client() -> None:
@@ -123,7 +137,7 @@ async def run_chat(
             tg.start_soon(client)
             if during is not None:
                 await during(the_chat, view)
-    check_transcript(wire.getvalue())
+    check_transcript(wire.getvalue() if chat_options.transcript is wire else chat_options.transcript.getvalue())  # type: ignore[union-attr]
     return code, out.getvalue()
 
 
@@ -690,3 +704,28 @@ async def test_full_access_is_set_only_after_a_yes_that_says_what_it_allows(tmp_
     assert "Mode: Full access." in shown
     assert typed.questions[2].startswith("Mode (a number")
     assert len(typed.questions) == 3  # full access is the current mode by then: no question
+
+
+@pytest.mark.slow
+async def test_an_unknown_slash_command_is_refused_not_sent(tmp_path: Path) -> None:
+    wire = io.StringIO()
+    state = Announcing()
+
+    async def announced() -> str:  # the user types once the agent has announced its commands
+        await state.announced.wait()
+        return ""
+
+    typed = Typed(announced, "/udno", "/usr/bin/env fails, why?")
+    with ScriptedOpenAIServer([Turn(text="A path, then.")], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, typed, state=state, transcript=wire)
+    assert code == 0
+    assert "Unknown command /udno: not sent. Did you mean /undo?" in shown
+    listed = shown[shown.index("Commands: ") :].splitlines()[0]
+    assert "/help" in listed  # the chat's
+    assert "/compact" in listed  # the agent's, from its available_commands_update
+    prompts = [
+        m["params"]["prompt"][0]["text"]
+        for m in check_transcript(wire.getvalue()).sent_by("client")
+        if m.get("method") == "session/prompt"
+    ]  # type: ignore[index]
+    assert prompts == ["/usr/bin/env fails, why?"]  # a path is a prompt, not a command
