@@ -18,8 +18,9 @@ the agent answers its own commands. But ``/mode full-access``
 (which removes every question) is the chat's: it says what the mode allows and asks y/N first; Shift-Tab
 cycles the other modes only (:meth:`~refagent.client.chat_state.ChatState.next_mode`).
 
-Ctrl-C during a turn sends ``session/cancel`` (the turn ends ``cancelled``, the prompt comes back); a
-second one during the same turn quits. At a permission question it cancels the turn. At the prompt it
+Ctrl-C or Esc during a turn sends ``session/cancel`` (the turn ends ``cancelled``, the prompt comes back;
+Esc on a terminal, where the chat reads the keys typed during a turn: :mod:`~refagent.client.chat_keys`); a
+second Ctrl-C during the same turn quits. At a permission question it cancels the turn. At the prompt it
 clears the line; twice on an empty line quits, as Ctrl-D does. The agent runs in its own process group,
 so the terminal's Ctrl-C reaches only the chat; quitting closes the agent's stdin (and kills it if it
 does not exit in time). Exit code: 0 when the user quits; 1 when the agent cannot start, the session
@@ -113,6 +114,7 @@ class Chat:
         self.client = ChatClient(view, state, typed, self.cancel_turn, approve=approve)
         self.cwd = options.cwd
         self.state.cwd = self.cwd  # what @ completes paths under
+        self.view.interrupt_key = typed.interrupt_key
         self.connection: Connection | None = None
         self.init: dict[str, Any] = {}
         self.turn = False
@@ -300,7 +302,8 @@ class Chat:
         params = {"sessionId": self.state.session_id, "prompt": blocks}
         self.prompted.add(self.state.session_id)
         try:
-            result = await self.connection.request("session/prompt", params)
+            async with self.input.during_turn(self.cancel_turn):  # Esc cancels, as Ctrl-C does
+                result = await self.connection.request("session/prompt", params)
         except ConnectionClosed:
             error = AGENT_GONE
             self.quit(EXIT_FAILED)

@@ -287,6 +287,7 @@ def help_block(client: Sequence[Command], agent: Sequence[Command]) -> Group:
         ("!command", "run a line in your own shell; shown, not sent to the model (/share sends it)"),
         ("Up, Down, Ctrl-R", "history, kept across chats"),
         ("Ctrl-X Ctrl-E", "edit the prompt in $EDITOR"),
+        ("Esc", "while the model works: interrupt the turn (session/cancel), as Ctrl-C does"),
         ("Ctrl-C", "cancel the turn (twice: quit); at the prompt, clear the line (twice on an empty line: quit)"),
         ("Ctrl-D", "quit"),
     ]

@@ -15,9 +15,10 @@ made visible; the ids and titles of ``/sessions`` are made so here (prompt_toolk
 
 prompt_toolkit runs on the event loop anyio runs (asyncio). It is never asked to handle SIGINT
 (``handle_sigint=False``): the chat's own signal receiver must stay in place, and at the prompt the
-terminal is in raw mode, where Ctrl-C is a key, not a signal. Between prompts (a turn) nothing reads
-the terminal: :func:`quiet_tty` keeps it from echoing what is typed over the output (it waits for the
-next prompt), and Ctrl-C is then SIGINT.
+terminal is in raw mode, where Ctrl-C is a key, not a signal. Between prompts (a turn) prompt_toolkit does
+not read the terminal: :func:`quiet_tty` keeps it from echoing what is typed over the output, Ctrl-C is
+then SIGINT, and :meth:`PromptInput.during_turn` reads the keys (:mod:`refagent.client.chat_keys`): Esc
+interrupts the turn, and what else is typed starts the next prompt.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from __future__ import annotations
 import contextlib
 import os
 import termios
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import run_in_terminal, set_app
 from prompt_toolkit.buffer import Buffer, CompletionState
@@ -44,6 +47,7 @@ from prompt_toolkit.styles import Style
 
 from refagent.acp.text import one_line, visible
 from refagent.client.chat_blocks import ago
+from refagent.client.chat_keys import TurnKeys
 from refagent.client.chat_state import CLIENT_COMMANDS, ChatState, Command
 from refagent.client.clipboard import clipboard_image
 from refagent.client.handler import StdinLines
@@ -79,6 +83,13 @@ class ChatInput(Protocol):
 
     async def above(self, draw: Callable[[], None]) -> None:
         """Run ``draw`` (which prints) above the prompt, if one is being edited."""
+        ...
+
+    interrupt_key: str
+    """The key that interrupts a turn (``Esc`` where the terminal is read during turns, else ``Ctrl-C``)."""
+
+    def during_turn(self, on_escape: Callable[[], Awaitable[None]]) -> AbstractAsyncContextManager[None]:
+        """While a turn runs: Esc calls ``on_escape``; what is typed is kept for the next prompt."""
         ...
 
 
@@ -255,6 +266,7 @@ class PromptInput:
     """The chat's input on a terminal (see the module docstring)."""
 
     echoes = True
+    interrupt_key = "Esc"
 
     def __init__(self, state: ChatState, history: Path | None = None) -> None:
         self.state = state
@@ -273,16 +285,41 @@ class PromptInput:
             enable_open_in_editor=True,
         )
         self.questions: PromptSession[str] = PromptSession(style=STYLE)
+        self.keys: TurnKeys | None = None
+        """The reader of the keys typed during the turn that runs (:mod:`refagent.client.chat_keys`)."""
+        self.draft = ""
+        """What was typed during the last turn: the next prompt starts with it."""
 
     def _toolbar(self) -> StyleAndTextTuples:
         status = self.state.status()
         return [("class:toolbar.status", f" {status}"), ("class:toolbar.hint", "  ·  /help · Ctrl-D quits")]
 
     async def read(self) -> str:
-        return self.pastes.expand(await self.session.prompt_async(PROMPT, handle_sigint=False))
+        draft, self.draft = self.draft, ""
+        return self.pastes.expand(await self.session.prompt_async(PROMPT, default=draft, handle_sigint=False))
 
     async def ask(self, question: str) -> str:
-        return await self.questions.prompt_async([("class:question", question)], handle_sigint=False)
+        if self.keys is not None:
+            await self.keys.pause()  # the question reads the terminal now
+        try:
+            return await self.questions.prompt_async([("class:question", question)], handle_sigint=False)
+        finally:
+            if self.keys is not None:
+                self.keys.resume()
+
+    @contextlib.asynccontextmanager
+    async def during_turn(self, on_escape: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+        keys = self.keys = TurnKeys(0, on_escape)
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(keys.run)
+                try:
+                    yield
+                finally:
+                    tasks.cancel_scope.cancel()  # its reader leaves the event loop before the prompt's comes
+        finally:
+            self.keys = None
+            self.draft += keys.take()
 
     async def above(self, draw: Callable[[], None]) -> None:
         app = self.session.app
@@ -297,6 +334,11 @@ class LineInput:
     """Prompts and answers as lines of stdin, when it or stdout is not a terminal; end of input quits."""
 
     echoes = False
+    interrupt_key = "Ctrl-C"
+
+    @contextlib.asynccontextmanager
+    async def during_turn(self, on_escape: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+        yield  # lines are read only when asked for: a script has no Esc key
 
     def __init__(self, write: Callable[[str], None]) -> None:
         self.lines = StdinLines()

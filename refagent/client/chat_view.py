@@ -122,6 +122,8 @@ class ChatView:
         self._plan_printed = True
         self._failure = ""
         self._last = ""  # the kind of the last thing printed: spacing
+        self.interrupt_key = "Ctrl-C"
+        """The key the spinner's line names to interrupt the turn (``Esc`` on a terminal the chat reads)."""
 
     # -- plain lines ------------------------------------------------------------------------------
 
@@ -436,7 +438,7 @@ class ChatView:
         status = Text(f"{label}… ", style="yellow" if self._cancelling else "cyan")
         status.append(blocks.seconds(self.clock() - self._started), style="dim")
         if not self._cancelling:
-            status.append(" · Ctrl-C to cancel", style="dim")
+            status.append(f" · {self.interrupt_key} to interrupt", style="dim")
         self._spinner.update(text=status)
         if parts:
             parts.append(Text(""))

@@ -11,7 +11,7 @@ import io
 import os
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,12 @@ class Typed:
 
     async def above(self, draw: Callable[[], None]) -> None:
         draw()
+
+    interrupt_key = "Ctrl-C"
+
+    @contextlib.asynccontextmanager
+    async def during_turn(self, on_escape: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+        yield
 
     @staticmethod
     async def _next(steps: list[Step]) -> str:

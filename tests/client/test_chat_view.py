@@ -214,7 +214,7 @@ def test_tool_calls_show_their_status() -> None:
     assert "○ Run `make` (execute)" in region_text(view)
     view.update(call_update(status="in_progress"))
     assert "◐ Run `make` (execute)" in region_text(view)
-    spinner = next(line for line in region_text(view).splitlines() if "Ctrl-C to cancel" in line)
+    spinner = next(line for line in region_text(view).splitlines() if "Ctrl-C to interrupt" in line)
     assert " Run `make`… " in spinner  # the spinner says what runs
     assert "make" not in out.getvalue()
     view.update(call_update(status="completed", content=text_content("```\nall good\n```\n\nExit code: 0")))

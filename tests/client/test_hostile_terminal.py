@@ -162,6 +162,7 @@ def test_refagent_chat_shows_hostile_text_and_obeys_none_of_it(tmp_path: Path, p
             term.type("write notes\r")
             term.expect(r"Allow\? \[y / a / n / never\]")
             term.type("y\r")
+            term.expect(r"→ Allow")  # the first question is answered (it may draw its line twice)
             term.expect(r"Allow\? \[y / a / n / never\]")
             term.type("y\r")
             term.expect(re.escape(f"Done {BEGIN}"))

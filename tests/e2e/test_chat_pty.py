@@ -144,6 +144,30 @@ def test_turns_a_permission_ctrl_c_and_quit(tmp_path: Path, project: Path) -> No
     assert "session/cancel" in methods
 
 
+def test_esc_interrupts_a_turn_and_what_is_typed_meanwhile_starts_the_next_prompt(
+    tmp_path: Path, project: Path
+) -> None:
+    with (
+        ScriptedOpenAIServer([Turn(text=["word "] * 300, chunk_delay=0.2)], api_key=KEY) as server,
+        chatting(tmp_path, server, "chat") as term,
+    ):
+        term.expect(PROMPT_READY)
+        term.type("talk slowly\r")
+        term.expect(r"Esc to interrupt")
+        term.expect(r"word word")
+        term.type("and th\x1b[Den")  # typed during the turn (an arrow key's sequence is dropped)
+        term.type("\x1b")  # Esc
+        term.expect(r"Cancelled\.")
+        term.expect(r"› and then")  # the next prompt starts with it
+        term.expect(PROMPT_READY)
+        assert server.wait_for_disconnect(5)
+        term.type("\x15")  # Ctrl-U: not sent
+    sent = check_transcript(tmp_path / "chat.jsonl")
+    methods = [m.get("method") for m in sent if "method" in m]
+    assert methods.count("session/cancel") == 1
+    assert methods.count("session/prompt") == 1
+
+
 def test_resume_in_a_second_chat_and_ctrl_d(tmp_path: Path, project: Path) -> None:
     turns = [Turn(text="First answer."), Turn(text="I remember the first one.")]
     with ScriptedOpenAIServer(turns, api_key=KEY) as server:
