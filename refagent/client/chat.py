@@ -115,6 +115,7 @@ class Chat:
         self.cwd = options.cwd
         self.state.cwd = self.cwd  # what @ completes paths under
         self.view.interrupt_key = typed.interrupt_key
+        self.view.typed_ahead = typed.typed_ahead
         self.connection: Connection | None = None
         self.init: dict[str, Any] = {}
         self.turn = False
@@ -147,6 +148,7 @@ class Chat:
         if not self.turn or self._cancel_sent or self.connection is None:
             return
         self._cancel_sent = True
+        self.input.hold()  # a prompt queued during the turn comes back to be edited, not sent
         self.view.cancelling()
         with anyio.CancelScope(shield=True):  # called from a question being cancelled: it must still go
             await self.connection.notify("session/cancel", {"sessionId": self.state.session_id})
@@ -302,7 +304,7 @@ class Chat:
         params = {"sessionId": self.state.session_id, "prompt": blocks}
         self.prompted.add(self.state.session_id)
         try:
-            async with self.input.during_turn(self.cancel_turn):  # Esc cancels, as Ctrl-C does
+            async with self.input.during_turn(self.cancel_turn, self.view.tick):  # Esc cancels, as Ctrl-C does
                 result = await self.connection.request("session/prompt", params)
         except ConnectionClosed:
             error = AGENT_GONE

@@ -88,8 +88,19 @@ class ChatInput(Protocol):
     interrupt_key: str
     """The key that interrupts a turn (``Esc`` where the terminal is read during turns, else ``Ctrl-C``)."""
 
-    def during_turn(self, on_escape: Callable[[], Awaitable[None]]) -> AbstractAsyncContextManager[None]:
-        """While a turn runs: Esc calls ``on_escape``; what is typed is kept for the next prompt."""
+    def during_turn(
+        self, on_escape: Callable[[], Awaitable[None]], on_change: Callable[[], None]
+    ) -> AbstractAsyncContextManager[None]:
+        """While a turn runs: Esc calls ``on_escape``; what is typed is kept for the next prompt (queued, with
+        Enter: then :meth:`read` sends it at once), ``on_change`` called when it changes."""
+        ...
+
+    def typed_ahead(self) -> tuple[str, bool]:
+        """What was typed during this turn so far, and whether it is queued."""
+        ...
+
+    def hold(self) -> None:
+        """The turn is being cancelled: a queued prompt is not sent when it ends, but comes back to be edited."""
         ...
 
 
@@ -289,14 +300,19 @@ class PromptInput:
         """The reader of the keys typed during the turn that runs (:mod:`refagent.client.chat_keys`)."""
         self.draft = ""
         """What was typed during the last turn: the next prompt starts with it."""
+        self.queued = False
+        """Enter was pressed after it: the next prompt is the draft, sent without waiting."""
+        self._hold = False
 
     def _toolbar(self) -> StyleAndTextTuples:
         status = self.state.status()
         return [("class:toolbar.status", f" {status}"), ("class:toolbar.hint", "  ·  /help · Ctrl-D quits")]
 
     async def read(self) -> str:
-        draft, self.draft = self.draft, ""
-        return self.pastes.expand(await self.session.prompt_async(PROMPT, default=draft, handle_sigint=False))
+        (draft, self.draft), (queued, self.queued) = (self.draft, ""), (self.queued, False)
+        # A queued prompt is drawn as the prompt it is, and taken at once (accept_default).
+        text = await self.session.prompt_async(PROMPT, default=draft, accept_default=queued, handle_sigint=False)
+        return self.pastes.expand(text)
 
     async def ask(self, question: str) -> str:
         if self.keys is not None:
@@ -307,9 +323,18 @@ class PromptInput:
             if self.keys is not None:
                 self.keys.resume()
 
+    def typed_ahead(self) -> tuple[str, bool]:
+        return (self.keys.draft, self.keys.queued) if self.keys is not None else ("", False)
+
+    def hold(self) -> None:
+        self._hold = True
+
     @contextlib.asynccontextmanager
-    async def during_turn(self, on_escape: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
-        keys = self.keys = TurnKeys(0, on_escape)
+    async def during_turn(
+        self, on_escape: Callable[[], Awaitable[None]], on_change: Callable[[], None]
+    ) -> AsyncIterator[None]:
+        keys = self.keys = TurnKeys(0, on_escape, on_change)
+        self._hold = False
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(keys.run)
@@ -319,7 +344,9 @@ class PromptInput:
                     tasks.cancel_scope.cancel()  # its reader leaves the event loop before the prompt's comes
         finally:
             self.keys = None
-            self.draft += keys.take()
+            draft, queued = keys.take()
+            self.draft += draft
+            self.queued = queued and not self._hold
 
     async def above(self, draw: Callable[[], None]) -> None:
         app = self.session.app
@@ -337,8 +364,16 @@ class LineInput:
     interrupt_key = "Ctrl-C"
 
     @contextlib.asynccontextmanager
-    async def during_turn(self, on_escape: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
-        yield  # lines are read only when asked for: a script has no Esc key
+    async def during_turn(
+        self, on_escape: Callable[[], Awaitable[None]], on_change: Callable[[], None]
+    ) -> AsyncIterator[None]:
+        yield  # lines are read only when asked for: a script has no Esc key, and its next line waits
+
+    def typed_ahead(self) -> tuple[str, bool]:
+        return "", False
+
+    def hold(self) -> None:
+        pass
 
     def __init__(self, write: Callable[[str], None]) -> None:
         self.lines = StdinLines()

@@ -1,5 +1,6 @@
 """The keys typed while a turn of ``refagent chat`` runs, on a terminal: Esc interrupts the turn, and what
-else is typed is the next prompt, written ahead.
+else is typed is the next prompt, written ahead (shown under the spinner) and, once Enter is pressed,
+queued: sent as soon as the turn ends.
 
 Between prompts nothing else reads the terminal (prompt_toolkit reads it only while a prompt or a question
 is on the screen), and :func:`~refagent.client.chat_input.quiet_tty` keeps it unechoed and unbuffered, so
@@ -13,10 +14,13 @@ The contract:
   starts with Esc, and its bytes come together) calls ``on_escape`` (the chat sends ``session/cancel``); other escape
   sequences are dropped;
 - printable text is added to :attr:`TurnKeys.draft`; Backspace takes back a character, Ctrl-U clears the
-  draft, Ctrl-W takes back a word; Ctrl-C is not seen here (the terminal sends SIGINT);
+  draft (and unqueues it), Ctrl-W takes back a word; Alt-Enter, and a line break inside a paste, is a new
+  line; Ctrl-C is not seen here (the terminal sends SIGINT);
+- Enter pressed alone, with something in the draft, queues it (:attr:`TurnKeys.queued`): the chat sends it
+  when the turn ends, unless the turn was interrupted (then it comes back to be edited, not sent);
 - ``on_change`` is called after each change, so that the draft can be drawn.
 
-The draft becomes the start of the next prompt, where it is edited as any prompt is.
+A draft not queued becomes the start of the next prompt, where it is edited as any prompt is.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ class TurnKeys:
         self.on_escape = on_escape
         self.on_change = on_change
         self.draft = ""
+        self.queued = False
+        """Enter was pressed: the draft is the next prompt, sent when the turn ends."""
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._paused = False
         self._resumed = anyio.Event()
@@ -102,13 +108,19 @@ class TurnKeys:
 
     def feed(self, data: str) -> bool:
         """Take what was typed into the draft; whether it changed."""
-        before = self.draft
+        before = (self.draft, self.queued)
+        enter = data in ("\r", "\n", "\r\n")  # a key pressed, not a line break inside a paste
+        if enter:
+            self.queued = self.queued or bool(self.draft.strip())
+            return (self.draft, self.queued) != before
         index = 0
         while index < len(data):
             char = data[index]
             index += 1
             if char == ESC:  # a key's sequence (an arrow, Alt-x): CSI or SS3 and what follows, dropped
-                if index < len(data) and data[index] in "[O":
+                if index < len(data) and data[index] in "\r\n":  # Alt-Enter: a new line, as at the prompt
+                    self.draft += "\n"
+                elif index < len(data) and data[index] in "[O":
                     index += 1
                     while index < len(data) and not ("@" <= data[index] <= "~"):
                         index += 1
@@ -116,7 +128,7 @@ class TurnKeys:
             elif char in ("\x7f", "\x08"):
                 self.draft = self.draft[:-1]
             elif char == "\x15":  # Ctrl-U
-                self.draft = ""
+                self.draft, self.queued = "", False
             elif char == "\x17":  # Ctrl-W
                 self.draft = self.draft.rstrip()
                 self.draft = self.draft[: self.draft.rfind(" ") + 1]
@@ -124,9 +136,11 @@ class TurnKeys:
                 self.draft += "\n"
             elif char == "\t" or char.isprintable():
                 self.draft += char
-        return self.draft != before
+        self.queued = self.queued and bool(self.draft.strip())
+        return (self.draft, self.queued) != before
 
-    def take(self) -> str:
-        """The draft, which this reader forgets."""
-        draft, self.draft = self.draft, ""
-        return draft
+    def take(self) -> tuple[str, bool]:
+        """The draft and whether it is queued, which this reader forgets."""
+        taken = (self.draft, self.queued)
+        self.draft, self.queued = "", False
+        return taken

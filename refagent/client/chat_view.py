@@ -122,6 +122,8 @@ class ChatView:
         self._plan_printed = True
         self._failure = ""
         self._last = ""  # the kind of the last thing printed: spacing
+        self.typed_ahead: Callable[[], tuple[str, bool]] = lambda: ("", False)
+        """What the user typed during the turn, and whether it is queued (shown under the spinner)."""
         self.interrupt_key = "Ctrl-C"
         """The key the spinner's line names to interrupt the turn (``Esc`` on a terminal the chat reads)."""
 
@@ -443,7 +445,22 @@ class ChatView:
         if parts:
             parts.append(Text(""))
         parts.append(self._spinner)
+        parts += self._typed_ahead()
         return Group(Text(""), *parts)
+
+    def _typed_ahead(self) -> list[RenderableType]:
+        """The next prompt, typed while this turn runs: its last lines, the cursor, and what becomes of it."""
+        draft, queued = self.typed_ahead()
+        if not draft:
+            return []
+        lines = visible(collapsed(draft), layout=True).split("\n")
+        shown = Text("› " + "\n  ".join(lines[-3:]), "bold")
+        shown.append("▏", "cyan")
+        if queued:
+            note = "queued: sent when this turn ends (Ctrl-U drops it; interrupting the turn keeps it unsent)"
+        else:
+            note = "the next prompt: Enter queues it to be sent when this turn ends, or it waits at the prompt"
+        return [Text(""), shown, Text(f"  {note}", "dim")]
 
     def _activity(self) -> str:
         if self._cancelling:

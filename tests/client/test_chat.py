@@ -75,8 +75,16 @@ class Typed:
     interrupt_key = "Ctrl-C"
 
     @contextlib.asynccontextmanager
-    async def during_turn(self, on_escape: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+    async def during_turn(
+        self, on_escape: Callable[[], Awaitable[None]], on_change: Callable[[], None]
+    ) -> AsyncIterator[None]:
         yield
+
+    def typed_ahead(self) -> tuple[str, bool]:
+        return "", False
+
+    def hold(self) -> None:
+        pass
 
     @staticmethod
     async def _next(steps: list[Step]) -> str:

@@ -24,8 +24,21 @@ def test_the_draft_takes_text_and_the_editing_keys_and_drops_key_sequences() -> 
     keys.feed(" bug\x17")  # Ctrl-W: the last word
     assert keys.draft == "fix the "
     keys.feed("\x15é\t")  # Ctrl-U: all of it
-    assert keys.take() == "é\t"
+    assert keys.take() == ("é\t", False)
     assert keys.draft == ""
+
+
+def test_enter_alone_queues_the_draft_and_a_pasted_line_break_does_not() -> None:
+    keys = TurnKeys(-1, on_escape=_never)
+    assert not keys.feed("\r")  # nothing to queue
+    keys.feed("one\ntwo")  # a paste
+    keys.feed("\x1b\r")  # Alt-Enter
+    assert (keys.draft, keys.queued) == ("one\ntwo\n", False)
+    keys.feed("three")
+    assert keys.feed("\r")
+    assert (keys.draft, keys.queued) == ("one\ntwo\nthree", True)
+    keys.feed("\x15")  # Ctrl-U: dropped, and no longer queued
+    assert (keys.draft, keys.queued) == ("", False)
 
 
 async def test_a_lone_esc_interrupts_and_a_paused_reader_leaves_the_terminal_alone() -> None:

@@ -156,9 +156,12 @@ def test_esc_interrupts_a_turn_and_what_is_typed_meanwhile_starts_the_next_promp
         term.expect(r"Esc to interrupt")
         term.expect(r"word word")
         term.type("and th\x1b[Den")  # typed during the turn (an arrow key's sequence is dropped)
+        term.expect(r"› and then▏")
+        term.type("\r")
+        term.expect(r"queued: sent when this turn ends")
         term.type("\x1b")  # Esc
         term.expect(r"Cancelled\.")
-        term.expect(r"› and then")  # the next prompt starts with it
+        term.expect(r"› and then")  # the next prompt starts with it, not sent: the turn was interrupted
         term.expect(PROMPT_READY)
         assert server.wait_for_disconnect(5)
         term.type("\x15")  # Ctrl-U: not sent
@@ -166,6 +169,29 @@ def test_esc_interrupts_a_turn_and_what_is_typed_meanwhile_starts_the_next_promp
     methods = [m.get("method") for m in sent if "method" in m]
     assert methods.count("session/cancel") == 1
     assert methods.count("session/prompt") == 1
+
+
+def test_a_prompt_typed_during_a_turn_is_shown_and_queued_with_enter(tmp_path: Path, project: Path) -> None:
+    turns = [Turn(text=["word "] * 25, chunk_delay=0.2), Turn(text="Queued one answered.")]
+    with (
+        ScriptedOpenAIServer(turns, api_key=KEY) as server,
+        chatting(tmp_path, server, "chat") as term,
+    ):
+        term.expect(PROMPT_READY)
+        term.type("talk slowly\r")
+        term.expect(r"word word")
+        term.type("now the tests")
+        term.expect(r"› now the tests▏")
+        term.expect(r"the next prompt: Enter queues it")
+        term.type("\x7f\x7f\x7f\x7f\x7fdocs")  # Backspace: it is edited in place
+        term.expect(r"› now the docs▏")
+        term.type("\r")
+        term.expect(r"queued: sent when this turn ends")
+        term.expect(r"› now the docs\s")  # sent, as typed, when the turn ended
+        term.expect(r"Queued one answered\.")
+        term.expect(PROMPT_READY)
+    users = [text for role, text in user_and_assistant(server) if role == "user"]
+    assert users == ["talk slowly", "now the docs"]
 
 
 def test_resume_in_a_second_chat_and_ctrl_d(tmp_path: Path, project: Path) -> None:
