@@ -28,8 +28,9 @@ refagent's model failed (unreachable endpoint, rejected key, a configuration tha
 Exit codes (:data:`EXIT_CODES`): 0 ``end_turn``; 3 ``max_tokens``; 4 ``max_turn_requests``; 5 ``refusal``;
 6 ``end_turn``, but a permission request was rejected because no one could answer it (no terminal, or the
 answers' input ended: the change was not made, and a script can tell); 130 ``cancelled`` (or quit); 1 the
-agent failed (did not start, exited, answered an error, or the model failed the turn); 2 bad usage; 141
-stdout was closed.
+agent failed (did not start, exited, answered an error, or the model failed the turn), or no model is set
+up (refagent would answer from its built-in offline model: the prompt is not sent, and the error says how
+to set one up; ``--demo`` runs the demo model); 2 bad usage; 141 stdout was closed.
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ EXIT_FAILED = 1
 EXIT_UNANSWERED = 6
 """The turn ended, but a permission request was rejected because no one could answer it (no terminal)."""
 NO_TERMINAL = "no terminal to ask on (the prompt came from stdin); --yes approves"
+OFFLINE_MODEL = "scripted"
+"""The model value of refagent's built-in offline model (:data:`refagent.llm.profiles.SCRIPTED`): no model is
+set up."""
+NO_MODEL = (
+    "no model is set up, so the task was not run. Set one up with `refagent login`, or set ANTHROPIC_API_KEY "
+    "or OPENAI_API_KEY, or name one with --model provider/model (--demo runs the built-in demo model instead)"
+)
 
 
 @dataclass
@@ -85,6 +93,12 @@ class RunOptions:
     """``--resume``: the id of the earlier session to go on with (or the start of it)."""
     latest: bool = False
     """``--continue``: go on with the last session of ``cwd``."""
+    require_model: bool = False
+    """Refuse to run on refagent's built-in offline model, the one it answers with when no model is set up
+    (``refagent run`` without ``--demo`` or ``--agent``): a task must not pass for done on it. (A broken
+    configuration runs on it too, but there each turn fails at once, saying what is wrong: that is let be.)"""
+    broken: bool = False
+    """The configuration the agent reads cannot be used (:func:`config_broken`)."""
 
 
 @dataclass
@@ -220,6 +234,9 @@ class Run:
                 title = one_line(str(opened.info.get("title") or ""))
                 self.renderer.info(f"continuing: {title}" if title else "continuing an earlier session")
             self.renderer.info(f"cwd: {one_line(opened.cwd)}")
+            if options.require_model and not options.broken and _current_value(session) == OFFLINE_MODEL:
+                self.renderer.error(NO_MODEL)
+                return Outcome(EXIT_FAILED, session_id=self.session_id, model=model)
             if options.read_only:
                 await connection.request("session/set_mode", {"sessionId": self.session_id, "modeId": "read-only"})
             self.renderer.line()
@@ -270,6 +287,14 @@ def _lost_agent(status: int | None) -> str:
             name = f"signal {-status}"
         return f"the agent was killed by {name} before answering"
     return f"the agent exited (status {status}) before answering"
+
+
+def _current_value(session: dict[str, Any]) -> Any:
+    """The value of the session's ``model`` config option (refagent's: the profile's id)."""
+    for option in session.get("configOptions") or []:
+        if option.get("category") == "model" or option.get("id") == "model":
+            return option.get("currentValue")
+    return None
 
 
 def _current_model(session: dict[str, Any]) -> tuple[str, str]:
@@ -338,7 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
         "ask before changes (y = allow once, a = always allow, n = reject, never = always reject).",
         epilog="Exit codes: 0 end_turn, 3 max_tokens, 4 max_turn_requests, 5 refusal, 6 a permission request "
         "rejected because no one could answer it (no terminal: use --yes, or a terminal), 130 cancelled (Ctrl-C), "
-        "1 the agent failed (or its model did: the reason is on stderr), 2 bad usage, 141 stdout closed.",
+        "1 the agent failed (or its model did, or no model is set up: the reason is on stderr), 2 bad usage, "
+        "141 stdout closed.",
     )
     parser.add_argument(
         "prompt",
@@ -449,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
         cwd=cwd,
         transcript=stdout.stream if args.json else None,
         unanswerable=NO_TERMINAL if args.prompt == "-" and read_line is None and not args.yes else None,
+        require_model=not (args.demo or args.agent),
+        broken=not (args.demo or args.agent) and config_broken(args),
         **session_flags(args),
     )
     renderer = Renderer(screen, color=use_color(screen), cwd=cwd, err=sys.stderr, err_color=use_color(sys.stderr))
@@ -460,6 +488,19 @@ def main(argv: list[str] | None = None) -> int:
         if answers_fd is not None:
             os.close(answers_fd)
     return outcome.exit_code
+
+
+def config_broken(args: argparse.Namespace) -> bool:
+    """Whether the configuration the agent started with ``args`` reads cannot be used (its file, its
+    profile, the environment): read as the agent reads it (:func:`refagent.cli.load_settings`)."""
+    from refagent import config  # here: as in add_session_arguments (already loaded by then)
+    from refagent.errors import ConfigError
+
+    try:
+        config.load(args, os.environ)
+    except ConfigError:
+        return True
+    return False
 
 
 def _answers(*, from_stdin: bool, yes: bool) -> tuple[ReadLine | None, bool, int | None]:

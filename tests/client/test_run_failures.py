@@ -287,6 +287,19 @@ def test_a_configuration_that_cannot_work(tmp_path: Path, args: list[str], env: 
 
 
 @pytest.mark.slow
+def test_no_model_set_up_fails_without_sending_the_prompt_and_says_how_to_set_one(tmp_path: Path) -> None:
+    result = run_command(["--json", "--cwd", str(tmp_path), "fix the bug"], agent_env(tmp_path / "home"))
+    assert result.returncode == 1, result.stderr  # a CI job that lost its key must not go green
+    sent = [m.get("method") for m in checked(result.stdout.splitlines()).sent_by("client")]
+    assert "session/new" in sent
+    assert "session/prompt" not in sent  # the offline model is not asked
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]  # --json: the session too
+    assert line.startswith("error: no model is set up, so the task was not run.")
+    for way in ("`refagent login`", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "--model provider/model", "--demo"):
+        assert way in line
+
+
+@pytest.mark.slow
 def test_a_missing_key_is_said_once(tmp_path: Path) -> None:
     env = agent_env(tmp_path / "home", OPENAI_BASE_URL="https://models.example.com/v1", REFAGENT_MODEL="m")
     result = run_command(["--json", "--cwd", str(tmp_path), "hi"], env)
