@@ -562,8 +562,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refagent chat",
         description="Talk with refagent in this terminal, turn after turn: it starts the agent and opens a "
-        "session; type a task, watch it work, answer its permission questions (y = allow once, a = always "
-        "allow, n = reject, never = always reject), go on. /help inside lists the commands and keys.",
+        "session; type a task, watch it work, answer its permission questions with one key, no Enter (y = allow "
+        "once, a = always allow, n = reject, v = never: always reject), go on. /help inside lists the commands "
+        "and keys.",
         epilog="Exit code: 0 when you quit (/quit, Ctrl-D, Ctrl-C twice); 1 if the agent cannot start or the "
         "session cannot be opened; 2 bad usage; 141 stdout closed.",
     )

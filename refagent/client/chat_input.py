@@ -81,6 +81,11 @@ class ChatInput(Protocol):
         """The answer to ``question``. Raises as :meth:`read` does."""
         ...
 
+    async def key(self, question: str, keys: str) -> str:
+        """One of ``keys`` (characters), pressed after ``question``: on a terminal no Enter is needed, and
+        other keys are ignored; elsewhere a line, which the caller checks. Raises as :meth:`read` does."""
+        ...
+
     async def above(self, draw: Callable[[], None]) -> None:
         """Run ``draw`` (which prints) above the prompt, if one is being edited."""
         ...
@@ -329,6 +334,23 @@ class PromptInput:
     def hold(self) -> None:
         self._hold = True
 
+    async def key(self, question: str, keys: str) -> str:
+        bindings = KeyBindings()
+        for char in keys:
+            bindings.add(char)(lambda event: event.app.exit(result=event.data))  # taken at once: no Enter
+        for ignored in (Keys.Any, "enter"):  # another key, or Enter alone, answers nothing
+            bindings.add(ignored)(lambda event: None)
+        if self.keys is not None:
+            await self.keys.pause()  # the question reads the terminal now
+        try:
+            answer = await self.questions.prompt_async(
+                [("class:question", question)], key_bindings=bindings, handle_sigint=False
+            )
+        finally:
+            if self.keys is not None:
+                self.keys.resume()
+        return answer
+
     @contextlib.asynccontextmanager
     async def during_turn(
         self, on_escape: Callable[[], Awaitable[None]], on_change: Callable[[], None]
@@ -385,6 +407,9 @@ class LineInput:
     async def ask(self, question: str) -> str:
         self.write(question)
         return await self._line()
+
+    async def key(self, question: str, keys: str) -> str:
+        return await self.ask(question)
 
     async def _line(self) -> str:
         line = await self.lines.read_line()

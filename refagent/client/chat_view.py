@@ -388,7 +388,7 @@ class ChatView:
         options = [o for o in params.get("options") or [] if isinstance(o, dict)]
         for option in options:
             line = Text("      ")
-            line.append(f"{option_key(option):<6}", style="bold magenta")
+            line.append(f"[{option_key(option)}] ", style="bold magenta")
             line.append(one_line(str(option.get("name") or option.get("optionId"))), style="dim")
             parts.append(line)
         self.print(Group(*parts), "permission")

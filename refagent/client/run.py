@@ -360,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refagent run",
         description="Run one task with refagent in this terminal: start the agent, stream the session, "
-        "ask before changes (y = allow once, a = always allow, n = reject, never = always reject).",
+        "ask before changes (y = allow once, a = always allow, n = reject, v or never = always reject).",
         epilog="Exit codes: 0 end_turn, 3 max_tokens, 4 max_turn_requests, 5 refusal, 6 a permission request "
         "rejected because no one could answer it (no terminal: use --yes, or a terminal), 130 cancelled (Ctrl-C), "
         "1 the agent failed (or its model did, or no model is set up: the reason is on stderr), 2 bad usage, "

@@ -69,6 +69,9 @@ class Typed:
         self.questions.append(question)
         return await self._next(self.answers)
 
+    async def key(self, question: str, keys: str) -> str:
+        return await self.ask(question)
+
     async def above(self, draw: Callable[[], None]) -> None:
         draw()
 
@@ -189,8 +192,8 @@ async def test_a_permission_is_asked_until_answered(tmp_path: Path) -> None:
         code, shown = await run_chat(tmp_path, server, typed)
     assert code == 0
     assert (tmp_path / "hello.txt").read_text() == "hi\n"
-    assert typed.questions == ["    Allow? [y / a / n / never] "] * 2
-    assert "Please answer one of: y / a / n / never" in shown
+    assert typed.questions == ["    Allow? [y / a / n / v] "] * 2
+    assert "Please answer one of: y / a / n / v" in shown
     assert "+hi" in shown
     assert "→ Allow" in shown
     assert "✓ Create hello.txt (edit)" in shown
@@ -432,7 +435,7 @@ def test_without_a_terminal_it_reads_lines_and_draws_no_colour(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_without_a_terminal_a_question_shows_its_answers(tmp_path: Path) -> None:
-    """The question is text, not rich markup: ``[y / a / n / never]`` was once taken for a style, and lost."""
+    """The question is text, not rich markup: ``[y / a / n / v]`` was once taken for a style, and lost."""
     turns = [Turn(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a\n"})]), Turn(text="Done.")]
     with ScriptedOpenAIServer(turns, api_key=KEY) as server:
         result = subprocess.run(
@@ -445,7 +448,7 @@ def test_without_a_terminal_a_question_shows_its_answers(tmp_path: Path) -> None
             check=False,
         )
     assert result.returncode == 0, result.stderr
-    assert "Allow? [y / a / n / never] y\n" in result.stdout
+    assert "Allow? [y / a / n / v] y\n" in result.stdout
     assert (tmp_path / "a.txt").read_text() == "a\n"
 
 

@@ -280,7 +280,7 @@ def test_a_diff_is_coloured_and_shown_once() -> None:
     view.update(call_update(status="completed", content=[DIFF]))
     view.end()
     shown = out.getvalue()
-    assert keys == "y / a / n / never"
+    assert keys == "y / a / n / v"
     assert "\x1b[31m-b" in shown  # red
     assert "\x1b[32m+B" in shown  # green
     assert "a/shop/pricing.py" in shown  # relative to the cwd

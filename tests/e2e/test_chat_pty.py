@@ -118,8 +118,10 @@ def test_turns_a_permission_ctrl_c_and_quit(tmp_path: Path, project: Path) -> No
             term.type("write hello.txt\r")
             term.expect(r"\? Create hello\.txt \(edit\)")
             term.expect(r"\+hi")
-            term.expect(r"Allow\? \[y / a / n / never\]")
-            term.type("y\r")
+            term.expect(r"\[v\] Always reject")  # each option with its key
+            term.expect(r"Allow\? \[y / a / n / v\]")
+            term.type("q\r")  # not an answer: ignored, as Enter alone is
+            term.type("y")  # one key: no Enter
             term.expect(r"→ Allow")
             term.expect(r"✓ Create hello\.txt")
             term.expect(r"Written\.")
