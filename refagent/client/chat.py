@@ -48,11 +48,12 @@ from refagent.acp.text import one_line, visible
 from refagent.client import chat_blocks as blocks
 from refagent.client.agent_process import AgentStartError, initialize
 from refagent.client.chat_blocks import help_block, sessions_block
+from refagent.client.chat_choices import Choices
 from refagent.client.chat_client import ChatClient
 from refagent.client.chat_input import ChatInput, LineInput, PromptInput, history_file, quiet_tty
-from refagent.client.chat_pickers import PICKED, picked, picker_block
+from refagent.client.chat_pickers import PICKED
 from refagent.client.chat_shell import ShellRun, run_shell
-from refagent.client.chat_state import CLIENT_COMMANDS, CLIENT_NAMES, FULL_ACCESS, ChatState
+from refagent.client.chat_state import CLIENT_COMMANDS, CLIENT_NAMES, ChatState
 from refagent.client.chat_view import ChatView
 from refagent.client.mentions import Mention, mentioned, prompt_blocks
 from refagent.client.opening import (
@@ -76,6 +77,7 @@ from refagent.client.run import (
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+EXIT_USAGE = 2
 COMMAND_NAME = re.compile(r"[A-Za-z][\w-]*")
 """What a slash command's name looks like: ``/usr/bin/env python fails`` is a prompt that starts with a path."""
 AGENT_GONE = "The agent stopped (what it said, if anything, is above)."
@@ -93,8 +95,12 @@ class ChatOptions:
     yes: bool = False
     """Approve every permission request."""
     read_only: bool = False
+    mode: str | None = None
+    """``--mode``: the mode the session starts in (``read_only`` is ``read-only``)."""
+    prompt: str | None = None
+    """The first prompt, given on the command line (``refagent chat "fix it"``): sent at once."""
     resume: str | None = None
-    """``--resume``: the id (or the start of one) of the session to go on with."""
+    """``--resume``: the id (or the start of one) of the session to go on with; ``""``: offer a choice."""
     latest: bool = False
     """``--continue``: go on with this directory's latest session."""
     transcript: TextIO | None = None
@@ -117,6 +123,8 @@ class Chat:
         self.view.interrupt_key = typed.interrupt_key
         self.view.typed_ahead = typed.typed_ahead
         self.connection: Connection | None = None
+        self.choices: Choices
+        """What the user sets in the session (:mod:`refagent.client.chat_choices`), once the agent runs."""
         self.init: dict[str, Any] = {}
         self.turn = False
         self._cancel_sent = False
@@ -178,6 +186,7 @@ class Chat:
             try:
                 async with start_agent(self.options, self.client, log=self.agent_log) as connection:
                     self.connection = connection
+                    self.choices = Choices(connection, self.state, self.view, self.input)
                     code = await self._chat(connection)
                     with anyio.move_on_after(LEAVE_SECONDS):  # before quit(), which ends the connection
                         await self._leave(self.state.session_id, close=False)
@@ -219,16 +228,24 @@ class Chat:
             header = Text(one_line(" ".join(filter(None, [name, str(info.get("version") or "")]))), "bold")
             header.append(one_line(f" · ACP v{self.init.get('protocolVersion')} · {self.cwd}"), "dim")
             self.view.print(header, "banner")
+            resume = self.options.resume
+            if resume == "":  # --resume without an id: the recent sessions to choose from
+                resume = await self.choices.choose_session(self.init, self.cwd)
             try:
-                await self._open(resume=self.options.resume, latest=self.options.latest)
+                await self._open(resume=resume, latest=self.options.latest)
             except NoEarlierSession:
                 self.view.note("No earlier session in this directory: a new one.")
                 await self._open()
-            if self.options.read_only:
-                params = {"sessionId": self.state.session_id, "modeId": "read-only"}
-                await connection.request("session/set_mode", params)
-                self.state.mode = "read-only"
-                self.view.note(f"Mode: {self.state.mode_name()} (--read-only): changes are refused.")
+            mode = self.options.mode or ("read-only" if self.options.read_only else None)
+            if mode:
+                if self.state.modes and mode not in {m for m, _ in self.state.modes}:
+                    known = ", ".join(m for m, _ in self.state.modes)
+                    self.view.error(f"--mode {one_line(mode)}: the agent has no such mode ({known}).")
+                    return EXIT_USAGE
+                await self.choices.set_mode(mode)
+                flag = "--read-only" if mode == "read-only" and not self.options.mode else "--mode"
+                refused = ": changes are refused" if mode == "read-only" else ""
+                self.view.note(f"Mode: {self.state.mode_name()} ({flag}){refused}.")
         except ConnectionClosed:
             self.view.error(AGENT_GONE)
             return EXIT_FAILED
@@ -237,13 +254,16 @@ class Chat:
             return EXIT_FAILED
         self.view.note("/help for commands, Ctrl-D to quit")
         self.view.console.print()
-        return await self._loop()
+        return await self._loop(self.options.prompt)
 
-    async def _loop(self) -> int:
+    async def _loop(self, first: str | None = None) -> int:
+        """Read and answer lines until the user quits; ``first``, if given, is the first line (from the
+        command line: it was not typed at the prompt, so it is shown as the prompt's line)."""
         warned = False  # Ctrl-C on an empty line once already
         while not self._quit:
             try:
-                text = (await self.input.read()).strip()
+                text = first.strip() if first is not None else (await self.input.read()).strip()
+                shown, first = first is not None, None
             except KeyboardInterrupt:
                 if warned:
                     return EXIT_OK
@@ -255,14 +275,14 @@ class Chat:
             warned = False
             if not text:
                 continue
-            if not self.input.echoes:
+            if shown or not self.input.echoes:
                 self.view.console.print(
                     Text("› " + visible(collapsed(text), layout=True).replace("\n", "\n  "), "bold")
                 )
             name, _, argument = text[1:].partition(" ") if text.startswith("/") else ("", "", "")
             if text.startswith("!") and text[1:].strip():
                 await self._shell(text[1:].strip())
-            elif name in PICKED and (name == "effort" or not argument.strip() or self._full_access(name, argument)):
+            elif name in PICKED and (name == "effort" or not argument or self.choices.full_access(name, argument)):
                 await self._command(name, argument.strip())  # a picker (or full access, confirmed): the chat's
             elif name in CLIENT_NAMES:
                 if name in ("quit", "exit"):
@@ -345,10 +365,12 @@ class Chat:
                 await self._resume(argument)
             elif name == "new":
                 self.view.console.print()
+                kept = (self.state.model_id, self.state.mode, self.state.effort)
                 await self._open()
+                await self.choices.keep(*kept)
             elif name in PICKED:
                 self.view.console.print()
-                await self._pick(name, argument)
+                await self.choices.pick(name, argument)
             elif name == "share":
                 await self._share(argument)
                 return
@@ -395,53 +417,6 @@ class Chat:
             return
         # The output is the command's, not the user's words: a "@~/.ssh/id_ed25519" in it is text.
         await self._turn(self.shell_run.prompt(words), mentions=words)
-
-    async def _pick(self, what: str, given: str) -> None:
-        """``/mode``, ``/model`` or ``/effort`` with no argument: pick from the session's choices
-        (:mod:`refagent.client.chat_pickers`); ``/effort <value>`` sets it at once."""
-        assert self.connection is not None
-        category, label = PICKED[what]
-        choices, current = self.state.choices(what)
-        if not choices:
-            self.view.note(f"This session offers no {label.lower()} to choose.")
-            return
-        if not given:
-            self.view.print(picker_block(label, choices, current), "picker")
-            given = await self.input.ask(f"{label} (a number; Enter keeps the current one): ")
-            if not given.strip():
-                return
-        value = picked(given, choices)
-        if value is None:
-            self.view.error(f"No {label.lower()} {one_line(given.strip())!r} here.")
-            return
-        if what == "mode" and value == FULL_ACCESS != current and not await self._confirm_full_access():
-            self.view.note(f"Mode unchanged: {self.state.mode_name()}.")
-            return
-        option = self.state.option_ids.get(category)
-        try:
-            if option is not None:
-                params = {"sessionId": self.state.session_id, "configId": option, "value": value}
-                result = await self.connection.request("session/set_config_option", params)
-                self.state.apply({"sessionUpdate": "config_option_update", **(result or {})})
-            else:  # an agent with modes and no mode option
-                await self.connection.request("session/set_mode", {"sessionId": self.state.session_id, "modeId": value})
-                self.state.mode = value
-        except RequestError as exc:
-            self.view.error(exc.message)
-            return
-        name = next((n for v, n in choices if v == value), value)
-        self.view.note(f"{label}: {name}.")
-
-    def _full_access(self, name: str, argument: str) -> bool:
-        """Whether ``/name argument`` switches to full access (the chat confirms it, then sets it itself)."""
-        return name == "mode" and picked(argument, self.state.modes) == FULL_ACCESS
-
-    async def _confirm_full_access(self) -> bool:
-        """Full access removes every question: say what it allows, and switch only on a yes."""
-        allows = self.state.described.get(FULL_ACCESS) or "Nothing asks before a change or a command."
-        self.view.print(Text(f"Full access: {allows}", "yellow"), "picker")
-        answer = await self.input.ask("Switch to full access? [y/N] ")
-        return answer.strip().lower() in ("y", "yes")
 
     async def _sessions(self) -> None:
         """``/sessions``: this directory's other sessions, newest first, numbered for ``/resume``."""
@@ -568,6 +543,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit code: 0 when you quit (/quit, Ctrl-D, Ctrl-C twice); 1 if the agent cannot start or the "
         "session cannot be opened; 2 bad usage; 141 stdout closed.",
     )
+    parser.add_argument(
+        "prompt", nargs="?", help='the first prompt, sent at once (refagent chat "fix the tests"); the chat goes on'
+    )
     add_session_arguments(parser)
     parser.add_argument("--transcript", metavar="FILE", help=argparse.SUPPRESS)  # the wire as JSON lines, for tests
     return parser
@@ -584,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     with contextlib.ExitStack() as stack:
         transcript = stack.enter_context(open(args.transcript, "w", encoding="utf-8")) if args.transcript else None
-        options = ChatOptions(cwd=cwd, transcript=transcript, **session_flags(args))
+        options = ChatOptions(cwd=cwd, transcript=transcript, prompt=args.prompt, **session_flags(args))
         if terminal:  # between prompts, what is typed waits unseen for the next one (prompt_toolkit restores this)
             stack.enter_context(quiet_tty())
         try:

@@ -55,8 +55,9 @@ class ChatState:
     mode: str = ""
     modes: list[tuple[str, str]] = field(default_factory=list)
     """(id, name) of the modes the session offers."""
-    described: dict[str, str] = field(default_factory=dict)
-    """What each mode or model does, by its id or value, as the agent describes it (the pickers show it)."""
+    described: dict[tuple[str, str], str] = field(default_factory=dict)
+    """What each mode or model does, by (``mode`` or ``model``, its id or value), as the agent describes it
+    (the pickers show it)."""
     model: str = ""
     """The current model's display name."""
     model_id: str = ""
@@ -88,7 +89,9 @@ class ChatState:
             self.mode = _line(modes.get("currentModeId"))
             listed = [m for m in modes.get("availableModes") or [] if isinstance(m, dict) and "id" in m]
             self.modes = [(_line(m["id"]), _line(m.get("name") or m["id"])) for m in listed]
-            self.described.update((_line(m["id"]), _line(m.get("description"))) for m in listed if m.get("description"))
+            self.described.update(
+                (("mode", _line(m["id"])), _line(m.get("description"))) for m in listed if m.get("description")
+            )
         self._options(result.get("configOptions"))
 
     def apply(self, update: dict[str, Any]) -> None:
@@ -124,7 +127,7 @@ class ChatState:
                 self.option_ids[category] = option["id"]  # sent back as the agent gave it
             if category in ("mode", "model"):
                 described = [c for c in choices if c.get("description")]
-                self.described.update((_line(c["value"]), _line(c["description"])) for c in described)
+                self.described.update(((category, _line(c["value"])), _line(c["description"])) for c in described)
             if category == "model":
                 self.models = [(_line(c["value"]), _line(c.get("name") or c["value"])) for c in choices]
                 self.model = next((name for value, name in self.models if value == current), current)

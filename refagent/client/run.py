@@ -58,6 +58,7 @@ from refagent.client.render import EXIT_OUTPUT_CLOSED, QuietPipe, Renderer, use_
 
 EXIT_CODES = {"end_turn": 0, "max_tokens": 3, "max_turn_requests": 4, "refusal": 5, "cancelled": 130}
 EXIT_FAILED = 1
+EXIT_USAGE = 2
 EXIT_UNANSWERED = 6
 """The turn ended, but a permission request was rejected because no one could answer it (no terminal)."""
 NO_TERMINAL = "no terminal to ask on (the prompt came from stdin); --yes approves"
@@ -84,6 +85,8 @@ class RunOptions:
     """Draw each automatically approved request whole, as a question would be (the demo shows them); else one
     line each."""
     read_only: bool = False
+    mode: str | None = None
+    """``--mode``: the mode the session starts in (``read_only`` is ``read-only``)."""
     transcript: TextIO | None = None
     """Where the wire transcript goes, one JSON object a line (``--json``: stdout)."""
     env: dict[str, str] | None = None
@@ -237,8 +240,13 @@ class Run:
             if options.require_model and not options.broken and _current_value(session) == OFFLINE_MODEL:
                 self.renderer.error(NO_MODEL)
                 return Outcome(EXIT_FAILED, session_id=self.session_id, model=model)
-            if options.read_only:
-                await connection.request("session/set_mode", {"sessionId": self.session_id, "modeId": "read-only"})
+            mode = options.mode or ("read-only" if options.read_only else None)
+            if mode:
+                offered = _modes(session)
+                if offered and mode not in offered:
+                    self.renderer.error(f"--mode {one_line(mode)}: the agent has no such mode ({', '.join(offered)})")
+                    return Outcome(EXIT_USAGE, session_id=self.session_id, model=model)
+                await connection.request("session/set_mode", {"sessionId": self.session_id, "modeId": mode})
             self.renderer.line()
             self.renderer.line(f"> {options.prompt}", "bold")
             self.prompting = True
@@ -287,6 +295,13 @@ def _lost_agent(status: int | None) -> str:
             name = f"signal {-status}"
         return f"the agent was killed by {name} before answering"
     return f"the agent exited (status {status}) before answering"
+
+
+def _modes(session: dict[str, Any]) -> list[str]:
+    """The ids of the modes the session offers (its ``modes``), each on one line."""
+    modes = session.get("modes")
+    listed = modes.get("availableModes") if isinstance(modes, dict) else None
+    return [one_line(str(m["id"])) for m in listed or [] if isinstance(m, dict) and "id" in m]
 
 
 def _current_value(session: dict[str, Any]) -> Any:
@@ -392,10 +407,20 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
         "-c", "--continue", dest="latest", action="store_true", help="go on with the last session of this directory"
     )
     earlier.add_argument(
-        "--resume", metavar="ID", help="go on with this earlier session (its id, or the start of it: refagent sessions)"
+        "--resume",
+        metavar="ID",
+        nargs="?",
+        const="",
+        help="go on with this earlier session (its id, or the start of it: refagent sessions); "
+        "without an id, refagent chat offers the recent ones to choose from",
     )
     parser.add_argument(
         "--read-only", action="store_true", help="start the session in read-only mode: changes are refused"
+    )
+    parser.add_argument(
+        "--mode",
+        help="start the session in this mode: refagent's are ask (the default), accept-edits, auto, read-only "
+        "and full-access (nothing asks)",
     )
     parser.add_argument("--demo", action="store_true", help="run the agent on its built-in demo model")
     parser.add_argument(
@@ -415,6 +440,7 @@ class SessionFlags(TypedDict):
     agent: list[str]
     yes: bool
     read_only: bool
+    mode: str | None
     resume: str | None
     latest: bool
 
@@ -423,6 +449,8 @@ def parse_session_args(parser: argparse.ArgumentParser, argv: list[str] | None) 
     """``argv`` parsed by ``parser`` (one given :func:`add_session_arguments`), and ``--cwd`` made absolute;
     bad usage (exit 2) when it is not a directory."""
     args = parser.parse_args(argv)
+    if args.mode and args.read_only and args.mode != "read-only":
+        parser.error(f"--read-only and --mode {args.mode}: one mode, please")
     cwd = os.path.abspath(args.cwd)
     if not os.path.isdir(cwd):
         parser.error(f"--cwd {args.cwd}: not a directory")
@@ -432,7 +460,12 @@ def parse_session_args(parser: argparse.ArgumentParser, argv: list[str] | None) 
 def session_flags(args: argparse.Namespace) -> SessionFlags:
     """The options the flags of :func:`add_session_arguments` set, the agent's command line among them."""
     return SessionFlags(
-        agent=agent_command(args), yes=args.yes, read_only=args.read_only, resume=args.resume, latest=args.latest
+        agent=agent_command(args),
+        yes=args.yes,
+        read_only=args.read_only,
+        mode=args.mode or ("read-only" if args.read_only else None),
+        resume=args.resume,
+        latest=args.latest,
     )
 
 
@@ -460,6 +493,10 @@ def agent_command(args: argparse.Namespace) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, cwd = parse_session_args(parser, argv)
+    if args.resume == "":
+        parser.error(
+            "--resume needs a session id here (refagent sessions lists them; refagent chat --resume offers them)"
+        )
     prompt = args.prompt
     if prompt == "-":
         prompt = sys.stdin.buffer.read().decode("utf-8", "replace")

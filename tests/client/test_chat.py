@@ -746,3 +746,76 @@ async def test_an_unknown_slash_command_is_refused_not_sent(tmp_path: Path) -> N
         if m.get("method") == "session/prompt"
     ]  # type: ignore[index]
     assert prompts == ["/usr/bin/env fails, why?"]  # a path is a prompt, not a command
+
+
+def two_models(tmp_path: Path, server: ScriptedOpenAIServer) -> dict[str, str]:
+    """An agent with two model profiles, ``one`` (the default) and ``two``, both ``server``."""
+    config_file = tmp_path / "config.toml"
+    profile = f'base_url = "{server.base_url}"\napi_key = "{KEY}"\n'
+    config_file.write_text(
+        f'default_profile = "one"\n[profiles.one]\nmodel = "m"\n{profile}[profiles.two]\nmodel = "m2"\n{profile}'
+    )
+    return agent_env(tmp_path / "home", REFAGENT_CONFIG=str(config_file))
+
+
+@pytest.mark.slow
+async def test_new_keeps_the_model_and_the_mode_chosen(tmp_path: Path) -> None:
+    wire = io.StringIO()
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        typed = Typed("/model two", "/mode auto", "/new")
+        code, shown = await run_chat(tmp_path, server, typed, env=two_models(tmp_path, server), transcript=wire)
+    assert code == 0
+    sent = check_transcript(wire.getvalue()).sent_by("client")
+    methods = [m.get("method") for m in sent]
+    assert methods.count("session/new") == 2
+    after = sent[len(methods) - 1 - methods[::-1].index("session/new") :]  # what the chat sent after /new
+    options = [
+        (m["params"]["configId"], m["params"]["value"]) for m in after if m.get("method") == "session/set_config_option"
+    ]  # type: ignore[index]
+    assert options == [("model", "two"), ("mode", "auto")]
+    assert "Kept from the previous session: model two: m2 (local" in shown
+    assert ", mode Auto." in shown
+
+
+@pytest.mark.slow
+async def test_resume_without_an_id_offers_the_recent_sessions(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([Turn(text="First answer."), Turn(text="Again.")], api_key=KEY) as server:
+        code, _ = await run_chat(tmp_path, server, Typed("the first one"))
+        assert code == 0
+        typed = Typed("and now?", answers=("9", "1"))
+        code, shown = await run_chat(tmp_path, server, typed, resume="")
+    assert code == 0
+    assert "Recent sessions:" in shown
+    assert "the first one" in shown  # its title
+    assert typed.questions == ["Resume which? (1-1; Enter: a new session) "] * 2  # 9 is not one of them
+    assert "Resumed session sess_" in shown
+    assert messages(server)[:2] == [("user", "the first one"), ("assistant", "First answer.")]
+
+
+@pytest.mark.slow
+async def test_a_prompt_on_the_command_line_and_a_mode_start_the_chat(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([Turn(text="Fixed.")], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed(), prompt="fix it", mode="auto")
+        assert messages(server) == [("user", "fix it")]
+    assert code == 0
+    assert "Mode: Auto (--mode)." in shown
+    assert "› fix it" in shown  # shown as typed at the prompt
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed(), mode="yolo")
+    assert code == 2
+    assert "--mode yolo: the agent has no such mode (ask, accept-edits, auto, read-only, full-access)." in shown
+
+
+def test_the_mode_picker_says_what_each_mode_does() -> None:
+    from refagent.client.chat_pickers import picker_block
+
+    state = ChatState()
+    modes = [{"id": "ask", "name": "Ask", "description": "Ask before every edit."}, {"id": "auto", "name": "Auto"}]
+    state.adopt("s", {"modes": {"currentModeId": "ask", "availableModes": modes}})
+    about = {value: text for (kind, value), text in state.described.items() if kind == "mode"}
+    assert picker_block("Mode", state.modes, state.mode, about).plain.splitlines() == [
+        "Mode:",
+        "  1. ● Ask  (ask)  current",
+        "       Ask before every edit.",
+        "  2. ○ Auto  (auto)",
+    ]

@@ -496,3 +496,20 @@ async def test_with_no_one_to_ask_a_permission_request_is_rejected_saying_why() 
     client = TerminalClient(Renderer(out), nobody_types, unanswerable=NO_TERMINAL)
     assert await client.permission(ASK) == {"outcome": {"outcome": "selected", "optionId": "reject"}}
     assert f"→ rejected: {NO_TERMINAL}" in out.getvalue()
+
+
+@pytest.mark.slow
+def test_mode_starts_the_run_in_that_mode_and_an_unknown_one_is_bad_usage(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([Turn(text="Done.")], api_key=KEY) as server:
+        env = agent_env(tmp_path / "home", OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=KEY, REFAGENT_MODEL="m")
+        result = run_command(["--json", "--mode", "auto", "--cwd", str(tmp_path), "go"], env)
+        assert result.returncode == 0, result.stderr
+        sent = checked(result.stdout.splitlines()).sent_by("client")
+        assert [m["params"]["modeId"] for m in sent if m.get("method") == "session/set_mode"] == ["auto"]
+        result = run_command(["--mode", "yolo", "--cwd", str(tmp_path), "go"], env)
+    assert result.returncode == 2
+    assert (
+        "error: --mode yolo: the agent has no such mode (ask, accept-edits, auto, read-only, full-access)"
+        in result.stderr
+    )
+    assert len(server.chat_requests) == 1  # the unknown mode's prompt was not sent

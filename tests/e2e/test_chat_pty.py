@@ -196,6 +196,18 @@ def test_a_prompt_typed_during_a_turn_is_shown_and_queued_with_enter(tmp_path: P
     assert users == ["talk slowly", "now the docs"]
 
 
+def test_a_prompt_on_the_command_line_starts_the_chat_with_it(tmp_path: Path, project: Path) -> None:
+    with (
+        ScriptedOpenAIServer([Turn(text="Fixed it.")], api_key=KEY) as server,
+        chatting(tmp_path, server, "chat", "--mode", "accept-edits", "fix it") as term,
+    ):
+        term.expect(r"Mode: Accept edits \(--mode\)\.")
+        term.expect(r"› fix it")
+        term.expect(r"Fixed it\.")
+        term.expect(PROMPT_READY)
+    assert user_and_assistant(server) == [("user", "fix it")]
+
+
 def test_resume_in_a_second_chat_and_ctrl_d(tmp_path: Path, project: Path) -> None:
     turns = [Turn(text="First answer."), Turn(text="I remember the first one.")]
     with ScriptedOpenAIServer(turns, api_key=KEY) as server:
