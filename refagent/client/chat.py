@@ -40,6 +40,7 @@ from typing import Any, TextIO
 
 import anyio
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from refagent.acp.connection import Connection
@@ -222,11 +223,11 @@ class Chat:
 
     async def _chat(self, connection: Connection) -> int:
         try:
-            self.init = await initialize(connection, "refagent-chat", "refagent chat")
+            self.init = await initialize(connection, "refagent-chat", "refagent chat", notices=True)
             info = self.init.get("agentInfo") or {}
             name = str(info.get("title") or info.get("name") or "the agent")
             header = Text(one_line(" ".join(filter(None, [name, str(info.get("version") or "")]))), "bold")
-            header.append(one_line(f" · ACP v{self.init.get('protocolVersion')} · {self.cwd}"), "dim")
+            header.append(" · " + one_line(f"ACP v{self.init.get('protocolVersion')} · {self.cwd}"), "dim")
             self.view.print(header, "banner")
             resume = self.options.resume
             if resume == "":  # --resume without an id: the recent sessions to choose from
@@ -276,9 +277,7 @@ class Chat:
             if not text:
                 continue
             if shown or not self.input.echoes:
-                self.view.console.print(
-                    Text("› " + visible(collapsed(text), layout=True).replace("\n", "\n  "), "bold")
-                )
+                self.view.console.print(prompt_line(text))
             name, _, argument = text[1:].partition(" ") if text.startswith("/") else ("", "", "")
             if text.startswith("!") and text[1:].strip():
                 await self._shell(text[1:].strip())
@@ -489,6 +488,16 @@ class Chat:
         self.view.print(line, "session")
 
 
+def prompt_line(text: str) -> Table:
+    """A prompt as it stays on the screen: ``› text`` (a long paste collapsed), in bold, wrapped between
+    words (not where the terminal's edge falls), its later lines under the first."""
+    grid = Table.grid()
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    grid.add_row(Text("› ", "bold cyan"), Text(visible(collapsed(text), layout=True), "bold"))
+    return grid
+
+
 class ChatConsole(Console):
     """The chat's console: when its reader goes away (``| head``), it goes quiet and calls ``on_closed``
     (the chat then quits) instead of raising :class:`SystemExit` in the middle of the event loop."""
@@ -558,7 +567,9 @@ def main(argv: list[str] | None = None) -> int:
     console = ChatConsole(highlight=False)
     terminal = sys.stdin.isatty() and sys.stdout.isatty()
     typed: ChatInput = (  # the question is a Text: "[y / a / n]" is not markup
-        PromptInput(state, history_file()) if terminal else LineInput(lambda text: console.print(Text(text), end=""))
+        PromptInput(state, history_file(), echo=lambda text: console.print(prompt_line(text)))
+        if terminal
+        else LineInput(lambda text: console.print(Text(text), end=""))
     )
     with contextlib.ExitStack() as stack:
         transcript = stack.enter_context(open(args.transcript, "w", encoding="utf-8")) if args.transcript else None

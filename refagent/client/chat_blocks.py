@@ -336,6 +336,11 @@ def ago(stamp: Any, now: datetime | None = None) -> str:
     return when.date().isoformat()
 
 
+def count(number: int, noun: str) -> str:
+    """``1 line``, ``3 lines``: a number and its noun, singular or plural (a regular plural)."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def seconds(elapsed: float) -> str:
     """``0.4s``, ``12s``, ``3m 05s``."""
     if elapsed < 10:

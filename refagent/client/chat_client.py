@@ -114,6 +114,8 @@ class ChatClient:
                     self.view.answered("cancelled")
                     return cancelled()
                 self.view.answered(str(chosen.get("name") or chosen.get("optionId")))
+                if str(chosen.get("kind")).startswith("reject"):  # its failure is said for the user, not the model
+                    self.view.rejected.add(str((params.get("toolCall") or {}).get("toolCallId", "")))
                 return selected(chosen)
             finally:
                 self.view.resume()

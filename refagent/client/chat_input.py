@@ -284,8 +284,14 @@ class PromptInput:
     echoes = True
     interrupt_key = "Esc"
 
-    def __init__(self, state: ChatState, history: Path | None = None) -> None:
+    def __init__(
+        self, state: ChatState, history: Path | None = None, echo: Callable[[str], None] | None = None
+    ) -> None:
+        """``echo``: prints a prompt once it is sent. prompt_toolkit wraps what is typed where the
+        terminal's edge falls, mid-word; with ``echo`` its drawing is erased when the prompt is sent and
+        ``echo`` prints it again, wrapped between words."""
         self.state = state
+        self.echo = echo
         completer = SlashCompleter(state)
         self.pastes = Pastes()
         saved: History = FileHistory(str(history)) if history is not None else InMemoryHistory()
@@ -299,6 +305,7 @@ class PromptInput:
             style=STYLE,
             reserve_space_for_menu=6,
             enable_open_in_editor=True,
+            erase_when_done=echo is not None,
         )
         self.questions: PromptSession[str] = PromptSession(style=STYLE)
         self.keys: TurnKeys | None = None
@@ -317,6 +324,8 @@ class PromptInput:
         (draft, self.draft), (queued, self.queued) = (self.draft, ""), (self.queued, False)
         # A queued prompt is drawn as the prompt it is, and taken at once (accept_default).
         text = await self.session.prompt_async(PROMPT, default=draft, accept_default=queued, handle_sigint=False)
+        if self.echo is not None and text.strip():
+            self.echo(text.strip())  # as pasted: a long paste stays collapsed on the screen
         return self.pastes.expand(text)
 
     async def ask(self, question: str) -> str:

@@ -49,7 +49,15 @@ STOP_NOTES = {
     "refusal": "The model refused to go on (refusal).",
 }
 DRAWN = frozenset(
-    {"agent_message_chunk", "agent_thought_chunk", "user_message_chunk", "tool_call", "tool_call_update", "plan"}
+    {
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "user_message_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+        "notice",
+    }
 )
 """The update kinds the view draws (the others are the state's: mode, model, usage, commands, title)."""
 FAILURE_LABELS = {"model": "Model error", "auth": "Authentication failed", "config": "Configuration error"}
@@ -122,6 +130,8 @@ class ChatView:
         self._plan_printed = True
         self._failure = ""
         self._last = ""  # the kind of the last thing printed: spacing
+        self.rejected: set[str] = set()
+        """The tool calls the user rejected: their failure is the agent's word to the model, not shown."""
         self.typed_ahead: Callable[[], tuple[str, bool]] = lambda: ("", False)
         """What the user typed during the turn, and whether it is queued (shown under the spinner)."""
         self.interrupt_key = "Ctrl-C"
@@ -252,6 +262,13 @@ class ChatView:
             self._call_update(call_id, update)
         elif kind == "tool_call_update":
             self._call_update(str(update.get("toolCallId", "")), update)
+        elif kind == "notice":  # news about this run of the agent (a broken configuration): said at once
+            self._finish_stream()
+            said = ": ".join(one_line(str(update[k])) for k in ("title", "description") if update.get(k))
+            if update.get("severity") == "error":
+                self.error(said)
+            else:
+                self.print(Text(said, style="yellow" if update.get("severity") == "warning" else "dim"), "notice")
         elif kind == "plan":
             entries = list(update.get("entries") or [])
             if entries == self._plan and self._plan_printed:
@@ -334,10 +351,14 @@ class ChatView:
         del self.calls[call_id]
         parts: list[RenderableType] = [blocks.call_line(call.title, call.kind, call.status, self._took(call))]
         parts += self._diffs(call)
-        if call.status in ("completed", "failed"):
+        if call.status == "failed" and call_id in self.rejected:
+            self.rejected.discard(call_id)  # what the agent tells the model ("Do not retry it") is not for the user
+            parts.append(Text("    not run: you rejected it", style="dim"))
+        elif call.status in ("completed", "failed"):
             lines = blocks.content_lines(blocks.text_of(call.content))
             if call.kind == "read" and call.status == "completed" and lines:
-                parts.append(Text(f"    read {len(lines)} lines", style="dim"))  # the file itself is not news
+                read = blocks.count(len(lines), "line")
+                parts.append(Text(f"    read {read}", style="dim"))  # the file itself is not news
             elif lines:
                 parts.append(blocks.output_block(blocks.trim(lines)))
         self.print(Group(*parts), "call")

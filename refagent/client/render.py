@@ -323,7 +323,7 @@ class Renderer:
         """A call's text result: short, indented, dim. Reads are summarised (the file is in the editor)."""
         lines = [line for line in text.strip("\n").splitlines() if line.strip() != "```" and not line.startswith("```")]
         if call.kind == "read" and call.status != "failed":
-            self.info(f"    ({len(lines)} lines read)")
+            self.info(f"    ({len(lines)} {'line' if len(lines) == 1 else 'lines'} read)")
             return
         if len(lines) > MAX_OUTPUT_LINES:
             head, tail = MAX_OUTPUT_LINES - 6, 6  # the end of an output says most (errors, exit code)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -103,11 +104,14 @@ class Watching(ChatView):
     def __init__(self, console: Console, **options: Any) -> None:
         super().__init__(console, **options)
         self.talking = anyio.Event()
+        self.noticed = anyio.Event()
 
     def update(self, update: dict[str, Any]) -> None:
         super().update(update)
         if update.get("sessionUpdate") == "agent_message_chunk":
             self.talking.set()
+        if update.get("sessionUpdate") == "notice":
+            self.noticed.set()
 
 
 class Announcing(ChatState):
@@ -819,3 +823,44 @@ def test_the_mode_picker_says_what_each_mode_does() -> None:
         "       Ask before every edit.",
         "  2. ○ Auto  (auto)",
     ]
+
+
+@pytest.mark.slow
+async def test_a_rejected_call_is_said_for_the_user_and_the_banner_is_spaced(tmp_path: Path) -> None:
+    write = Turn(tool_calls=[ToolCall("write_file", {"path": "hello.txt", "content": "hi\n"})])
+    with ScriptedOpenAIServer([write, Turn(text="Fine.")], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed("write it", answers=("n",)))
+        assert "Do not retry it" in messages(server)[-1][1]  # the model is told
+    assert code == 0
+    assert "✗ Create hello.txt (edit)\n    not run: you rejected it" in shown
+    assert "Do not retry" not in shown  # the user is not told what the model is
+    assert re.search(r"refagent \S+ · ACP v1 · ", shown)
+
+
+@pytest.mark.slow
+async def test_a_broken_configuration_is_said_when_the_session_opens(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[profiles.work\nmodel = 'x'\n")
+    env = agent_env(tmp_path / "home", REFAGENT_CONFIG=str(broken))
+    view: list[Watching] = []
+
+    async def noticed() -> str:  # the user has not typed anything yet
+        await view[0].noticed.wait()
+        return ""
+
+    async def keep(chat: Chat, watching: Watching) -> None:
+        view.append(watching)
+
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed(noticed), env=env, during=keep)
+    assert code == 0
+    assert "✗ The configuration is broken: " in shown
+    assert "not valid TOML" in " ".join(shown.split())  # said at once: no prompt was sent
+
+
+def test_a_long_prompt_is_shown_wrapped_between_words() -> None:
+    from refagent.client.chat import prompt_line
+
+    out = io.StringIO()
+    Console(file=out, width=24, color_system=None).print(prompt_line("please fix the failing tests in shop"))
+    assert [line.rstrip() for line in out.getvalue().splitlines()] == ["› please fix the failing", "  tests in shop"]

@@ -235,8 +235,10 @@ def test_a_read_is_counted_not_shown() -> None:
     view, out = make_view()
     view.begin()
     view.update(call(title="Read a.py", kind="read", status="completed", content=text_content("1\n2\n3")))
+    view.update(call("c2", title="Read b.py", kind="read", status="completed", content=text_content("1")))
     view.end()
     assert "read 3 lines" in out.getvalue()
+    assert "read 1 line\n" in out.getvalue()
     assert "│ 1" not in out.getvalue()
 
 

@@ -307,6 +307,7 @@ def test_a_missing_key_is_said_once(tmp_path: Path) -> None:
     checked(result.stdout.splitlines())  # session/new answered "authentication required"
     [line] = [line for line in result.stderr.splitlines() if "OPENAI_API_KEY" in line]
     assert line.startswith("error: ")
+    assert "or run `refagent login`" in line
     for sign in LOG_LINE:
         assert sign not in result.stderr
 
