@@ -98,13 +98,18 @@ async def open_agent(
                 exited(process.returncode)
 
 
-async def initialize(connection: Connection, name: str, title: str) -> dict[str, Any]:
-    """The ``initialize`` request of a terminal client called ``name``; returns the agent's answer."""
+async def initialize(connection: Connection, name: str, title: str, *, notices: bool = False) -> dict[str, Any]:
+    """The ``initialize`` request of a terminal client called ``name``; returns the agent's answer.
+    ``notices``: the client shows ``notice`` updates (``session.notices``), news about this run of the agent
+    (a broken configuration, said as the session opens rather than at the first prompt)."""
+    capabilities: dict[str, Any] = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
+    if notices:
+        capabilities["session"] = {"notices": {}}
     result = await connection.request(
         "initialize",
         {
             "protocolVersion": 1,
-            "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
+            "clientCapabilities": capabilities,
             "clientInfo": {"name": name, "title": title, "version": __version__},
         },
     )

@@ -10,11 +10,17 @@ handler: updates, permission questions), :mod:`~refagent.client.chat_state` (mod
 
 The chat's own commands: ``/help``, ``/sessions`` (``session/list`` for this directory), ``/resume <id>``
 (``session/load``: the earlier conversation is drawn again, then goes on), ``/new`` (``session/new`` in
-the same agent process), ``/quit``. Every other line, ``/undo``, ``/compact``, ``/mode``, ``/model`` and
-``/init`` included, is the prompt of a turn: the agent answers its own commands.
+the same agent process), ``/quit``. A ``/word`` that is neither the chat's nor one the agent announced
+(``available_commands_update``) is refused with the list of commands, not sent (until the agent has
+announced its commands, which it does just after the session opens, a ``/word`` is left to it). Every
+other line, ``/undo``, ``/compact``, ``/mode``, ``/model`` and ``/init`` included, is the prompt of a turn:
+the agent answers its own commands. But ``/mode full-access``
+(which removes every question) is the chat's: it says what the mode allows and asks y/N first; Shift-Tab
+cycles the other modes only (:meth:`~refagent.client.chat_state.ChatState.next_mode`).
 
-Ctrl-C during a turn sends ``session/cancel`` (the turn ends ``cancelled``, the prompt comes back); a
-second one during the same turn quits. At a permission question it cancels the turn. At the prompt it
+Ctrl-C or Esc during a turn sends ``session/cancel`` (the turn ends ``cancelled``, the prompt comes back;
+Esc on a terminal, where the chat reads the keys typed during a turn: :mod:`~refagent.client.chat_keys`); a
+second Ctrl-C during the same turn quits. At a permission question it cancels the turn. At the prompt it
 clears the line; twice on an empty line quits, as Ctrl-D does. The agent runs in its own process group,
 so the terminal's Ctrl-C reaches only the chat; quitting closes the agent's stdin (and kills it if it
 does not exit in time). Exit code: 0 when the user quits; 1 when the agent cannot start, the session
@@ -25,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +40,7 @@ from typing import Any, TextIO
 
 import anyio
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from refagent.acp.connection import Connection
@@ -40,9 +49,10 @@ from refagent.acp.text import one_line, visible
 from refagent.client import chat_blocks as blocks
 from refagent.client.agent_process import AgentStartError, initialize
 from refagent.client.chat_blocks import help_block, sessions_block
+from refagent.client.chat_choices import Choices
 from refagent.client.chat_client import ChatClient
 from refagent.client.chat_input import ChatInput, LineInput, PromptInput, history_file, quiet_tty
-from refagent.client.chat_pickers import PICKED, picked, picker_block
+from refagent.client.chat_pickers import PICKED
 from refagent.client.chat_shell import ShellRun, run_shell
 from refagent.client.chat_state import CLIENT_COMMANDS, CLIENT_NAMES, ChatState
 from refagent.client.chat_view import ChatView
@@ -68,6 +78,9 @@ from refagent.client.run import (
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+EXIT_USAGE = 2
+COMMAND_NAME = re.compile(r"[A-Za-z][\w-]*")
+"""What a slash command's name looks like: ``/usr/bin/env python fails`` is a prompt that starts with a path."""
 AGENT_GONE = "The agent stopped (what it said, if anything, is above)."
 TICK_SECONDS = 0.1
 LEAVE_SECONDS = 2.0
@@ -83,8 +96,12 @@ class ChatOptions:
     yes: bool = False
     """Approve every permission request."""
     read_only: bool = False
+    mode: str | None = None
+    """``--mode``: the mode the session starts in (``read_only`` is ``read-only``)."""
+    prompt: str | None = None
+    """The first prompt, given on the command line (``refagent chat "fix it"``): sent at once."""
     resume: str | None = None
-    """``--resume``: the id (or the start of one) of the session to go on with."""
+    """``--resume``: the id (or the start of one) of the session to go on with; ``""``: offer a choice."""
     latest: bool = False
     """``--continue``: go on with this directory's latest session."""
     transcript: TextIO | None = None
@@ -104,7 +121,11 @@ class Chat:
         self.client = ChatClient(view, state, typed, self.cancel_turn, approve=approve)
         self.cwd = options.cwd
         self.state.cwd = self.cwd  # what @ completes paths under
+        self.view.interrupt_key = typed.interrupt_key
+        self.view.typed_ahead = typed.typed_ahead
         self.connection: Connection | None = None
+        self.choices: Choices
+        """What the user sets in the session (:mod:`refagent.client.chat_choices`), once the agent runs."""
         self.init: dict[str, Any] = {}
         self.turn = False
         self._cancel_sent = False
@@ -136,6 +157,7 @@ class Chat:
         if not self.turn or self._cancel_sent or self.connection is None:
             return
         self._cancel_sent = True
+        self.input.hold()  # a prompt queued during the turn comes back to be edited, not sent
         self.view.cancelling()
         with anyio.CancelScope(shield=True):  # called from a question being cancelled: it must still go
             await self.connection.notify("session/cancel", {"sessionId": self.state.session_id})
@@ -165,6 +187,7 @@ class Chat:
             try:
                 async with start_agent(self.options, self.client, log=self.agent_log) as connection:
                     self.connection = connection
+                    self.choices = Choices(connection, self.state, self.view, self.input)
                     code = await self._chat(connection)
                     with anyio.move_on_after(LEAVE_SECONDS):  # before quit(), which ends the connection
                         await self._leave(self.state.session_id, close=False)
@@ -200,22 +223,30 @@ class Chat:
 
     async def _chat(self, connection: Connection) -> int:
         try:
-            self.init = await initialize(connection, "refagent-chat", "refagent chat")
+            self.init = await initialize(connection, "refagent-chat", "refagent chat", notices=True)
             info = self.init.get("agentInfo") or {}
             name = str(info.get("title") or info.get("name") or "the agent")
             header = Text(one_line(" ".join(filter(None, [name, str(info.get("version") or "")]))), "bold")
-            header.append(one_line(f" · ACP v{self.init.get('protocolVersion')} · {self.cwd}"), "dim")
+            header.append(" · " + one_line(f"ACP v{self.init.get('protocolVersion')} · {self.cwd}"), "dim")
             self.view.print(header, "banner")
+            resume = self.options.resume
+            if resume == "":  # --resume without an id: the recent sessions to choose from
+                resume = await self.choices.choose_session(self.init, self.cwd)
             try:
-                await self._open(resume=self.options.resume, latest=self.options.latest)
+                await self._open(resume=resume, latest=self.options.latest)
             except NoEarlierSession:
                 self.view.note("No earlier session in this directory: a new one.")
                 await self._open()
-            if self.options.read_only:
-                params = {"sessionId": self.state.session_id, "modeId": "read-only"}
-                await connection.request("session/set_mode", params)
-                self.state.mode = "read-only"
-                self.view.note(f"Mode: {self.state.mode_name()} (--read-only): changes are refused.")
+            mode = self.options.mode or ("read-only" if self.options.read_only else None)
+            if mode:
+                if self.state.modes and mode not in {m for m, _ in self.state.modes}:
+                    known = ", ".join(m for m, _ in self.state.modes)
+                    self.view.error(f"--mode {one_line(mode)}: the agent has no such mode ({known}).")
+                    return EXIT_USAGE
+                await self.choices.set_mode(mode)
+                flag = "--read-only" if mode == "read-only" and not self.options.mode else "--mode"
+                refused = ": changes are refused" if mode == "read-only" else ""
+                self.view.note(f"Mode: {self.state.mode_name()} ({flag}){refused}.")
         except ConnectionClosed:
             self.view.error(AGENT_GONE)
             return EXIT_FAILED
@@ -224,13 +255,16 @@ class Chat:
             return EXIT_FAILED
         self.view.note("/help for commands, Ctrl-D to quit")
         self.view.console.print()
-        return await self._loop()
+        return await self._loop(self.options.prompt)
 
-    async def _loop(self) -> int:
+    async def _loop(self, first: str | None = None) -> int:
+        """Read and answer lines until the user quits; ``first``, if given, is the first line (from the
+        command line: it was not typed at the prompt, so it is shown as the prompt's line)."""
         warned = False  # Ctrl-C on an empty line once already
         while not self._quit:
             try:
-                text = (await self.input.read()).strip()
+                text = first.strip() if first is not None else (await self.input.read()).strip()
+                shown, first = first is not None, None
             except KeyboardInterrupt:
                 if warned:
                     return EXIT_OK
@@ -242,22 +276,36 @@ class Chat:
             warned = False
             if not text:
                 continue
-            if not self.input.echoes:
-                self.view.console.print(
-                    Text("› " + visible(collapsed(text), layout=True).replace("\n", "\n  "), "bold")
-                )
+            if shown or not self.input.echoes:
+                self.view.console.print(prompt_line(text))
             name, _, argument = text[1:].partition(" ") if text.startswith("/") else ("", "", "")
             if text.startswith("!") and text[1:].strip():
                 await self._shell(text[1:].strip())
-            elif name in PICKED and (name == "effort" or not argument.strip()):
-                await self._command(name, argument.strip())  # a picker: the chat's, not the agent's
+            elif name in PICKED and (name == "effort" or not argument or self.choices.full_access(name, argument)):
+                await self._command(name, argument.strip())  # a picker (or full access, confirmed): the chat's
             elif name in CLIENT_NAMES:
                 if name in ("quit", "exit"):
                     return EXIT_OK
                 await self._command(name, argument.strip())
+            elif self.state.commands and COMMAND_NAME.fullmatch(name) and name not in self._known():
+                self._unknown(name)  # a typo must not cost a turn (nor reach the model as a prompt)
             else:
                 await self._turn(text)
         return self.code
+
+    def _known(self) -> list[str]:
+        """The slash commands known here: the chat's own, then the agent's (its ``available_commands_update``)."""
+        names = [c.name for c in CLIENT_COMMANDS] + [c.name for c in self.state.commands]
+        return list(dict.fromkeys(names + list(PICKED)))
+
+    def _unknown(self, name: str) -> None:
+        """``/name`` is no command: refused here, with the closest one and the whole list."""
+        known = self._known()
+        close = difflib.get_close_matches(name, known, n=1)
+        guess = f" Did you mean /{close[0]}?" if close else ""
+        self.view.note(f"Unknown command /{one_line(name)}: not sent.{guess}", "yellow")
+        self.view.note("Commands: " + ", ".join(f"/{one_line(n)}" for n in known) + " (/help says what each does).")
+        self.view.console.print()
 
     async def _turn(self, text: str, *, mentions: str | None = None) -> None:
         """Send ``text`` as a prompt, with the files mentioned in ``mentions`` (by default what the user
@@ -275,7 +323,8 @@ class Chat:
         params = {"sessionId": self.state.session_id, "prompt": blocks}
         self.prompted.add(self.state.session_id)
         try:
-            result = await self.connection.request("session/prompt", params)
+            async with self.input.during_turn(self.cancel_turn, self.view.tick):  # Esc cancels, as Ctrl-C does
+                result = await self.connection.request("session/prompt", params)
         except ConnectionClosed:
             error = AGENT_GONE
             self.quit(EXIT_FAILED)
@@ -315,10 +364,12 @@ class Chat:
                 await self._resume(argument)
             elif name == "new":
                 self.view.console.print()
+                kept = (self.state.model_id, self.state.mode, self.state.effort)
                 await self._open()
+                await self.choices.keep(*kept)
             elif name in PICKED:
                 self.view.console.print()
-                await self._pick(name, argument)
+                await self.choices.pick(name, argument)
             elif name == "share":
                 await self._share(argument)
                 return
@@ -365,39 +416,6 @@ class Chat:
             return
         # The output is the command's, not the user's words: a "@~/.ssh/id_ed25519" in it is text.
         await self._turn(self.shell_run.prompt(words), mentions=words)
-
-    async def _pick(self, what: str, given: str) -> None:
-        """``/mode``, ``/model`` or ``/effort`` with no argument: pick from the session's choices
-        (:mod:`refagent.client.chat_pickers`); ``/effort <value>`` sets it at once."""
-        assert self.connection is not None
-        category, label = PICKED[what]
-        choices, current = self.state.choices(what)
-        if not choices:
-            self.view.note(f"This session offers no {label.lower()} to choose.")
-            return
-        if not given:
-            self.view.print(picker_block(label, choices, current), "picker")
-            given = await self.input.ask(f"{label} (a number; Enter keeps the current one): ")
-            if not given.strip():
-                return
-        value = picked(given, choices)
-        if value is None:
-            self.view.error(f"No {label.lower()} {one_line(given.strip())!r} here.")
-            return
-        option = self.state.option_ids.get(category)
-        try:
-            if option is not None:
-                params = {"sessionId": self.state.session_id, "configId": option, "value": value}
-                result = await self.connection.request("session/set_config_option", params)
-                self.state.apply({"sessionUpdate": "config_option_update", **(result or {})})
-            else:  # an agent with modes and no mode option
-                await self.connection.request("session/set_mode", {"sessionId": self.state.session_id, "modeId": value})
-                self.state.mode = value
-        except RequestError as exc:
-            self.view.error(exc.message)
-            return
-        name = next((n for v, n in choices if v == value), value)
-        self.view.note(f"{label}: {name}.")
 
     async def _sessions(self) -> None:
         """``/sessions``: this directory's other sessions, newest first, numbered for ``/resume``."""
@@ -470,6 +488,16 @@ class Chat:
         self.view.print(line, "session")
 
 
+def prompt_line(text: str) -> Table:
+    """A prompt as it stays on the screen: ``› text`` (a long paste collapsed), in bold, wrapped between
+    words (not where the terminal's edge falls), its later lines under the first."""
+    grid = Table.grid()
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    grid.add_row(Text("› ", "bold cyan"), Text(visible(collapsed(text), layout=True), "bold"))
+    return grid
+
+
 class ChatConsole(Console):
     """The chat's console: when its reader goes away (``| head``), it goes quiet and calls ``on_closed``
     (the chat then quits) instead of raising :class:`SystemExit` in the middle of the event loop."""
@@ -518,10 +546,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refagent chat",
         description="Talk with refagent in this terminal, turn after turn: it starts the agent and opens a "
-        "session; type a task, watch it work, answer its permission questions (y = allow once, a = always "
-        "allow, n = reject, never = always reject), go on. /help inside lists the commands and keys.",
+        "session; type a task, watch it work, answer its permission questions with one key, no Enter (y = allow "
+        "once, a = always allow, n = reject, v = never: always reject), go on. /help inside lists the commands "
+        "and keys.",
         epilog="Exit code: 0 when you quit (/quit, Ctrl-D, Ctrl-C twice); 1 if the agent cannot start or the "
         "session cannot be opened; 2 bad usage; 141 stdout closed.",
+    )
+    parser.add_argument(
+        "prompt", nargs="?", help='the first prompt, sent at once (refagent chat "fix the tests"); the chat goes on'
     )
     add_session_arguments(parser)
     parser.add_argument("--transcript", metavar="FILE", help=argparse.SUPPRESS)  # the wire as JSON lines, for tests
@@ -535,11 +567,13 @@ def main(argv: list[str] | None = None) -> int:
     console = ChatConsole(highlight=False)
     terminal = sys.stdin.isatty() and sys.stdout.isatty()
     typed: ChatInput = (  # the question is a Text: "[y / a / n]" is not markup
-        PromptInput(state, history_file()) if terminal else LineInput(lambda text: console.print(Text(text), end=""))
+        PromptInput(state, history_file(), echo=lambda text: console.print(prompt_line(text)))
+        if terminal
+        else LineInput(lambda text: console.print(Text(text), end=""))
     )
     with contextlib.ExitStack() as stack:
         transcript = stack.enter_context(open(args.transcript, "w", encoding="utf-8")) if args.transcript else None
-        options = ChatOptions(cwd=cwd, transcript=transcript, **session_flags(args))
+        options = ChatOptions(cwd=cwd, transcript=transcript, prompt=args.prompt, **session_flags(args))
         if terminal:  # between prompts, what is typed waits unseen for the next one (prompt_toolkit restores this)
             stack.enter_context(quiet_tty())
         try:

@@ -283,10 +283,11 @@ def help_block(client: Sequence[Command], agent: Sequence[Command]) -> Group:
         ("Paste", "a long paste shows as [Pasted text #N +L lines], and is sent whole"),
         ("Ctrl-V", "paste an image from the clipboard (wl-paste, xclip or pngpaste)"),
         ("Tab", "complete a command (and /resume ids, /mode, /model and /effort values)"),
-        ("Shift-Tab", "on an empty line: switch to the next mode (/mode)"),
+        ("Shift-Tab", "on an empty line: the next mode (never full-access: /mode full-access asks first)"),
         ("!command", "run a line in your own shell; shown, not sent to the model (/share sends it)"),
         ("Up, Down, Ctrl-R", "history, kept across chats"),
         ("Ctrl-X Ctrl-E", "edit the prompt in $EDITOR"),
+        ("Esc", "while the model works: interrupt the turn (session/cancel), as Ctrl-C does"),
         ("Ctrl-C", "cancel the turn (twice: quit); at the prompt, clear the line (twice on an empty line: quit)"),
         ("Ctrl-D", "quit"),
     ]
@@ -333,6 +334,11 @@ def ago(stamp: Any, now: datetime | None = None) -> str:
         days = int(seconds // 86400)
         return f"{days} day{'s' if days > 1 else ''} ago"
     return when.date().isoformat()
+
+
+def count(number: int, noun: str) -> str:
+    """``1 line``, ``3 lines``: a number and its noun, singular or plural (a regular plural)."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def seconds(elapsed: float) -> str:

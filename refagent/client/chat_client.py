@@ -6,8 +6,10 @@ commands, title) and to the view. One that comes between turns (the commands and
 
 Requests: only ``session/request_permission`` (the chat advertises no file system and no terminal, so
 ``fs/*`` and ``terminal/*`` are ``-32601``). The live region is paused, the view shows the call, and the
-answer is typed as in ``refagent run``: ``y`` allow once, ``a`` always, ``n`` reject once, ``never``
-always reject (:data:`~refagent.client.handler.ANSWERS`); ``--yes`` approves. Ctrl-C or Ctrl-D at the
+answer is one key, the one in brackets before each option, taken without Enter on a terminal
+(:meth:`~refagent.client.chat_input.ChatInput.key`): ``y`` allow once, ``a`` always, ``n`` reject once,
+``v`` always reject (never); as a line otherwise, as in ``refagent run``
+(:data:`~refagent.client.handler.ANSWERS`); ``--yes`` approves. Ctrl-C or Ctrl-D at the
 question cancels the turn: the answer is ``cancelled`` and ``on_cancel`` sends ``session/cancel``. After
 ``session/cancel`` every question, pending or later, answers ``cancelled`` (ACP "Cancellation").
 """
@@ -26,6 +28,7 @@ from refagent.client.chat_input import ChatInput
 from refagent.client.chat_state import ChatState
 from refagent.client.chat_view import DRAWN, ChatView
 from refagent.client.handler import ANSWERS, cancelled, pick, selected
+from refagent.client.render import option_key
 
 
 class ChatClient:
@@ -111,6 +114,8 @@ class ChatClient:
                     self.view.answered("cancelled")
                     return cancelled()
                 self.view.answered(str(chosen.get("name") or chosen.get("optionId")))
+                if str(chosen.get("kind")).startswith("reject"):  # its failure is said for the user, not the model
+                    self.view.rejected.add(str((params.get("toolCall") or {}).get("toolCallId", "")))
                 return selected(chosen)
             finally:
                 self.view.resume()
@@ -119,7 +124,7 @@ class ChatClient:
         """The option typed; ``None`` when the user cancelled the turn (Ctrl-C, Ctrl-D) or it was cancelled."""
         while True:
             try:
-                answer = await self.input.ask(f"    Allow? [{keys}] ")
+                answer = await self.input.key(f"    Allow? [{keys}] ", "".join(option_key(o) for o in options))
             except (KeyboardInterrupt, EOFError):
                 self.cancelled = True
                 await self.on_cancel()

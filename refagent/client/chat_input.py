@@ -15,9 +15,10 @@ made visible; the ids and titles of ``/sessions`` are made so here (prompt_toolk
 
 prompt_toolkit runs on the event loop anyio runs (asyncio). It is never asked to handle SIGINT
 (``handle_sigint=False``): the chat's own signal receiver must stay in place, and at the prompt the
-terminal is in raw mode, where Ctrl-C is a key, not a signal. Between prompts (a turn) nothing reads
-the terminal: :func:`quiet_tty` keeps it from echoing what is typed over the output (it waits for the
-next prompt), and Ctrl-C is then SIGINT.
+terminal is in raw mode, where Ctrl-C is a key, not a signal. Between prompts (a turn) prompt_toolkit does
+not read the terminal: :func:`quiet_tty` keeps it from echoing what is typed over the output, Ctrl-C is
+then SIGINT, and :meth:`PromptInput.during_turn` reads the keys (:mod:`refagent.client.chat_keys`): Esc
+interrupts the turn, and what else is typed starts the next prompt.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from __future__ import annotations
 import contextlib
 import os
 import termios
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import run_in_terminal, set_app
 from prompt_toolkit.buffer import Buffer, CompletionState
@@ -44,6 +47,7 @@ from prompt_toolkit.styles import Style
 
 from refagent.acp.text import one_line, visible
 from refagent.client.chat_blocks import ago
+from refagent.client.chat_keys import TurnKeys
 from refagent.client.chat_state import CLIENT_COMMANDS, ChatState, Command
 from refagent.client.clipboard import clipboard_image
 from refagent.client.handler import StdinLines
@@ -77,8 +81,31 @@ class ChatInput(Protocol):
         """The answer to ``question``. Raises as :meth:`read` does."""
         ...
 
+    async def key(self, question: str, keys: str) -> str:
+        """One of ``keys`` (characters), pressed after ``question``: on a terminal no Enter is needed, and
+        other keys are ignored; elsewhere a line, which the caller checks. Raises as :meth:`read` does."""
+        ...
+
     async def above(self, draw: Callable[[], None]) -> None:
         """Run ``draw`` (which prints) above the prompt, if one is being edited."""
+        ...
+
+    interrupt_key: str
+    """The key that interrupts a turn (``Esc`` where the terminal is read during turns, else ``Ctrl-C``)."""
+
+    def during_turn(
+        self, on_escape: Callable[[], Awaitable[None]], on_change: Callable[[], None]
+    ) -> AbstractAsyncContextManager[None]:
+        """While a turn runs: Esc calls ``on_escape``; what is typed is kept for the next prompt (queued, with
+        Enter: then :meth:`read` sends it at once), ``on_change`` called when it changes."""
+        ...
+
+    def typed_ahead(self) -> tuple[str, bool]:
+        """What was typed during this turn so far, and whether it is queued."""
+        ...
+
+    def hold(self) -> None:
+        """The turn is being cancelled: a queued prompt is not sent when it ends, but comes back to be edited."""
         ...
 
 
@@ -255,9 +282,16 @@ class PromptInput:
     """The chat's input on a terminal (see the module docstring)."""
 
     echoes = True
+    interrupt_key = "Esc"
 
-    def __init__(self, state: ChatState, history: Path | None = None) -> None:
+    def __init__(
+        self, state: ChatState, history: Path | None = None, echo: Callable[[str], None] | None = None
+    ) -> None:
+        """``echo``: prints a prompt once it is sent. prompt_toolkit wraps what is typed where the
+        terminal's edge falls, mid-word; with ``echo`` its drawing is erased when the prompt is sent and
+        ``echo`` prints it again, wrapped between words."""
         self.state = state
+        self.echo = echo
         completer = SlashCompleter(state)
         self.pastes = Pastes()
         saved: History = FileHistory(str(history)) if history is not None else InMemoryHistory()
@@ -271,18 +305,79 @@ class PromptInput:
             style=STYLE,
             reserve_space_for_menu=6,
             enable_open_in_editor=True,
+            erase_when_done=echo is not None,
         )
         self.questions: PromptSession[str] = PromptSession(style=STYLE)
+        self.keys: TurnKeys | None = None
+        """The reader of the keys typed during the turn that runs (:mod:`refagent.client.chat_keys`)."""
+        self.draft = ""
+        """What was typed during the last turn: the next prompt starts with it."""
+        self.queued = False
+        """Enter was pressed after it: the next prompt is the draft, sent without waiting."""
+        self._hold = False
 
     def _toolbar(self) -> StyleAndTextTuples:
         status = self.state.status()
         return [("class:toolbar.status", f" {status}"), ("class:toolbar.hint", "  ·  /help · Ctrl-D quits")]
 
     async def read(self) -> str:
-        return self.pastes.expand(await self.session.prompt_async(PROMPT, handle_sigint=False))
+        (draft, self.draft), (queued, self.queued) = (self.draft, ""), (self.queued, False)
+        # A queued prompt is drawn as the prompt it is, and taken at once (accept_default).
+        text = await self.session.prompt_async(PROMPT, default=draft, accept_default=queued, handle_sigint=False)
+        if self.echo is not None and text.strip():
+            self.echo(text.strip())  # as pasted: a long paste stays collapsed on the screen
+        return self.pastes.expand(text)
 
     async def ask(self, question: str) -> str:
-        return await self.questions.prompt_async([("class:question", question)], handle_sigint=False)
+        if self.keys is not None:
+            await self.keys.pause()  # the question reads the terminal now
+        try:
+            return await self.questions.prompt_async([("class:question", question)], handle_sigint=False)
+        finally:
+            if self.keys is not None:
+                self.keys.resume()
+
+    def typed_ahead(self) -> tuple[str, bool]:
+        return (self.keys.draft, self.keys.queued) if self.keys is not None else ("", False)
+
+    def hold(self) -> None:
+        self._hold = True
+
+    async def key(self, question: str, keys: str) -> str:
+        bindings = KeyBindings()
+        for char in keys:
+            bindings.add(char)(lambda event: event.app.exit(result=event.data))  # taken at once: no Enter
+        for ignored in (Keys.Any, "enter"):  # another key, or Enter alone, answers nothing
+            bindings.add(ignored)(lambda event: None)
+        if self.keys is not None:
+            await self.keys.pause()  # the question reads the terminal now
+        try:
+            answer = await self.questions.prompt_async(
+                [("class:question", question)], key_bindings=bindings, handle_sigint=False
+            )
+        finally:
+            if self.keys is not None:
+                self.keys.resume()
+        return answer
+
+    @contextlib.asynccontextmanager
+    async def during_turn(
+        self, on_escape: Callable[[], Awaitable[None]], on_change: Callable[[], None]
+    ) -> AsyncIterator[None]:
+        keys = self.keys = TurnKeys(0, on_escape, on_change)
+        self._hold = False
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(keys.run)
+                try:
+                    yield
+                finally:
+                    tasks.cancel_scope.cancel()  # its reader leaves the event loop before the prompt's comes
+        finally:
+            self.keys = None
+            draft, queued = keys.take()
+            self.draft += draft
+            self.queued = queued and not self._hold
 
     async def above(self, draw: Callable[[], None]) -> None:
         app = self.session.app
@@ -297,6 +392,19 @@ class LineInput:
     """Prompts and answers as lines of stdin, when it or stdout is not a terminal; end of input quits."""
 
     echoes = False
+    interrupt_key = "Ctrl-C"
+
+    @contextlib.asynccontextmanager
+    async def during_turn(
+        self, on_escape: Callable[[], Awaitable[None]], on_change: Callable[[], None]
+    ) -> AsyncIterator[None]:
+        yield  # lines are read only when asked for: a script has no Esc key, and its next line waits
+
+    def typed_ahead(self) -> tuple[str, bool]:
+        return "", False
+
+    def hold(self) -> None:
+        pass
 
     def __init__(self, write: Callable[[str], None]) -> None:
         self.lines = StdinLines()
@@ -308,6 +416,9 @@ class LineInput:
     async def ask(self, question: str) -> str:
         self.write(question)
         return await self._line()
+
+    async def key(self, question: str, keys: str) -> str:
+        return await self.ask(question)
 
     async def _line(self) -> str:
         line = await self.lines.read_line()

@@ -2,10 +2,12 @@
 marked, and the user's pick (a number, a value or a name; Enter alone keeps the current one), set with
 ``session/set_config_option`` (``session/set_mode`` for an agent that offers modes without the option).
 
-Pure helpers; :meth:`refagent.client.chat.Chat._pick` asks and sends.
+Pure helpers; :meth:`refagent.client.chat_choices.Choices.pick` asks and sends.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from rich.text import Text
 
@@ -13,8 +15,11 @@ PICKED = {"mode": ("mode", "Mode"), "model": ("model", "Model"), "effort": ("tho
 """The chat's word -> (the config option category it sets, its name for the user)."""
 
 
-def picker_block(label: str, choices: list[tuple[str, str]], current: str) -> Text:
-    """The numbered choices, the current one marked."""
+def picker_block(
+    label: str, choices: list[tuple[str, str]], current: str, described: Mapping[str, str] | None = None
+) -> Text:
+    """The numbered choices, the current one marked, each with what it does under it (``described``, by
+    value: the agent's description of a mode or a model, where it gave one)."""
     block = Text(f"{label}:\n", "bold")
     for number, (value, name) in enumerate(choices, 1):
         mark = "●" if value == current else "○"
@@ -25,6 +30,9 @@ def picker_block(label: str, choices: list[tuple[str, str]], current: str) -> Te
             line.append("  current", "green")
         block.append_text(line)
         block.append("\n")
+        about = (described or {}).get(value)
+        if about:
+            block.append(f"       {about}\n", "dim")
     return block
 
 

@@ -39,8 +39,11 @@ CLIENT_COMMANDS = (
     Command("share", "Send the last !command and its output to the model", "your words to go with it (optional)"),
     Command("quit", "Leave (Ctrl-D does too)"),
 )
-"""The commands the chat answers itself; every other ``/...`` goes to the agent as the prompt."""
+"""The commands the chat answers itself; the agent's (those it announced) go to it as the prompt, and any
+other ``/word`` is refused by the chat."""
 CLIENT_NAMES = frozenset(c.name for c in CLIENT_COMMANDS) | {"exit"}
+FULL_ACCESS = "full-access"
+"""The mode that never asks: Shift-Tab does not cycle to it; ``/mode full-access`` asks first."""
 
 
 @dataclass
@@ -52,6 +55,9 @@ class ChatState:
     mode: str = ""
     modes: list[tuple[str, str]] = field(default_factory=list)
     """(id, name) of the modes the session offers."""
+    described: dict[tuple[str, str], str] = field(default_factory=dict)
+    """What each mode or model does, by (``mode`` or ``model``, its id or value), as the agent describes it
+    (the pickers show it)."""
     model: str = ""
     """The current model's display name."""
     model_id: str = ""
@@ -81,11 +87,11 @@ class ChatState:
         modes = result.get("modes")
         if isinstance(modes, dict):
             self.mode = _line(modes.get("currentModeId"))
-            self.modes = [
-                (_line(m["id"]), _line(m.get("name") or m["id"]))
-                for m in modes.get("availableModes") or []
-                if isinstance(m, dict) and "id" in m
-            ]
+            listed = [m for m in modes.get("availableModes") or [] if isinstance(m, dict) and "id" in m]
+            self.modes = [(_line(m["id"]), _line(m.get("name") or m["id"])) for m in listed]
+            self.described.update(
+                (("mode", _line(m["id"])), _line(m.get("description"))) for m in listed if m.get("description")
+            )
         self._options(result.get("configOptions"))
 
     def apply(self, update: dict[str, Any]) -> None:
@@ -119,6 +125,9 @@ class ChatState:
             choices = [c for c in option.get("options") or [] if isinstance(c, dict) and "value" in c]
             if isinstance(category, str) and isinstance(option.get("id"), str):
                 self.option_ids[category] = option["id"]  # sent back as the agent gave it
+            if category in ("mode", "model"):
+                described = [c for c in choices if c.get("description")]
+                self.described.update(((category, _line(c["value"])), _line(c["description"])) for c in described)
             if category == "model":
                 self.models = [(_line(c["value"]), _line(c.get("name") or c["value"])) for c in choices]
                 self.model = next((name for value, name in self.models if value == current), current)
@@ -141,10 +150,12 @@ class ChatState:
         return self.efforts, self.effort
 
     def next_mode(self) -> str | None:
-        """The mode after the current one, in the session's order (round to the first): what Shift-Tab
-        switches to. None when there is nothing to cycle."""
-        ids = [mode for mode, _ in self.modes]
-        if len(ids) < 2:
+        """The mode after the current one, in the session's order (round to the first), never
+        :data:`FULL_ACCESS`: what Shift-Tab switches to. A key pressed to go one step further must not
+        remove every question, so the mode that asks nothing is reached only by naming it (and confirming).
+        None when there is nothing to cycle."""
+        ids = [mode for mode, _ in self.modes if mode != FULL_ACCESS]
+        if len(ids) < 2 and not (ids and self.mode not in ids):
             return None
         at = ids.index(self.mode) if self.mode in ids else -1
         return ids[(at + 1) % len(ids)]

@@ -49,7 +49,15 @@ STOP_NOTES = {
     "refusal": "The model refused to go on (refusal).",
 }
 DRAWN = frozenset(
-    {"agent_message_chunk", "agent_thought_chunk", "user_message_chunk", "tool_call", "tool_call_update", "plan"}
+    {
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "user_message_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+        "notice",
+    }
 )
 """The update kinds the view draws (the others are the state's: mode, model, usage, commands, title)."""
 FAILURE_LABELS = {"model": "Model error", "auth": "Authentication failed", "config": "Configuration error"}
@@ -122,6 +130,12 @@ class ChatView:
         self._plan_printed = True
         self._failure = ""
         self._last = ""  # the kind of the last thing printed: spacing
+        self.rejected: set[str] = set()
+        """The tool calls the user rejected: their failure is the agent's word to the model, not shown."""
+        self.typed_ahead: Callable[[], tuple[str, bool]] = lambda: ("", False)
+        """What the user typed during the turn, and whether it is queued (shown under the spinner)."""
+        self.interrupt_key = "Ctrl-C"
+        """The key the spinner's line names to interrupt the turn (``Esc`` on a terminal the chat reads)."""
 
     # -- plain lines ------------------------------------------------------------------------------
 
@@ -248,6 +262,13 @@ class ChatView:
             self._call_update(call_id, update)
         elif kind == "tool_call_update":
             self._call_update(str(update.get("toolCallId", "")), update)
+        elif kind == "notice":  # news about this run of the agent (a broken configuration): said at once
+            self._finish_stream()
+            said = ": ".join(one_line(str(update[k])) for k in ("title", "description") if update.get(k))
+            if update.get("severity") == "error":
+                self.error(said)
+            else:
+                self.print(Text(said, style="yellow" if update.get("severity") == "warning" else "dim"), "notice")
         elif kind == "plan":
             entries = list(update.get("entries") or [])
             if entries == self._plan and self._plan_printed:
@@ -330,10 +351,14 @@ class ChatView:
         del self.calls[call_id]
         parts: list[RenderableType] = [blocks.call_line(call.title, call.kind, call.status, self._took(call))]
         parts += self._diffs(call)
-        if call.status in ("completed", "failed"):
+        if call.status == "failed" and call_id in self.rejected:
+            self.rejected.discard(call_id)  # what the agent tells the model ("Do not retry it") is not for the user
+            parts.append(Text("    not run: you rejected it", style="dim"))
+        elif call.status in ("completed", "failed"):
             lines = blocks.content_lines(blocks.text_of(call.content))
             if call.kind == "read" and call.status == "completed" and lines:
-                parts.append(Text(f"    read {len(lines)} lines", style="dim"))  # the file itself is not news
+                read = blocks.count(len(lines), "line")
+                parts.append(Text(f"    read {read}", style="dim"))  # the file itself is not news
             elif lines:
                 parts.append(blocks.output_block(blocks.trim(lines)))
         self.print(Group(*parts), "call")
@@ -384,7 +409,7 @@ class ChatView:
         options = [o for o in params.get("options") or [] if isinstance(o, dict)]
         for option in options:
             line = Text("      ")
-            line.append(f"{option_key(option):<6}", style="bold magenta")
+            line.append(f"[{option_key(option)}] ", style="bold magenta")
             line.append(one_line(str(option.get("name") or option.get("optionId"))), style="dim")
             parts.append(line)
         self.print(Group(*parts), "permission")
@@ -436,12 +461,27 @@ class ChatView:
         status = Text(f"{label}… ", style="yellow" if self._cancelling else "cyan")
         status.append(blocks.seconds(self.clock() - self._started), style="dim")
         if not self._cancelling:
-            status.append(" · Ctrl-C to cancel", style="dim")
+            status.append(f" · {self.interrupt_key} to interrupt", style="dim")
         self._spinner.update(text=status)
         if parts:
             parts.append(Text(""))
         parts.append(self._spinner)
+        parts += self._typed_ahead()
         return Group(Text(""), *parts)
+
+    def _typed_ahead(self) -> list[RenderableType]:
+        """The next prompt, typed while this turn runs: its last lines, the cursor, and what becomes of it."""
+        draft, queued = self.typed_ahead()
+        if not draft:
+            return []
+        lines = visible(collapsed(draft), layout=True).split("\n")
+        shown = Text("› " + "\n  ".join(lines[-3:]), "bold")
+        shown.append("▏", "cyan")
+        if queued:
+            note = "queued: sent when this turn ends (Ctrl-U drops it; interrupting the turn keeps it unsent)"
+        else:
+            note = "the next prompt: Enter queues it to be sent when this turn ends, or it waits at the prompt"
+        return [Text(""), shown, Text(f"  {note}", "dim")]
 
     def _activity(self) -> str:
         if self._cancelling:

@@ -67,8 +67,9 @@ def choose_model(env: dict[str, str]) -> ModelChoice:
         return ModelChoice(
             True,
             "No model is configured, so refagent's built-in SCRIPTED demo model plays the session (no key, no "
-            "network). To watch a real model do the same, set OPENAI_API_KEY (or OPENAI_BASE_URL for a local "
-            "server) and run `refagent demo` again.",
+            "network). To watch a real model do the same, set one up with `refagent login` (or set "
+            "ANTHROPIC_API_KEY or OPENAI_API_KEY, or OPENAI_BASE_URL for a local server) and run `refagent demo` "
+            "again.",
         )
     problem = config.missing_key(profile)
     if problem is not None:

@@ -32,6 +32,7 @@ ANSWERS = {
     "always": "allow_always",
     "n": "reject_once",
     "no": "reject_once",
+    "v": "reject_always",
     "never": "reject_always",
 }
 ReadLine = Callable[[], Awaitable[str | None]]

@@ -11,8 +11,10 @@ An ACP client can run ``refagent login`` in a terminal for its user (an ``authMe
 2. the model, from the endpoint's ``/v1/models`` when it lists them, else typed; and, but for the
    providers refagent knows the models of, its context window, as the server says it
    (:mod:`refagent.client.context_window`) or else typed (Enter: refagent's default);
-3. the key, read without echo (:func:`getpass.getpass`) and checked with a ``GET /v1/models``: 200 is good,
-   401/403 asks again, an endpoint that does not answer can be asked again or the key saved unchecked.
+3. the key, read without echo (:func:`getpass.getpass`) and checked with a ``GET /v1/models``: 200 is good
+   (called working only when the endpoint refuses a request without a key, or refused another key: a server
+   that lists its models to anyone takes any key, and that is said instead), 401/403 asks again, an
+   endpoint that does not answer can be asked again or the key saved unchecked.
    The key comes before the model when the endpoint lists its models only to a key (OpenAI does); a
    server found on this machine that answers without one is not asked for one (a typed URL is, and
    Enter means none);
@@ -127,6 +129,8 @@ class Login:
         self.probe_timeout = probe_timeout
         self.check_timeout = check_timeout
         self.find_window = find_window
+        self._keyless: Answer | None = None
+        """What the endpoint answered a request without a key, when one was sent (``None``: not asked yet)."""
 
     def run(self) -> str:
         data = writer.read(self.path)  # a broken file stops here, before any question
@@ -195,6 +199,7 @@ class Login:
                     if endpoint is PROVIDERS:
                         return self._provider()
                     if endpoint is not None:
+                        self._keyless = answer if endpoint.found else None  # OpenAI's 401 is assumed, not asked
                         return endpoint, answer
                     return self._url()
                 self.say(f"There is no {number}.")
@@ -240,6 +245,7 @@ class Login:
                     url, answer = url + "/v1", other
                     self.say(f"Found it at {url}.")
             endpoint = Endpoint(url, suggest_profile_id(url))
+            self._keyless = answer if answer.status is not None else None
             if answer.listed:
                 assert answer.models is not None
                 self.say(f"It answers: {_count(len(answer.models), 'model')}.")
@@ -325,6 +331,7 @@ class Login:
     def _key(self, endpoint: Endpoint, *, required: bool) -> tuple[str, Answer]:
         """A key the endpoint accepts, with its answer (``""`` for none, when not ``required``)."""
         prompt = f"API key for {endpoint.base_url} (input hidden{'' if required else '; Enter: none'}): "
+        checks_keys = False  # a key was refused: this endpoint checks the keys it is given
         while True:
             key = self.secret(prompt).strip()
             if not key:
@@ -338,9 +345,10 @@ class Login:
             while True:
                 answer = fetch_models(endpoint.base_url, key, timeout=self.check_timeout, anthropic=endpoint.anthropic)
                 if answer.status == 200:
-                    self.say("The key works.")
+                    self.say(self._accepted(endpoint, checks_keys=checks_keys))
                     return key, answer
                 if answer.refused:
+                    checks_keys = True
                     self.say(
                         f"The endpoint refused this key ({answer.problem}). Paste another, or press Ctrl-C to stop."
                     )
@@ -351,6 +359,18 @@ class Login:
                     return key, answer
                 if choice == "p":
                     break
+
+    def _accepted(self, endpoint: Endpoint, *, checks_keys: bool) -> str:
+        """What the endpoint's 200 to a key proves. Only that the key works if the endpoint refuses requests
+        without one (asked once here, if it was not already) or refused another key: a server that lists its
+        models to anyone answers 200 to any key, and a wrong key must not be called working."""
+        if not checks_keys and (self._keyless is None or self._keyless.status is None):
+            self._keyless = fetch_models(endpoint.base_url, timeout=self.check_timeout, anthropic=endpoint.anthropic)
+        if checks_keys or self._keyless is None or self._keyless.refused:
+            return "The key works."
+        if self._keyless.status == 200:
+            return "This server lists its models without a key, so the key could not be checked here."
+        return f"The server took the key; whether it checks keys could not be told ({self._keyless.problem})."
 
     def _key_values(self, endpoint: Endpoint, key: str) -> dict[str, Any]:
         """The profile's ``api_key`` and ``api_key_env`` for ``key`` (``None``: no such setting)."""

@@ -323,7 +323,7 @@ class Renderer:
         """A call's text result: short, indented, dim. Reads are summarised (the file is in the editor)."""
         lines = [line for line in text.strip("\n").splitlines() if line.strip() != "```" and not line.startswith("```")]
         if call.kind == "read" and call.status != "failed":
-            self.info(f"    ({len(lines)} lines read)")
+            self.info(f"    ({len(lines)} {'line' if len(lines) == 1 else 'lines'} read)")
             return
         if len(lines) > MAX_OUTPUT_LINES:
             head, tail = MAX_OUTPUT_LINES - 6, 6  # the end of an output says most (errors, exit code)
@@ -380,7 +380,8 @@ class Renderer:
             + (f" ({kind})" if kind else "")
         )
         for option in params.get("options") or []:
-            self.line(f"      {option_key(option)}  {one_line(str(option.get('name', option.get('optionId'))))}", "dim")
+            name = one_line(str(option.get("name", option.get("optionId"))))
+            self.line(f"      [{option_key(option)}] {name}", "dim")
 
     def approved(self, params: dict[str, Any], how: str) -> None:
         """A permission request approved without asking (``--yes``): one line, every string made visible."""
@@ -407,8 +408,10 @@ def _title(message: dict[str, Any], default: str) -> str:
 
 
 def option_key(option: dict[str, Any]) -> str:
-    """The answer that picks ``option`` at the permission prompt."""
-    return {"allow_once": "y", "allow_always": "a", "reject_once": "n", "reject_always": "never"}.get(
+    """The key that picks ``option`` at the permission prompt: one letter each, so that ``refagent chat``
+    takes it without Enter (``v`` for never: always reject; the words ``yes``, ``always``, ``no`` and
+    ``never`` are still understood where answers are lines: :data:`~refagent.client.handler.ANSWERS`)."""
+    return {"allow_once": "y", "allow_always": "a", "reject_once": "n", "reject_always": "v"}.get(
         str(option.get("kind")), "?"
     )
 

@@ -28,8 +28,9 @@ refagent's model failed (unreachable endpoint, rejected key, a configuration tha
 Exit codes (:data:`EXIT_CODES`): 0 ``end_turn``; 3 ``max_tokens``; 4 ``max_turn_requests``; 5 ``refusal``;
 6 ``end_turn``, but a permission request was rejected because no one could answer it (no terminal, or the
 answers' input ended: the change was not made, and a script can tell); 130 ``cancelled`` (or quit); 1 the
-agent failed (did not start, exited, answered an error, or the model failed the turn); 2 bad usage; 141
-stdout was closed.
+agent failed (did not start, exited, answered an error, or the model failed the turn), or no model is set
+up (refagent would answer from its built-in offline model: the prompt is not sent, and the error says how
+to set one up; ``--demo`` runs the demo model); 2 bad usage; 141 stdout was closed.
 """
 
 from __future__ import annotations
@@ -57,9 +58,17 @@ from refagent.client.render import EXIT_OUTPUT_CLOSED, QuietPipe, Renderer, use_
 
 EXIT_CODES = {"end_turn": 0, "max_tokens": 3, "max_turn_requests": 4, "refusal": 5, "cancelled": 130}
 EXIT_FAILED = 1
+EXIT_USAGE = 2
 EXIT_UNANSWERED = 6
 """The turn ended, but a permission request was rejected because no one could answer it (no terminal)."""
 NO_TERMINAL = "no terminal to ask on (the prompt came from stdin); --yes approves"
+OFFLINE_MODEL = "scripted"
+"""The model value of refagent's built-in offline model (:data:`refagent.llm.profiles.SCRIPTED`): no model is
+set up."""
+NO_MODEL = (
+    "no model is set up, so the task was not run. Set one up with `refagent login`, or set ANTHROPIC_API_KEY "
+    "or OPENAI_API_KEY, or name one with --model provider/model (--demo runs the built-in demo model instead)"
+)
 
 
 @dataclass
@@ -76,6 +85,8 @@ class RunOptions:
     """Draw each automatically approved request whole, as a question would be (the demo shows them); else one
     line each."""
     read_only: bool = False
+    mode: str | None = None
+    """``--mode``: the mode the session starts in (``read_only`` is ``read-only``)."""
     transcript: TextIO | None = None
     """Where the wire transcript goes, one JSON object a line (``--json``: stdout)."""
     env: dict[str, str] | None = None
@@ -85,6 +96,12 @@ class RunOptions:
     """``--resume``: the id of the earlier session to go on with (or the start of it)."""
     latest: bool = False
     """``--continue``: go on with the last session of ``cwd``."""
+    require_model: bool = False
+    """Refuse to run on refagent's built-in offline model, the one it answers with when no model is set up
+    (``refagent run`` without ``--demo`` or ``--agent``): a task must not pass for done on it. (A broken
+    configuration runs on it too, but there each turn fails at once, saying what is wrong: that is let be.)"""
+    broken: bool = False
+    """The configuration the agent reads cannot be used (:func:`config_broken`)."""
 
 
 @dataclass
@@ -220,8 +237,16 @@ class Run:
                 title = one_line(str(opened.info.get("title") or ""))
                 self.renderer.info(f"continuing: {title}" if title else "continuing an earlier session")
             self.renderer.info(f"cwd: {one_line(opened.cwd)}")
-            if options.read_only:
-                await connection.request("session/set_mode", {"sessionId": self.session_id, "modeId": "read-only"})
+            if options.require_model and not options.broken and _current_value(session) == OFFLINE_MODEL:
+                self.renderer.error(NO_MODEL)
+                return Outcome(EXIT_FAILED, session_id=self.session_id, model=model)
+            mode = options.mode or ("read-only" if options.read_only else None)
+            if mode:
+                offered = _modes(session)
+                if offered and mode not in offered:
+                    self.renderer.error(f"--mode {one_line(mode)}: the agent has no such mode ({', '.join(offered)})")
+                    return Outcome(EXIT_USAGE, session_id=self.session_id, model=model)
+                await connection.request("session/set_mode", {"sessionId": self.session_id, "modeId": mode})
             self.renderer.line()
             self.renderer.line(f"> {options.prompt}", "bold")
             self.prompting = True
@@ -270,6 +295,21 @@ def _lost_agent(status: int | None) -> str:
             name = f"signal {-status}"
         return f"the agent was killed by {name} before answering"
     return f"the agent exited (status {status}) before answering"
+
+
+def _modes(session: dict[str, Any]) -> list[str]:
+    """The ids of the modes the session offers (its ``modes``), each on one line."""
+    modes = session.get("modes")
+    listed = modes.get("availableModes") if isinstance(modes, dict) else None
+    return [one_line(str(m["id"])) for m in listed or [] if isinstance(m, dict) and "id" in m]
+
+
+def _current_value(session: dict[str, Any]) -> Any:
+    """The value of the session's ``model`` config option (refagent's: the profile's id)."""
+    for option in session.get("configOptions") or []:
+        if option.get("category") == "model" or option.get("id") == "model":
+            return option.get("currentValue")
+    return None
 
 
 def _current_model(session: dict[str, Any]) -> tuple[str, str]:
@@ -335,10 +375,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refagent run",
         description="Run one task with refagent in this terminal: start the agent, stream the session, "
-        "ask before changes (y = allow once, a = always allow, n = reject, never = always reject).",
+        "ask before changes (y = allow once, a = always allow, n = reject, v or never = always reject).",
         epilog="Exit codes: 0 end_turn, 3 max_tokens, 4 max_turn_requests, 5 refusal, 6 a permission request "
         "rejected because no one could answer it (no terminal: use --yes, or a terminal), 130 cancelled (Ctrl-C), "
-        "1 the agent failed (or its model did: the reason is on stderr), 2 bad usage, 141 stdout closed.",
+        "1 the agent failed (or its model did, or no model is set up: the reason is on stderr), 2 bad usage, "
+        "141 stdout closed.",
     )
     parser.add_argument(
         "prompt",
@@ -366,10 +407,20 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
         "-c", "--continue", dest="latest", action="store_true", help="go on with the last session of this directory"
     )
     earlier.add_argument(
-        "--resume", metavar="ID", help="go on with this earlier session (its id, or the start of it: refagent sessions)"
+        "--resume",
+        metavar="ID",
+        nargs="?",
+        const="",
+        help="go on with this earlier session (its id, or the start of it: refagent sessions); "
+        "without an id, refagent chat offers the recent ones to choose from",
     )
     parser.add_argument(
         "--read-only", action="store_true", help="start the session in read-only mode: changes are refused"
+    )
+    parser.add_argument(
+        "--mode",
+        help="start the session in this mode: refagent's are ask (the default), accept-edits, auto, read-only "
+        "and full-access (nothing asks)",
     )
     parser.add_argument("--demo", action="store_true", help="run the agent on its built-in demo model")
     parser.add_argument(
@@ -389,6 +440,7 @@ class SessionFlags(TypedDict):
     agent: list[str]
     yes: bool
     read_only: bool
+    mode: str | None
     resume: str | None
     latest: bool
 
@@ -397,6 +449,8 @@ def parse_session_args(parser: argparse.ArgumentParser, argv: list[str] | None) 
     """``argv`` parsed by ``parser`` (one given :func:`add_session_arguments`), and ``--cwd`` made absolute;
     bad usage (exit 2) when it is not a directory."""
     args = parser.parse_args(argv)
+    if args.mode and args.read_only and args.mode != "read-only":
+        parser.error(f"--read-only and --mode {args.mode}: one mode, please")
     cwd = os.path.abspath(args.cwd)
     if not os.path.isdir(cwd):
         parser.error(f"--cwd {args.cwd}: not a directory")
@@ -406,7 +460,12 @@ def parse_session_args(parser: argparse.ArgumentParser, argv: list[str] | None) 
 def session_flags(args: argparse.Namespace) -> SessionFlags:
     """The options the flags of :func:`add_session_arguments` set, the agent's command line among them."""
     return SessionFlags(
-        agent=agent_command(args), yes=args.yes, read_only=args.read_only, resume=args.resume, latest=args.latest
+        agent=agent_command(args),
+        yes=args.yes,
+        read_only=args.read_only,
+        mode=args.mode or ("read-only" if args.read_only else None),
+        resume=args.resume,
+        latest=args.latest,
     )
 
 
@@ -434,6 +493,10 @@ def agent_command(args: argparse.Namespace) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, cwd = parse_session_args(parser, argv)
+    if args.resume == "":
+        parser.error(
+            "--resume needs a session id here (refagent sessions lists them; refagent chat --resume offers them)"
+        )
     prompt = args.prompt
     if prompt == "-":
         prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
@@ -449,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
         cwd=cwd,
         transcript=stdout.stream if args.json else None,
         unanswerable=NO_TERMINAL if args.prompt == "-" and read_line is None and not args.yes else None,
+        require_model=not (args.demo or args.agent),
+        broken=not (args.demo or args.agent) and config_broken(args),
         **session_flags(args),
     )
     renderer = Renderer(screen, color=use_color(screen), cwd=cwd, err=sys.stderr, err_color=use_color(sys.stderr))
@@ -460,6 +525,19 @@ def main(argv: list[str] | None = None) -> int:
         if answers_fd is not None:
             os.close(answers_fd)
     return outcome.exit_code
+
+
+def config_broken(args: argparse.Namespace) -> bool:
+    """Whether the configuration the agent started with ``args`` reads cannot be used (its file, its
+    profile, the environment): read as the agent reads it (:func:`refagent.cli.load_settings`)."""
+    from refagent import config  # here: as in add_session_arguments (already loaded by then)
+    from refagent.errors import ConfigError
+
+    try:
+        config.load(args, os.environ)
+    except ConfigError:
+        return True
+    return False
 
 
 def _answers(*, from_stdin: bool, yes: bool) -> tuple[ReadLine | None, bool, int | None]:

@@ -164,4 +164,5 @@ def missing_key(profile: ModelProfile) -> str | None:
     """A message for the user when ``profile`` needs an API key and has none; ``None`` when all is well."""
     if not needs_key(profile) or profile.api_key:
         return None
-    return f"The model profile {profile.id!r} ({profile.endpoint}) needs an API key: {key_hint(profile)}."
+    hint = f"{key_hint(profile)}, or run `refagent login`"
+    return f"The model profile {profile.id!r} ({profile.endpoint}) needs an API key: {hint}."

@@ -93,13 +93,15 @@ class ScriptedModel:
 
 
 def _last_user_text(request: ModelRequest) -> str:
+    """What the user last wrote: the agent's own reminders (``<system-reminder>``, user messages too) left out."""
     for message in reversed(request.messages):
         if message.get("role") == "user":
             content = message.get("content")
-            if isinstance(content, str):
-                return content
-            if isinstance(content, list):
-                return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            parts = [content] if isinstance(content, str) else content if isinstance(content, list) else []
+            texts = [p if isinstance(p, str) else str(p.get("text", "")) for p in parts if isinstance(p, str | dict)]
+            said = " ".join(t for t in texts if not t.lstrip().startswith("<system-reminder>"))
+            if said.strip():
+                return said
     return ""
 
 

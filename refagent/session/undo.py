@@ -35,7 +35,7 @@ LARGE_AFTER_CHARS = 1 << 20
 """A change record keeps a text written over this size as its digest: ``/undo`` only needs to recognise
 it (the file still as the agent left it), and a 20 MB write would otherwise be recorded twice."""
 
-UNTRACKED = "\nChanges made by commands the agent ran are not tracked and were not undone."
+UNTRACKED = "\n\nChanges made by commands the agent ran are not tracked and were not undone."
 
 
 def text_digest(text: str) -> str:
@@ -247,7 +247,8 @@ def _told(restored: Sequence[str], unsupported: Sequence[str], failed: dict[str,
     """What the user is told."""
     message = ""
     if restored:
-        message = f"Restored {len(restored)} file(s) to their state before {since}:\n{_listed(restored)}"
+        files = "file to its" if len(restored) == 1 else "files to their"
+        message = f"Restored {len(restored)} {files} state before {since}:\n{_listed(restored)}"
     if unsupported:
         message += f"\nNot undone (moves and deleted directories cannot be): {', '.join(unsupported)}"
     if failed:
@@ -256,4 +257,6 @@ def _told(restored: Sequence[str], unsupported: Sequence[str], failed: dict[str,
 
 
 def _listed(paths: Iterable[str]) -> str:
-    return "\n".join(f"- {path}" for path in sorted(paths))
+    """A markdown list, and the line break that, with the next one, ends it (else the next sentence would
+    be drawn as part of its last item)."""
+    return "".join(f"- {path}\n" for path in sorted(paths))

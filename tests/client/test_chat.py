@@ -9,9 +9,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,25 @@ class Typed:
         self.questions.append(question)
         return await self._next(self.answers)
 
+    async def key(self, question: str, keys: str) -> str:
+        return await self.ask(question)
+
     async def above(self, draw: Callable[[], None]) -> None:
         draw()
+
+    interrupt_key = "Ctrl-C"
+
+    @contextlib.asynccontextmanager
+    async def during_turn(
+        self, on_escape: Callable[[], Awaitable[None]], on_change: Callable[[], None]
+    ) -> AsyncIterator[None]:
+        yield
+
+    def typed_ahead(self) -> tuple[str, bool]:
+        return "", False
+
+    def hold(self) -> None:
+        pass
 
     @staticmethod
     async def _next(steps: list[Step]) -> str:
@@ -86,11 +104,27 @@ class Watching(ChatView):
     def __init__(self, console: Console, **options: Any) -> None:
         super().__init__(console, **options)
         self.talking = anyio.Event()
+        self.noticed = anyio.Event()
 
     def update(self, update: dict[str, Any]) -> None:
         super().update(update)
         if update.get("sessionUpdate") == "agent_message_chunk":
             self.talking.set()
+        if update.get("sessionUpdate") == "notice":
+            self.noticed.set()
+
+
+class Announcing(ChatState):
+    """A state that says when the agent announced its commands."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.announced = anyio.Event()
+
+    def apply(self, update: dict[str, Any]) -> None:
+        super().apply(update)
+        if update.get("sessionUpdate") == "available_commands_update":
+            self.announced.set()
 
 
 def check_transcript(text: str) -> Transcript:
@@ -103,6 +137,7 @@ async def run_chat(
     typed: Typed,
     *,
     during: Callable[[Chat, Watching], Awaitable[None]] | None = None,
+    state: ChatState | None = None,
     **options: Any,
 ) -> tuple[int, str]:
     out = io.StringIO()
@@ -111,7 +146,7 @@ async def run_chat(
     chat_options = ChatOptions(cwd=str(tmp_path), agent=AGENT, env=server_env(tmp_path, server), transcript=wire)
     for name, value in options.items():
         setattr(chat_options, name, value)
-    the_chat = Chat(chat_options, view, typed, ChatState())
+    the_chat = Chat(chat_options, view, typed, state or ChatState())
     code = -1
 
     async def client() -> None:
@@ -123,7 +158,7 @@ async def run_chat(
             tg.start_soon(client)
             if during is not None:
                 await during(the_chat, view)
-    check_transcript(wire.getvalue())
+    check_transcript(wire.getvalue() if chat_options.transcript is wire else chat_options.transcript.getvalue())  # type: ignore[union-attr]
     return code, out.getvalue()
 
 
@@ -161,8 +196,8 @@ async def test_a_permission_is_asked_until_answered(tmp_path: Path) -> None:
         code, shown = await run_chat(tmp_path, server, typed)
     assert code == 0
     assert (tmp_path / "hello.txt").read_text() == "hi\n"
-    assert typed.questions == ["    Allow? [y / a / n / never] "] * 2
-    assert "Please answer one of: y / a / n / never" in shown
+    assert typed.questions == ["    Allow? [y / a / n / v] "] * 2
+    assert "Please answer one of: y / a / n / v" in shown
     assert "+hi" in shown
     assert "→ Allow" in shown
     assert "✓ Create hello.txt (edit)" in shown
@@ -404,7 +439,7 @@ def test_without_a_terminal_it_reads_lines_and_draws_no_colour(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_without_a_terminal_a_question_shows_its_answers(tmp_path: Path) -> None:
-    """The question is text, not rich markup: ``[y / a / n / never]`` was once taken for a style, and lost."""
+    """The question is text, not rich markup: ``[y / a / n / v]`` was once taken for a style, and lost."""
     turns = [Turn(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a\n"})]), Turn(text="Done.")]
     with ScriptedOpenAIServer(turns, api_key=KEY) as server:
         result = subprocess.run(
@@ -417,7 +452,7 @@ def test_without_a_terminal_a_question_shows_its_answers(tmp_path: Path) -> None
             check=False,
         )
     assert result.returncode == 0, result.stderr
-    assert "Allow? [y / a / n / never] y\n" in result.stdout
+    assert "Allow? [y / a / n / v] y\n" in result.stdout
     assert (tmp_path / "a.txt").read_text() == "a\n"
 
 
@@ -660,3 +695,172 @@ async def test_a_bang_command_runs_in_the_users_shell_and_a_cancel_kills_it(tmp_
     await anyio.sleep(0.2)
     assert not (tmp_path / "late").exists()
     assert done.prompt("why?").startswith("why?\n\nI ran `echo $0")
+
+
+def test_shift_tab_cycles_every_mode_but_full_access() -> None:
+    state = ChatState()
+    modes = ["ask", "accept-edits", "auto", "read-only", "full-access"]
+    state.adopt("s", {"modes": {"currentModeId": "ask", "availableModes": [{"id": m, "name": m} for m in modes]}})
+    seen = []
+    for _ in range(5):
+        following = state.next_mode()
+        assert following is not None
+        seen.append(following)
+        state.mode = following
+    assert seen == ["accept-edits", "auto", "read-only", "ask", "accept-edits"]
+    state.mode = "full-access"  # named, then confirmed: Shift-Tab goes back to the first mode
+    assert state.next_mode() == "ask"
+
+
+@pytest.mark.slow
+async def test_full_access_is_set_only_after_a_yes_that_says_what_it_allows(tmp_path: Path) -> None:
+    typed = Typed("/mode full-access", "/mode full-access", "/mode", answers=("n", "y", "5"))
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, typed)
+    assert code == 0
+    assert server.chat_requests == []
+    assert typed.questions[:2] == ["Switch to full access? [y/N] "] * 2
+    assert "Full access: Never ask." in shown
+    assert "Mode unchanged: Ask." in shown
+    assert "Mode: Full access." in shown
+    assert typed.questions[2].startswith("Mode (a number")
+    assert len(typed.questions) == 3  # full access is the current mode by then: no question
+
+
+@pytest.mark.slow
+async def test_an_unknown_slash_command_is_refused_not_sent(tmp_path: Path) -> None:
+    wire = io.StringIO()
+    state = Announcing()
+
+    async def announced() -> str:  # the user types once the agent has announced its commands
+        await state.announced.wait()
+        return ""
+
+    typed = Typed(announced, "/udno", "/usr/bin/env fails, why?")
+    with ScriptedOpenAIServer([Turn(text="A path, then.")], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, typed, state=state, transcript=wire)
+    assert code == 0
+    assert "Unknown command /udno: not sent. Did you mean /undo?" in shown
+    listed = shown[shown.index("Commands: ") :].splitlines()[0]
+    assert "/help" in listed  # the chat's
+    assert "/compact" in listed  # the agent's, from its available_commands_update
+    prompts = [
+        m["params"]["prompt"][0]["text"]
+        for m in check_transcript(wire.getvalue()).sent_by("client")
+        if m.get("method") == "session/prompt"
+    ]  # type: ignore[index]
+    assert prompts == ["/usr/bin/env fails, why?"]  # a path is a prompt, not a command
+
+
+def two_models(tmp_path: Path, server: ScriptedOpenAIServer) -> dict[str, str]:
+    """An agent with two model profiles, ``one`` (the default) and ``two``, both ``server``."""
+    config_file = tmp_path / "config.toml"
+    profile = f'base_url = "{server.base_url}"\napi_key = "{KEY}"\n'
+    config_file.write_text(
+        f'default_profile = "one"\n[profiles.one]\nmodel = "m"\n{profile}[profiles.two]\nmodel = "m2"\n{profile}'
+    )
+    return agent_env(tmp_path / "home", REFAGENT_CONFIG=str(config_file))
+
+
+@pytest.mark.slow
+async def test_new_keeps_the_model_and_the_mode_chosen(tmp_path: Path) -> None:
+    wire = io.StringIO()
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        typed = Typed("/model two", "/mode auto", "/new")
+        code, shown = await run_chat(tmp_path, server, typed, env=two_models(tmp_path, server), transcript=wire)
+    assert code == 0
+    sent = check_transcript(wire.getvalue()).sent_by("client")
+    methods = [m.get("method") for m in sent]
+    assert methods.count("session/new") == 2
+    after = sent[len(methods) - 1 - methods[::-1].index("session/new") :]  # what the chat sent after /new
+    options = [
+        (m["params"]["configId"], m["params"]["value"]) for m in after if m.get("method") == "session/set_config_option"
+    ]  # type: ignore[index]
+    assert options == [("model", "two"), ("mode", "auto")]
+    assert "Kept from the previous session: model two: m2 (local" in shown
+    assert ", mode Auto." in shown
+
+
+@pytest.mark.slow
+async def test_resume_without_an_id_offers_the_recent_sessions(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([Turn(text="First answer."), Turn(text="Again.")], api_key=KEY) as server:
+        code, _ = await run_chat(tmp_path, server, Typed("the first one"))
+        assert code == 0
+        typed = Typed("and now?", answers=("9", "1"))
+        code, shown = await run_chat(tmp_path, server, typed, resume="")
+    assert code == 0
+    assert "Recent sessions:" in shown
+    assert "the first one" in shown  # its title
+    assert typed.questions == ["Resume which? (1-1; Enter: a new session) "] * 2  # 9 is not one of them
+    assert "Resumed session sess_" in shown
+    assert messages(server)[:2] == [("user", "the first one"), ("assistant", "First answer.")]
+
+
+@pytest.mark.slow
+async def test_a_prompt_on_the_command_line_and_a_mode_start_the_chat(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([Turn(text="Fixed.")], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed(), prompt="fix it", mode="auto")
+        assert messages(server) == [("user", "fix it")]
+    assert code == 0
+    assert "Mode: Auto (--mode)." in shown
+    assert "› fix it" in shown  # shown as typed at the prompt
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed(), mode="yolo")
+    assert code == 2
+    assert "--mode yolo: the agent has no such mode (ask, accept-edits, auto, read-only, full-access)." in shown
+
+
+def test_the_mode_picker_says_what_each_mode_does() -> None:
+    from refagent.client.chat_pickers import picker_block
+
+    state = ChatState()
+    modes = [{"id": "ask", "name": "Ask", "description": "Ask before every edit."}, {"id": "auto", "name": "Auto"}]
+    state.adopt("s", {"modes": {"currentModeId": "ask", "availableModes": modes}})
+    about = {value: text for (kind, value), text in state.described.items() if kind == "mode"}
+    assert picker_block("Mode", state.modes, state.mode, about).plain.splitlines() == [
+        "Mode:",
+        "  1. ● Ask  (ask)  current",
+        "       Ask before every edit.",
+        "  2. ○ Auto  (auto)",
+    ]
+
+
+@pytest.mark.slow
+async def test_a_rejected_call_is_said_for_the_user_and_the_banner_is_spaced(tmp_path: Path) -> None:
+    write = Turn(tool_calls=[ToolCall("write_file", {"path": "hello.txt", "content": "hi\n"})])
+    with ScriptedOpenAIServer([write, Turn(text="Fine.")], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed("write it", answers=("n",)))
+        assert "Do not retry it" in messages(server)[-1][1]  # the model is told
+    assert code == 0
+    assert "✗ Create hello.txt (edit)\n    not run: you rejected it" in shown
+    assert "Do not retry" not in shown  # the user is not told what the model is
+    assert re.search(r"refagent \S+ · ACP v1 · ", shown)
+
+
+@pytest.mark.slow
+async def test_a_broken_configuration_is_said_when_the_session_opens(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[profiles.work\nmodel = 'x'\n")
+    env = agent_env(tmp_path / "home", REFAGENT_CONFIG=str(broken))
+    view: list[Watching] = []
+
+    async def noticed() -> str:  # the user has not typed anything yet
+        await view[0].noticed.wait()
+        return ""
+
+    async def keep(chat: Chat, watching: Watching) -> None:
+        view.append(watching)
+
+    with ScriptedOpenAIServer([], api_key=KEY) as server:
+        code, shown = await run_chat(tmp_path, server, Typed(noticed), env=env, during=keep)
+    assert code == 0
+    assert "✗ The configuration is broken: " in shown
+    assert "not valid TOML" in " ".join(shown.split())  # said at once: no prompt was sent
+
+
+def test_a_long_prompt_is_shown_wrapped_between_words() -> None:
+    from refagent.client.chat import prompt_line
+
+    out = io.StringIO()
+    Console(file=out, width=24, color_system=None).print(prompt_line("please fix the failing tests in shop"))
+    assert [line.rstrip() for line in out.getvalue().splitlines()] == ["› please fix the failing", "  tests in shop"]

@@ -214,7 +214,7 @@ def test_tool_calls_show_their_status() -> None:
     assert "○ Run `make` (execute)" in region_text(view)
     view.update(call_update(status="in_progress"))
     assert "◐ Run `make` (execute)" in region_text(view)
-    spinner = next(line for line in region_text(view).splitlines() if "Ctrl-C to cancel" in line)
+    spinner = next(line for line in region_text(view).splitlines() if "Ctrl-C to interrupt" in line)
     assert " Run `make`… " in spinner  # the spinner says what runs
     assert "make" not in out.getvalue()
     view.update(call_update(status="completed", content=text_content("```\nall good\n```\n\nExit code: 0")))
@@ -235,8 +235,10 @@ def test_a_read_is_counted_not_shown() -> None:
     view, out = make_view()
     view.begin()
     view.update(call(title="Read a.py", kind="read", status="completed", content=text_content("1\n2\n3")))
+    view.update(call("c2", title="Read b.py", kind="read", status="completed", content=text_content("1")))
     view.end()
     assert "read 3 lines" in out.getvalue()
+    assert "read 1 line\n" in out.getvalue()
     assert "│ 1" not in out.getvalue()
 
 
@@ -280,7 +282,7 @@ def test_a_diff_is_coloured_and_shown_once() -> None:
     view.update(call_update(status="completed", content=[DIFF]))
     view.end()
     shown = out.getvalue()
-    assert keys == "y / a / n / never"
+    assert keys == "y / a / n / v"
     assert "\x1b[31m-b" in shown  # red
     assert "\x1b[32m+B" in shown  # green
     assert "a/shop/pricing.py" in shown  # relative to the cwd

@@ -117,9 +117,9 @@ def test_refagent_run_shows_hostile_text_and_obeys_none_of_it(tmp_path: Path, pr
             size=(50, 400),
         )
         try:
-            term.expect(r"Allow\? \[y / a / n / never\]")
+            term.expect(r"Allow\? \[y / a / n / v\]")
             term.type("y\r")
-            term.expect(r"Allow\? \[y / a / n / never\]")
+            term.expect(r"Allow\? \[y / a / n / v\]")
             term.type("y\r")
             assert term.wait() == 0, term.screen
         finally:
@@ -160,10 +160,11 @@ def test_refagent_chat_shows_hostile_text_and_obeys_none_of_it(tmp_path: Path, p
         try:
             term.expect(PROMPT_READY)
             term.type("write notes\r")
-            term.expect(r"Allow\? \[y / a / n / never\]")
-            term.type("y\r")
-            term.expect(r"Allow\? \[y / a / n / never\]")
-            term.type("y\r")
+            term.expect(r"Allow\? \[y / a / n / v\]")
+            term.type("y")  # one key, no Enter
+            term.expect(r"→ Allow")  # the first question is answered (it may draw its line twice)
+            term.expect(r"Allow\? \[y / a / n / v\]")
+            term.type("y")
             term.expect(re.escape(f"Done {BEGIN}"))
             term.expect(PROMPT_READY)
             term.type("\x04")  # Ctrl-D

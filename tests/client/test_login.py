@@ -57,6 +57,7 @@ class ModelsServer(ThreadingHTTPServer):
         key: str = RIGHT_KEY,
         *,
         public: bool = False,
+        any_key: bool = False,
         models: list[str] = MODELS,
         entries: dict[str, dict[str, Any]] | None = None,
         routes: dict[str, Any] | None = None,
@@ -64,6 +65,8 @@ class ModelsServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _ModelsHandler)
         self.key = key
         self.public = public
+        self.any_key = any_key
+        """Every key gets the list (a server that checks none)."""
         self.models = models
         self.entries = entries or {}
         """More fields of a model's entry in the listing, by id."""
@@ -100,6 +103,7 @@ class _ModelsHandler(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization")
         self.server.seen.append(auth)
         allowed = auth == f"Bearer {self.server.key}" or (auth is None and self.server.public)
+        allowed = allowed or (self.server.any_key and auth is not None)
         if self.path in self.server.routes and allowed:
             self._json(200, self.server.routes[self.path])
         elif self.path != "/v1/models":
@@ -162,6 +166,19 @@ def saved(path: Path) -> dict[str, Any]:
 
 
 # -- the questions, in this process -----------------------------------------------------------------------
+
+
+def test_a_key_is_not_called_working_where_the_models_are_listed_without_one(path: Path) -> None:
+    with ModelsServer(public=True, any_key=True) as server:
+        script = Script("3", server.base_url, "1", WRONG_KEY, "32k", "", "")
+        script.login(path).run()
+    assert "This server lists its models without a key, so the key could not be checked here." in script.text
+    assert "The key works." not in script.text
+    with ModelsServer() as server:  # refuses a request without a key: so the key was checked
+        script = Script("3", server.base_url, RIGHT_KEY, "1", "32k", "", "")
+        script.login(path.with_name("other.toml")).run()
+    assert "The key works." in script.text
+    assert server.seen.count(None) == 1  # the keyless answer of the URL step is used, not asked again
 
 
 def test_a_url_that_lists_its_models_publicly_model_then_key_then_saved(path: Path) -> None:

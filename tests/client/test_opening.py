@@ -295,7 +295,7 @@ async def test_undo_after_continue_in_a_new_process_restores_the_file(
     assert opened.session_id == session_id
     assert buggy(project)  # back as it was before the run
     assert said.startswith(
-        f"Restored 1 file(s) to their state before the last turn:\n- {project / 'shop' / 'pricing.py'}"
+        f"Restored 1 file to its state before the last turn:\n- {project / 'shop' / 'pricing.py'}\n\n"
     )
     # the undo is recorded: a third process has nothing more to undo
     _, again = await undo_in_a_new_process(tmp_path, project, resume=session_id[:12])
@@ -312,7 +312,7 @@ def test_the_command_run_continue_undo_restores_the_previous_runs_change(tmp_pat
         [*command, "--continue", "/undo"], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert undone.returncode == 0, undone.stderr
-    assert "Restored 1 file(s)" in undone.stdout
+    assert "Restored 1 file to its state" in undone.stdout
     assert buggy(project)
 
 

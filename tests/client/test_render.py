@@ -122,9 +122,9 @@ def test_permission_request_lists_the_answers() -> None:
     shown = out.getvalue()
     assert "? Permission requested: Edit app.py (edit)" in shown
     assert "+b = 3" in shown  # the diff is shown with the question
-    for key, name in [("y", "Allow"), ("a", "Always allow edits"), ("n", "Reject"), ("never", "Always reject edits")]:
-        assert f"{key}  {name}" in shown
-    assert [option_key(o) for o in options] == ["y", "a", "n", "never"]
+    for key, name in [("y", "Allow"), ("a", "Always allow edits"), ("n", "Reject"), ("v", "Always reject edits")]:
+        assert f"[{key}] {name}" in shown
+    assert [option_key(o) for o in options] == ["y", "a", "n", "v"]
 
 
 # -- what the agent sends is shown, not obeyed ---------------------------------------------------------

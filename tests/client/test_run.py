@@ -108,7 +108,7 @@ async def test_answers_typed_at_the_prompt(project: Path, tmp_path: Path) -> Non
     outcome, shown = await run_client(project, demo_env(tmp_path), typed=("y", "maybe", "n"))
     assert outcome.exit_code == 0
     assert buggy(project)
-    assert "Please answer one of: y / a / n / never" in shown
+    assert "Please answer one of: y / a / n / v" in shown
     assert "→ Reject" in shown
     assert "You declined the edit" in shown
 

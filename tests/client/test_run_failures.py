@@ -287,6 +287,19 @@ def test_a_configuration_that_cannot_work(tmp_path: Path, args: list[str], env: 
 
 
 @pytest.mark.slow
+def test_no_model_set_up_fails_without_sending_the_prompt_and_says_how_to_set_one(tmp_path: Path) -> None:
+    result = run_command(["--json", "--cwd", str(tmp_path), "fix the bug"], agent_env(tmp_path / "home"))
+    assert result.returncode == 1, result.stderr  # a CI job that lost its key must not go green
+    sent = [m.get("method") for m in checked(result.stdout.splitlines()).sent_by("client")]
+    assert "session/new" in sent
+    assert "session/prompt" not in sent  # the offline model is not asked
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]  # --json: the session too
+    assert line.startswith("error: no model is set up, so the task was not run.")
+    for way in ("`refagent login`", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "--model provider/model", "--demo"):
+        assert way in line
+
+
+@pytest.mark.slow
 def test_a_missing_key_is_said_once(tmp_path: Path) -> None:
     env = agent_env(tmp_path / "home", OPENAI_BASE_URL="https://models.example.com/v1", REFAGENT_MODEL="m")
     result = run_command(["--json", "--cwd", str(tmp_path), "hi"], env)
@@ -294,6 +307,7 @@ def test_a_missing_key_is_said_once(tmp_path: Path) -> None:
     checked(result.stdout.splitlines())  # session/new answered "authentication required"
     [line] = [line for line in result.stderr.splitlines() if "OPENAI_API_KEY" in line]
     assert line.startswith("error: ")
+    assert "or run `refagent login`" in line
     for sign in LOG_LINE:
         assert sign not in result.stderr
 
@@ -483,3 +497,20 @@ async def test_with_no_one_to_ask_a_permission_request_is_rejected_saying_why() 
     client = TerminalClient(Renderer(out), nobody_types, unanswerable=NO_TERMINAL)
     assert await client.permission(ASK) == {"outcome": {"outcome": "selected", "optionId": "reject"}}
     assert f"→ rejected: {NO_TERMINAL}" in out.getvalue()
+
+
+@pytest.mark.slow
+def test_mode_starts_the_run_in_that_mode_and_an_unknown_one_is_bad_usage(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([Turn(text="Done.")], api_key=KEY) as server:
+        env = agent_env(tmp_path / "home", OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=KEY, REFAGENT_MODEL="m")
+        result = run_command(["--json", "--mode", "auto", "--cwd", str(tmp_path), "go"], env)
+        assert result.returncode == 0, result.stderr
+        sent = checked(result.stdout.splitlines()).sent_by("client")
+        assert [m["params"]["modeId"] for m in sent if m.get("method") == "session/set_mode"] == ["auto"]
+        result = run_command(["--mode", "yolo", "--cwd", str(tmp_path), "go"], env)
+    assert result.returncode == 2
+    assert (
+        "error: --mode yolo: the agent has no such mode (ask, accept-edits, auto, read-only, full-access)"
+        in result.stderr
+    )
+    assert len(server.chat_requests) == 1  # the unknown mode's prompt was not sent

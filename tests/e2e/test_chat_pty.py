@@ -118,8 +118,10 @@ def test_turns_a_permission_ctrl_c_and_quit(tmp_path: Path, project: Path) -> No
             term.type("write hello.txt\r")
             term.expect(r"\? Create hello\.txt \(edit\)")
             term.expect(r"\+hi")
-            term.expect(r"Allow\? \[y / a / n / never\]")
-            term.type("y\r")
+            term.expect(r"\[v\] Always reject")  # each option with its key
+            term.expect(r"Allow\? \[y / a / n / v\]")
+            term.type("q\r")  # not an answer: ignored, as Enter alone is
+            term.type("y")  # one key: no Enter
             term.expect(r"→ Allow")
             term.expect(r"✓ Create hello\.txt")
             term.expect(r"Written\.")
@@ -142,6 +144,68 @@ def test_turns_a_permission_ctrl_c_and_quit(tmp_path: Path, project: Path) -> No
     assert methods[:2] == ["initialize", "session/new"]
     assert methods.count("session/prompt") == 4
     assert "session/cancel" in methods
+
+
+def test_esc_interrupts_a_turn_and_what_is_typed_meanwhile_starts_the_next_prompt(
+    tmp_path: Path, project: Path
+) -> None:
+    with (
+        ScriptedOpenAIServer([Turn(text=["word "] * 300, chunk_delay=0.2)], api_key=KEY) as server,
+        chatting(tmp_path, server, "chat") as term,
+    ):
+        term.expect(PROMPT_READY)
+        term.type("talk slowly\r")
+        term.expect(r"Esc to interrupt")
+        term.expect(r"word word")
+        term.type("and th\x1b[Den")  # typed during the turn (an arrow key's sequence is dropped)
+        term.expect(r"› and then▏")
+        term.type("\r")
+        term.expect(r"queued: sent when this turn ends")
+        term.type("\x1b")  # Esc
+        term.expect(r"Cancelled\.")
+        term.expect(r"› and then")  # the next prompt starts with it, not sent: the turn was interrupted
+        term.expect(PROMPT_READY)
+        assert server.wait_for_disconnect(5)
+        term.type("\x15")  # Ctrl-U: not sent
+    sent = check_transcript(tmp_path / "chat.jsonl")
+    methods = [m.get("method") for m in sent if "method" in m]
+    assert methods.count("session/cancel") == 1
+    assert methods.count("session/prompt") == 1
+
+
+def test_a_prompt_typed_during_a_turn_is_shown_and_queued_with_enter(tmp_path: Path, project: Path) -> None:
+    turns = [Turn(text=["word "] * 25, chunk_delay=0.2), Turn(text="Queued one answered.")]
+    with (
+        ScriptedOpenAIServer(turns, api_key=KEY) as server,
+        chatting(tmp_path, server, "chat") as term,
+    ):
+        term.expect(PROMPT_READY)
+        term.type("talk slowly\r")
+        term.expect(r"word word")
+        term.type("now the tests")
+        term.expect(r"› now the tests▏")
+        term.expect(r"the next prompt: Enter queues it")
+        term.type("\x7f\x7f\x7f\x7f\x7fdocs")  # Backspace: it is edited in place
+        term.expect(r"› now the docs▏")
+        term.type("\r")
+        term.expect(r"queued: sent when this turn ends")
+        term.expect(r"› now the docs\s")  # sent, as typed, when the turn ended
+        term.expect(r"Queued one answered\.")
+        term.expect(PROMPT_READY)
+    users = [text for role, text in user_and_assistant(server) if role == "user"]
+    assert users == ["talk slowly", "now the docs"]
+
+
+def test_a_prompt_on_the_command_line_starts_the_chat_with_it(tmp_path: Path, project: Path) -> None:
+    with (
+        ScriptedOpenAIServer([Turn(text="Fixed it.")], api_key=KEY) as server,
+        chatting(tmp_path, server, "chat", "--mode", "accept-edits", "fix it") as term,
+    ):
+        term.expect(r"Mode: Accept edits \(--mode\)\.")
+        term.expect(r"› fix it")
+        term.expect(r"Fixed it\.")
+        term.expect(PROMPT_READY)
+    assert user_and_assistant(server) == [("user", "fix it")]
 
 
 def test_resume_in_a_second_chat_and_ctrl_d(tmp_path: Path, project: Path) -> None:
@@ -249,6 +313,19 @@ def test_shift_tab_on_an_empty_line_switches_to_the_next_mode(tmp_path: Path, pr
     assert server.chat_requests == []
     sent = [m for m in check_transcript(tmp_path / "chat.jsonl") if m.get("method") == "session/prompt"]
     assert [m["params"]["prompt"][0]["text"] for m in sent] == ["/mode accept-edits"]  # type: ignore[index]
+
+
+def test_shift_tab_from_read_only_goes_round_to_ask_not_to_full_access(tmp_path: Path, project: Path) -> None:
+    with (
+        ScriptedOpenAIServer([], api_key=KEY) as server,
+        chatting(tmp_path, server, "chat", "--read-only") as term,
+    ):
+        term.expect(PROMPT_READY)
+        term.type("\x1b[Z")  # Shift-Tab
+        term.expect(r"The mode is now (\S+)\.")
+        term.expect(PROMPT_READY)
+    sent = [m for m in check_transcript(tmp_path / "chat.jsonl") if m.get("method") == "session/prompt"]
+    assert [m["params"]["prompt"][0]["text"] for m in sent] == ["/mode ask"]  # type: ignore[index]
 
 
 def test_mode_and_model_alone_open_a_picker_with_the_current_value(tmp_path: Path, project: Path) -> None:

@@ -458,7 +458,7 @@ async def test_undo_after_reload_restores_a_file_whose_name_is_not_utf8(
     async with agent(settings(sessions_dir, ScriptedModel()), check) as editor:
         await load(editor, sid, project)
         assert (await editor.prompt(sid, "/undo"))["stopReason"] == "end_turn"
-        assert "Restored 1 file(s)" in editor.text(sid)
+        assert "Restored 1 file to its state" in editor.text(sid)
         assert_wire_clean(editor)
     assert odd.read_bytes() == before
 
@@ -557,7 +557,7 @@ async def test_a_20_mb_write_stays_bounded_and_undoable(project: Path, sessions_
         replayed = await load(editor, sid, project)
         assert len(replayed) < 20
         assert (await editor.prompt(sid, "/undo"))["stopReason"] == "end_turn"
-        assert "Restored 1 file(s)" in editor.text(sid)
+        assert "Restored 1 file to its state" in editor.text(sid)
         assert (await editor.prompt(sid, "and now?"))["stopReason"] == "end_turn"
         assert max(message_sizes(editor)) < MESSAGE_CAP
     assert target.read_text() == "old\n"
