@@ -508,7 +508,6 @@ class Fetcher:
 def checked_url(url: str, gate: Gate, *, redirect: bool = False) -> str:
     """``url`` if fetch may try it (an http or https URL with a host that is not a forbidden address);
     else ToolError, for the model."""
-    where = "redirects to" if redirect else "is"
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
@@ -526,7 +525,7 @@ def checked_url(url: str, gate: Gate, *, redirect: bool = False) -> str:
     try:
         gate.check_literal(host)
     except Refused as exc:
-        raise ToolError(f"Refused: {shown(url, 200)} {where} {exc}") from None
+        raise ToolError(f"Refused: {'a redirect to ' if redirect else ''}{shown(url, 200)}: {exc}") from None
     return url
 
 
