@@ -83,6 +83,10 @@ class Refused(Exception):
     """A connection the address rules refuse; its message is for the model."""
 
 
+class Unresolved(Exception):
+    """A host name that resolves to nothing; its message is for the model."""
+
+
 # -- the address rules ------------------------------------------------------------------------------
 
 
@@ -149,8 +153,6 @@ class Gate:
     """
 
     def __init__(self, allow: Iterable[str] = (), resolver: Resolver | None = None) -> None:
-        self.names: frozenset[str] = frozenset()
-        self.networks: tuple[Network, ...] = ()
         names: set[str] = set()
         networks: list[Network] = []
         for entry in allow:
@@ -158,7 +160,9 @@ class Gate:
                 networks.append(ipaddress.ip_network(entry.strip(), strict=False))
             except ValueError:
                 names.add(host_key(entry))
-        self.names, self.networks = frozenset(names), tuple(networks)
+        self.names: frozenset[str] = frozenset(names)
+        """Exempt by name: what the URL names, as its host (ASCII: an IDN's ``xn--`` form)."""
+        self.networks: tuple[Network, ...] = tuple(networks)
         self.resolver = resolver or system_resolver
 
     def check_literal(self, host: str) -> None:
@@ -192,7 +196,7 @@ class Gate:
             return [str(address)]
         found = list(dict.fromkeys(await self.resolver(host, port)))
         if not found:
-            raise Refused(f"{host} resolves to no address.")
+            raise Unresolved(f"{host} resolves to no address.")
         checked: list[str] = []
         for text in found:
             resolved = literal(text)
@@ -213,7 +217,7 @@ async def system_resolver(host: str, port: int) -> list[str]:
     try:
         infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise Refused(f"The host name {host} was not found (DNS: {exc.strerror}); check the URL.") from None
+        raise Unresolved(f"the host name {host} was not found (DNS: {exc.strerror}); check the URL.") from None
     return [str(info[4][0]) for info in infos]
 
 
@@ -448,6 +452,10 @@ class Fetcher:
     async def _follow(self, client: httpx2.AsyncClient, url: str) -> Page:
         import httpx2  # here: loaded by now (_client, in a worker thread)
 
+        parsed = httpx2.URL(url)
+        if host_key(parsed.host) != host_key(urlsplit(url).hostname or ""):
+            # the user was asked about the host as urlsplit reads it: the request must go there, or nowhere
+            raise ToolError(f"The URL {shown(url, 200)} names its host ambiguously; write it plainly.")
         hops: list[str] = []
         while True:
             try:
@@ -467,6 +475,8 @@ class Fetcher:
             except Refused as exc:
                 via = f" (redirected from {hops[-1]})" if hops else ""
                 raise ToolError(f"Refused to connect to {url}{via}: {exc}") from None
+            except Unresolved as exc:
+                raise ToolError(f"Could not fetch {url}: {exc}") from None
             except httpx2.TimeoutException:
                 raise ToolError(f"{url} timed out (connecting within {self.limits.connect_seconds:g} s).") from None
             except httpx2.HTTPError as exc:
@@ -508,6 +518,8 @@ class Fetcher:
 def checked_url(url: str, gate: Gate, *, redirect: bool = False) -> str:
     """``url`` if fetch may try it (an http or https URL with a host that is not a forbidden address);
     else ToolError, for the model."""
+    if any(char.isspace() or char == "\\" or not char.isprintable() for char in url):
+        raise ToolError(f"The URL {shown(url, 200)} holds spaces, backslashes or control characters; encode them.")
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
@@ -522,6 +534,11 @@ def checked_url(url: str, gate: Gate, *, redirect: bool = False) -> str:
         )
     if not host:
         raise ToolError(f"The URL {shown(url, 200)} has no host.")
+    if parts.username is not None or parts.password is not None:
+        raise ToolError(
+            f"The URL {shown(url, 200)} holds a user name or password (`user@host`): fetch sends no credentials; "
+            "leave them out."
+        )
     try:
         gate.check_literal(host)
     except Refused as exc:
@@ -580,13 +597,16 @@ class Fetch(BaseTool):
         offset = arg_int(args, "offset", 0, minimum=0, maximum=1 << 40)
         host = host_key(urlsplit(url).hostname or "")
         fetcher = Fetcher(self.gate, self.limits)
+        title = f"Fetch {shown(url, 120)}"
+        if host not in title.lower():  # a host too long for the title: the question still names it
+            title += f" (from {shown(host, 80)})"
 
         async def execute() -> ToolResult:
             page = await fetcher.get(url)
             return result(page, offset, max_chars)
 
         return Plan(
-            title=f"Fetch {shown(url, 120)}",
+            title=title,
             execute=execute,
             network=True,
             permission_key=f"fetch:{host}",

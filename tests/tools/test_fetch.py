@@ -294,6 +294,35 @@ async def test_other_schemes_are_refused(url: str, tmp_path: Path) -> None:
         await Fetch().prepare({"url": url}, make_ctx(str(tmp_path)))
 
 
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("https://docs.example.com@evil.example/", "holds a user name or password"),
+        ("https://user:secret@example.com/", "holds a user name or password"),
+        ("https://example.com/a b", "holds spaces, backslashes or control characters"),
+        ("https://example.com\\@evil.example/", "holds spaces, backslashes or control characters"),
+        ("https:///path", "has no host"),
+        ("https://example.com:99999/", "is not valid"),
+    ],
+)
+async def test_urls_that_could_mislead_are_refused(url: str, why: str, tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match=why):
+        await Fetch().prepare({"url": url}, make_ctx(str(tmp_path)))
+
+
+async def test_the_question_names_the_host_even_when_the_url_is_long(tmp_path: Path) -> None:
+    host = "a" * 60 + "." + "b" * 60 + ".example"
+    plan = await Fetch().prepare({"url": f"https://{host}/page"}, make_ctx(str(tmp_path)))
+    assert plan.title.startswith("Fetch https://aaaa")
+    assert plan.title.endswith(f"(from {host[:79]}…)")
+    assert (plan.permission_key, plan.network, plan.mutating) == (f"fetch:{host}", True, False)
+
+
+async def test_a_name_that_resolves_to_nothing_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match=r"Could not fetch http://nowhere\.test/: nowhere\.test resolves to no address"):
+        await fetch(Fetch(resolver=Names(nowhere=[[]])), tmp_path, url="http://nowhere.test/")
+
+
 async def test_a_name_resolving_to_a_private_address_is_refused(server: Server, tmp_path: Path) -> None:
     names = Names(inside=[["10.0.0.7"]], mixed=[["127.0.0.1", "192.168.0.9"]])
     tool = Fetch(allow=LOCAL, resolver=names)
