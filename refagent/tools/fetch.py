@@ -364,7 +364,7 @@ def html_to_markdown(data: bytes, charset: str | None, base: str = "") -> tuple[
     CPU-bound: run it in a worker thread."""
     # here: BeautifulSoup and markdownify take ~100 ms to import, and only fetch needs them
     from bs4 import BeautifulSoup
-    from markdownify import MarkdownConverter  # type: ignore[import-untyped]  # its .pyi ships without py.typed
+    from markdownify import MarkdownConverter
 
     soup = BeautifulSoup(data, "html.parser", from_encoding=charset)
     title = soup.title.get_text(" ", strip=True) if soup.title is not None else ""
