@@ -24,7 +24,8 @@ from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.settings import OwnSandboxes, Settings
 from refagent.testing.memory import FakeClient, allow_once, connect, select
-from refagent.tools.fetch import Fetch, FetchLimits, forbidden, numeric_ipv4
+from refagent.tools.fetch import Fetch, FetchLimits
+from refagent.tools.fetch_net import forbidden, numeric_ipv4
 from tests.support.tool_fakes import bare_sandbox, call, make_ctx
 
 pytestmark = pytest.mark.anyio
