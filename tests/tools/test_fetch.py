@@ -8,8 +8,13 @@ The servers listen on 127.0.0.1, which the rules refuse: the tools that must rea
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
+import shutil
+import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -356,6 +361,53 @@ async def test_an_allowed_name_reaches_its_private_address(server: Server, tmp_p
     assert "plain text" in await fetch(tool, tmp_path, url=server.url("/plain.txt", "wiki.test"))
     with pytest.raises(ToolError, match=r"other\.test resolves to 127\.0\.0\.1, which is a loopback address"):
         await fetch(tool, tmp_path, url=server.url("/plain.txt", "other.test"))
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for ``secure.test`` and its key (made with ``openssl``)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs openssl to make a certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=secure.test"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    return cert, key
+
+
+async def test_tls_keeps_the_name_and_verifies_the_certificate(tmp_path: Path, certificate: tuple[Path, Path]) -> None:
+    """Connected to the address checked, TLS still speaks to the name: the server is told ``secure.test``
+    (SNI), not the address; and the certificate is verified (one no one trusts is refused)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*certificate)
+    told: list[str | None] = []
+    context.sni_callback = lambda _socket, name, _context: told.append(name)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(5)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):  # the client gives up during the handshake
+            connection, _ = listener.accept()
+            with connection:
+                context.wrap_socket(connection, server_side=True).close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    port = listener.getsockname()[1]
+    try:
+        tool = Fetch(allow=LOCAL, resolver=Names(secure=[["127.0.0.1"]]))
+        with pytest.raises(ToolError, match=r"Could not fetch .*TLS certificate could not be verified"):
+            await fetch(tool, tmp_path, url=f"https://secure.test:{port}/")
+    finally:
+        thread.join(5)
+        listener.close()
+    assert told == ["secure.test"]
 
 
 # -- on the wire --------------------------------------------------------------------------------------
