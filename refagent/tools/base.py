@@ -135,6 +135,9 @@ class Plan:
     ``delete``); permissions decide by it."""
     outside: bool = False
     """Touches a path outside the roots (a read that needs the user's leave)."""
+    network: bool = False
+    """Reaches out to the network, changing nothing here (``fetch``): asked for as a change is, but not
+    refused in ``read-only`` mode, which asks instead (what the model reads there is the user's call)."""
     confined: bool = False
     """Runs confined to the roots, by the OS (a ``workspace`` command on a machine that can hold it):
     the ``auto`` mode lets it run without asking."""

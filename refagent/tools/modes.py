@@ -30,7 +30,8 @@ class Mode:
     The policy applies to a call inside the roots that is not a plain read (those run, and reads outside
     the roots ask, in every mode):
 
-    - ``read_only``: every change (an edit, a deletion, a move, a command) is refused without asking;
+    - ``read_only``: every change (an edit, a deletion, a move, a command) is refused without asking; a
+      fetch (:attr:`Plan.network`: it changes nothing) asks;
     - ``allows_everything``: every such call runs without asking, a change to a file that git or an editor
       runs later (:attr:`Plan.runs_later`) included;
     - else such a file asks, and so does any call, unless its kind is in ``allowed_kinds`` or, with
@@ -106,7 +107,7 @@ class Mode:
 EDITS: Final[frozenset[ToolKind]] = frozenset({"edit", "move"})
 """What ``accept-edits`` and ``auto`` run without asking: edits and moves (a deletion still asks)."""
 
-ASK: Final = Mode("ask", "Ask", "Ask before every edit, deletion, move or command.")
+ASK: Final = Mode("ask", "Ask", "Ask before every edit, deletion, move, command or web fetch.")
 MODES: Final[tuple[Mode, ...]] = (
     ASK,
     Mode(
@@ -128,7 +129,7 @@ MODES: Final[tuple[Mode, ...]] = (
     Mode(
         "read-only",
         "Read only",
-        "Read and search only: every change is refused without asking, so the model can plan.",
+        "Read and search only: every change is refused without asking, so the model can plan; web fetches ask.",
         read_only=True,
     ),
     Mode(

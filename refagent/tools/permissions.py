@@ -7,7 +7,9 @@ where each mode's policy is defined) for what depends on it: whether a change is
 confined command in ``auto``, anything in ``full-access``). The rest holds in every mode: a read inside the
 roots runs, a read outside them asks, and so does changing a file that git, an editor or CI runs later
 (:func:`runs_later`: ``.vscode/tasks.json``, ``.envrc``, ``.github/workflows/...``) but in ``full-access``
-(commands cannot change those at all, docs/sandbox.md, and the file tools ask).
+(commands cannot change those at all, docs/sandbox.md, and the file tools ask). A call that reaches the
+network and changes nothing (``fetch``: :attr:`~refagent.tools.base.Plan.network`) is decided as a change is,
+but ``read-only`` asks for it rather than refusing it.
 "Always" choices are remembered for the session, scoped
 by the plan's ``permission_key``: ``edit`` (all edits inside the roots), ``command:git status`` (``git
 status`` with arguments its rule in :mod:`refagent.tools.command_scope` lets through; any other command
@@ -70,7 +72,7 @@ class Permissions:
     def decide(self, mode_id: str, kind: ToolKind, plan: Plan) -> tuple[Decision, str]:
         """What to do without asking anyone, in the session's mode ``mode_id``, about ``plan`` (of ``kind``):
         allow, ask the user, or refuse (with the reason, for the model)."""
-        if not plan.mutating and not plan.outside:
+        if not plan.mutating and not plan.outside and not plan.network:
             return "allow", ""
         mode = mode_named(mode_id)
         refusal = mode.refusal(plan)

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from refagent.tools.ask import AskUser
 from refagent.tools.background import CommandOutput, StopCommand
 from refagent.tools.base import BaseTool
+from refagent.tools.fetch import Fetch
 from refagent.tools.files import EditFile, ReadFile, WriteFile
 from refagent.tools.patch import ApplyPatch
 from refagent.tools.paths import DeletePath, MovePath
@@ -25,6 +26,7 @@ def default_tools() -> list[BaseTool]:
         ReadFile(),
         Glob(),
         Grep(),
+        Fetch(),
         EditFile(),
         WriteFile(),
         ApplyPatch(),

@@ -40,6 +40,7 @@ CONFINED = plan(mutating=True, confined=True, permission_key="command:make")
 UNCONFINED = plan(mutating=True, permission_key="command:curl")
 RUNS_LATER = plan(mutating=True, runs_later=".envrc", permission_key="run-later:/p/.envrc")
 READ_OUTSIDE = plan(outside=True, permission_key="read-outside:/etc")
+FETCH = plan(network=True, permission_key="fetch:example.com")
 READ = plan()
 
 CALLS: dict[str, tuple[ToolKind, Plan]] = {
@@ -51,15 +52,16 @@ CALLS: dict[str, tuple[ToolKind, Plan]] = {
     "unconfined command": ("execute", UNCONFINED),
     "edit of a file git runs": ("edit", RUNS_LATER),
     "read outside": ("read", READ_OUTSIDE),
+    "fetch": ("fetch", FETCH),
 }
 
 EXPECTED = {
-    # read, edit, move, delete, confined, unconfined, runs later, read outside
-    "ask": ["allow", "ask", "ask", "ask", "ask", "ask", "ask", "ask"],
-    "accept-edits": ["allow", "allow", "allow", "ask", "ask", "ask", "ask", "ask"],
-    "auto": ["allow", "allow", "allow", "ask", "allow", "ask", "ask", "ask"],
-    "read-only": ["allow", "refuse", "refuse", "refuse", "refuse", "refuse", "refuse", "ask"],
-    "full-access": ["allow", "allow", "allow", "allow", "allow", "allow", "allow", "ask"],
+    # read, edit, move, delete, confined, unconfined, runs later, read outside, fetch
+    "ask": ["allow", "ask", "ask", "ask", "ask", "ask", "ask", "ask", "ask"],
+    "accept-edits": ["allow", "allow", "allow", "ask", "ask", "ask", "ask", "ask", "ask"],
+    "auto": ["allow", "allow", "allow", "ask", "allow", "ask", "ask", "ask", "ask"],
+    "read-only": ["allow", "refuse", "refuse", "refuse", "refuse", "refuse", "refuse", "ask", "ask"],
+    "full-access": ["allow", "allow", "allow", "allow", "allow", "allow", "allow", "ask", "allow"],
 }
 """What each mode decides about each call, when the user has remembered nothing."""
 

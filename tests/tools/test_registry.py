@@ -20,6 +20,7 @@ CONTRACT = {
     "read_file": ("read", {"path"}, {"offset", "limit"}),
     "glob": ("search", {"pattern"}, {"path"}),
     "grep": ("search", {"pattern"}, {"path", "glob"}),
+    "fetch": ("fetch", {"url"}, {"max_chars", "offset"}),
     "edit_file": ("edit", {"path", "old_string", "new_string"}, {"replace_all"}),
     "write_file": ("edit", {"path", "content"}, set()),
     "apply_patch": ("edit", {"patch"}, set()),
@@ -68,6 +69,7 @@ def test_titles_need_no_io_and_survive_odd_arguments() -> None:
     assert named["glob"].title({"pattern": "**/*.py"}) == "Find `**/*.py`"
     assert named["delete_path"].title({"path": "x"}) == "Delete x"
     assert named["move_path"].title({"source": "a", "destination": "b"}) == "Move a to b"
+    assert named["fetch"].title({"url": "https://example.com/a\nb"}) == "Fetch https://example.com/a b"
 
 
 # -- update_plan ----------------------------------------------------------------------------------
