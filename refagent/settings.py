@@ -6,6 +6,7 @@ Kept apart from :mod:`refagent.server.agent` and free of anyio, so that the firs
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -110,11 +111,12 @@ class OwnSandboxes:
         return None
 
 
-def default_tools() -> Sequence[BaseTool]:
-    """:func:`refagent.tools.registry.default_tools`, imported when the first session needs them."""
+def default_tools(fetch_allow: Sequence[str] = ()) -> Sequence[BaseTool]:
+    """:func:`refagent.tools.registry.default_tools`, imported when the first session needs them;
+    ``fetch_allow``: what the ``fetch`` tool may reach though not public (the config's ``[fetch] allow``)."""
     from refagent.tools.registry import default_tools as tools  # here: after the session/new answer (60 ms)
 
-    return tools()
+    return tools(fetch_allow)
 
 
 def configured_model(profile: ModelProfile) -> ModelClient:
@@ -191,14 +193,15 @@ class Settings:
     def from_config(cls, config: Config, reload: Callable[[], Settings] | None = None) -> Settings:
         """The settings of a loaded configuration: its profiles, their clients as their kinds make them
         (with its retry policy) and warm up, its limits and its custom tools; ``reload`` reads it again."""
-        custom = ConfiguredTools(config.tools, config.tool_path) if config.tools else None
+        custom = ConfiguredTools(config.tools, config.tool_path, config.fetch_allow) if config.tools else None
+        builtin = functools.partial(default_tools, config.fetch_allow) if config.fetch_allow else default_tools
         return cls(
             profiles=config.profiles,
             default_profile=config.default_profile,
             make_model=config.make_model,
             max_requests=config.max_requests or DEFAULT_MAX_REQUESTS,
             retry=config.retry,
-            tools=custom if custom is not None else default_tools,
+            tools=custom if custom is not None else builtin,
             reload=reload,
             warm_up=config.warm_up(),
             problems=custom.problems if custom is not None else None,
@@ -213,16 +216,18 @@ class ConfiguredTools:
     made (and so the tool modules imported) when the first session asks for its tools. Until then,
     nothing but this class exists: ``initialize`` is answered without importing any of it."""
 
-    def __init__(self, entries: Sequence[str], path: Sequence[Path]) -> None:
+    def __init__(self, entries: Sequence[str], path: Sequence[Path], fetch_allow: Sequence[str] = ()) -> None:
         self.entries = list(entries)
         self.path = list(path)
+        self.fetch_allow = tuple(fetch_allow)
         self._custom: CustomTools | None = None
 
     def __call__(self) -> Sequence[BaseTool]:
         if self._custom is None:
             from refagent.tools.custom import CustomTools  # here: after the session/new answer (63 ms)
 
-            self._custom = CustomTools(self.entries, self.path)
+            builtin = functools.partial(default_tools, self.fetch_allow)
+            self._custom = CustomTools(self.entries, self.path, builtin=builtin)
         return self._custom()
 
     def problems(self) -> list[str]:

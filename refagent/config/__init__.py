@@ -13,8 +13,8 @@ The room's modules, one job each:
   registry of factories a fork adds to, and the one place a client is made from a profile;
 - :mod:`~refagent.config.limits`: how hard a turn may try (``max_requests``, ``[retry]``);
 - :mod:`~refagent.config.custom_tools`: the custom tools the file names (``tools``, ``tool_path``);
-- :mod:`~refagent.config.mcp_servers`: MCP servers of the user's own (``[mcp_servers.NAME]``) and the names of
-  a project's ``.mcp.json`` servers allowed to start (``project_mcp_servers``);
+- :mod:`~refagent.config.allowed`: what the user allows beyond the editor's: MCP servers of their own
+  (``[mcp_servers.NAME]``), a project's ``.mcp.json`` servers by name, trusted projects, ``[fetch] allow``;
 - :mod:`~refagent.config.loading`: :class:`Config` and :func:`load`, the layers combined;
 - :mod:`~refagent.config.writer`: writing the file (``refagent login``, ``refagent logout``, ACP ``logout``),
   imported only by them.

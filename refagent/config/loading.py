@@ -28,11 +28,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from refagent.config import clients
+from refagent.config.allowed import configured_servers, fetch_allow, project_server_names, trusted_projects
 from refagent.config.custom_tools import tool_directories, tool_entries
 from refagent.config.file import choose_path, read_table, typed
 from refagent.config.flags import BASE_URL_ENV, HARBOR_MODEL_ENV, KEY_ENV, MODEL_ENV, PROFILE_ENV, Flags, env_value
 from refagent.config.limits import max_requests, retry_policy
-from refagent.config.mcp_servers import configured_servers, project_server_names, trusted_projects
 from refagent.config.profiles import env_profile, file_profiles, find, named
 from refagent.config.providers import Provider, key_profiles, known, known_facts, provider_profile, split_name
 from refagent.llm.profiles import SCRIPTED, ModelProfile, is_openai_host, scripted_profile
@@ -59,6 +59,7 @@ TOP_KEYS = frozenset(
         "mcp_servers",
         "project_mcp_servers",
         "trusted_projects",
+        "fetch",
     }
 )
 """The keys of the file itself; any other is warned about and ignored."""
@@ -83,11 +84,13 @@ class Config:
     tool_path: list[Path] = field(default_factory=list)
     """Absolute directories to import custom tools from (after the interpreter's own path)."""
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
-    """The user's own MCP servers, as ACP ``McpServer`` entries (:mod:`refagent.config.mcp_servers`)."""
+    """The user's own MCP servers, as ACP ``McpServer`` entries (:mod:`refagent.config.allowed`)."""
     project_mcp_servers: tuple[str, ...] = ()
     """The names of a project's ``.mcp.json`` servers the user allows to start."""
     trusted_projects: tuple[str, ...] = ()
     """Directories (``~`` expanded) whose projects the user trusts with their own slash commands."""
+    fetch_allow: tuple[str, ...] = ()
+    """Hosts, addresses or networks the ``fetch`` tool may reach though they are not public."""
 
     @property
     def profile(self) -> ModelProfile:
@@ -133,6 +136,7 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
     mcp_servers: list[dict[str, Any]] = []
     project_mcp: tuple[str, ...] = ()
     trusted: tuple[str, ...] = ()
+    allow: tuple[str, ...] = ()
     table = data.get("providers") if data is not None else None
     providers = _Providers(table, source)
     if data is not None:
@@ -147,6 +151,7 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
         mcp_servers = configured_servers(data.get("mcp_servers"), source)
         project_mcp = project_server_names(data, source)
         trusted = trusted_projects(data, source)
+        allow = fetch_allow(data, source)
     for warning in warnings:
         logger(__name__).warning("%s", warning)
 
@@ -199,6 +204,7 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
         mcp_servers=mcp_servers,
         project_mcp_servers=project_mcp,
         trusted_projects=trusted,
+        fetch_allow=allow,
     )
 
 

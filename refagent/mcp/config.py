@@ -13,7 +13,7 @@ the hub reports it and the session goes on without that server, so one bad entry
 ``session/new``. No ``mcp`` import.
 
 A session's servers come from three places, merged by name (:func:`merged`): the editor's (``session/new``),
-the config file's (:mod:`refagent.config.mcp_servers`), and those of the project's ``.mcp.json`` that the
+the config file's (:mod:`refagent.config.allowed`), and those of the project's ``.mcp.json`` that the
 user's config allows by name (:func:`project_servers`: a repository never starts a server by itself).
 """
 

@@ -183,6 +183,7 @@ class Fetcher:
             # the user was asked about the host as urlsplit reads it: the request must go there, or nowhere
             raise ToolError(f"The URL {shown(url, 200)} names its host ambiguously; write it plainly.")
         hops: list[str] = []
+        first_host = host_key(urlsplit(url).hostname or "")
         while True:
             try:
                 async with client.stream("GET", url) as response:
@@ -194,8 +195,16 @@ class Fetcher:
                                 f"{hops[0] if hops else url} redirects more than {self.limits.max_redirects} times "
                                 f"(the last to {shown(target, 200)}); fetch stops there."
                             )
+                        checked = checked_url(target, self.gate, redirect=True)
+                        if host_key(urlsplit(checked).hostname or "") != first_host:
+                            # The user allowed this host, not the one it sends to: the model fetches that URL
+                            # itself, which asks about its host (an open redirect must not widen an "always").
+                            raise ToolError(
+                                f"{url} redirects to another host: {shown(checked, 200)}. Fetch that URL to "
+                                "follow it (the user is asked about its host)."
+                            )
                         hops.append(url)
-                        url = checked_url(target, self.gate, redirect=True)
+                        url = checked
                         continue
                     return await self._read(response, url, tuple(hops))
             except Refused as exc:

@@ -20,13 +20,13 @@ from refagent.tools.search import Glob, Grep
 from refagent.tools.shell import RunCommand
 
 
-def default_tools() -> list[BaseTool]:
-    """A fresh instance of every built-in tool."""
+def default_tools(fetch_allow: Iterable[str] = ()) -> list[BaseTool]:
+    """A fresh instance of every built-in tool; ``fetch_allow``: what ``fetch`` may reach though not public."""
     return [
         ReadFile(),
         Glob(),
         Grep(),
-        Fetch(),
+        Fetch(allow=fetch_allow),
         EditFile(),
         WriteFile(),
         ApplyPatch(),

@@ -68,7 +68,7 @@ EARLY_REFAGENT: dict[str, str] = {
     "refagent.config.providers": "the providers by name: a key variable alone (ANTHROPIC_API_KEY...) forms a profile",
     "refagent.config.limits": "max_requests, and [retry] when there is one",
     "refagent.config.custom_tools": "the custom tools the file names (listed, not imported)",
-    "refagent.config.mcp_servers": "the MCP servers the file names (listed, not started)",
+    "refagent.config.allowed": "what the file allows beyond the editor's (MCP servers listed, not started)",
     "refagent.llm": "the package of llm.profiles",
     "refagent.llm.profiles": "ModelProfile: image support (promptCapabilities), the key hint (authMethods)",
     "refagent.settings": "Settings, and sessions_root(): whether sessions are saved (loadSession, list, resume)",

@@ -103,6 +103,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send(302, b"", None, Location="http://169.254.169.254/latest/meta-data/")
         elif path == "/to-file":
             self.send(301, b"", None, Location="file:///etc/passwd")
+        elif path == "/to-localhost":  # another name for the same machine: another host, all the same
+            self.send(302, b"", None, Location=f"http://localhost:{self.server.server_address[1]}/plain.txt")
         elif path == "/to-same-name":  # the same host name again: a new connection, resolved again
             self.send(302, b"", None, Location="/plain.txt")
         elif path == "/host":
@@ -250,6 +252,14 @@ async def test_a_redirect_to_a_private_address_or_another_scheme_is_refused(serv
         await fetch(tool, tmp_path, url=server.url("/to-metadata"))
     with pytest.raises(ToolError, match=r"A redirect to file:/+etc/passwd has file:; fetch reads http and https"):
         await fetch(tool, tmp_path, url=server.url("/to-file"))
+
+
+async def test_a_redirect_to_another_host_stops_there_so_the_user_is_asked_about_it(
+    server: Server, tmp_path: Path
+) -> None:
+    tool = Fetch(allow=[*LOCAL, "localhost"])
+    with pytest.raises(ToolError, match=r"redirects to another host: http://localhost:\d+/plain\.txt\. Fetch that URL"):
+        await fetch(tool, tmp_path, url=server.url("/to-localhost"))
 
 
 # -- addresses ----------------------------------------------------------------------------------------

@@ -1,9 +1,14 @@
-"""MCP servers of the user's own: the config file's ``[mcp_servers.NAME]`` tables, and the names of the
-servers of a project's ``.mcp.json`` the user allows to start.
+"""What the user allows a session beyond what the editor gives it: MCP servers of their own, a project's
+``.mcp.json`` servers by name, projects trusted with slash commands of their own, and the hosts ``fetch``
+may reach at addresses it otherwise refuses (this machine's, a private network's).
 
 ::
 
     project_mcp_servers = ["docs"]            # a project's .mcp.json servers that may start, by name
+    trusted_projects = ["~/src/work"]         # projects whose .refagent/commands load (and those below)
+
+    [fetch]
+    allow = ["wiki.internal", "10.1.0.0/16"]  # names, addresses or networks fetch may reach though private
 
     [mcp_servers.github]                      # a stdio server: a command
     command = "github-mcp-server"
@@ -14,12 +19,11 @@ servers of a project's ``.mcp.json`` the user allows to start.
     url = "https://mcp.example.com/mcp"
     headers = { Authorization = "Bearer ..." }
 
-Each table becomes an entry in ACP's ``McpServer`` shape, checked as the editor's are when the session
-starts them (:func:`refagent.mcp.config.parse_server`: a bad one is reported, the session goes on without
-it). A session's servers are the editor's, then the config file's, then the allowed ones of the project's
-``.mcp.json``, one per name: the editor's wins (:func:`refagent.mcp.config.merged`).
-
-A repository must not start servers by itself: a project's ``.mcp.json`` (Claude Code's format,
+Each ``[mcp_servers.NAME]`` table becomes an entry in ACP's ``McpServer`` shape, checked as the editor's are
+when the session starts them (:func:`refagent.mcp.config.parse_server`: a bad one is reported, the session
+goes on without it). A session's servers are the editor's, then the config file's, then the allowed ones of
+the project's ``.mcp.json``, one per name: the editor's wins (:func:`refagent.mcp.config.merged`). A
+repository must not start servers by itself: a project's ``.mcp.json`` (Claude Code's format,
 ``{"mcpServers": {"NAME": {...}}}``) is read only for the names ``project_mcp_servers`` lists.
 """
 
@@ -31,7 +35,7 @@ from typing import Any
 from refagent.config.file import typed
 from refagent.errors import ConfigError
 
-__all__ = ["SERVER_KEYS", "configured_servers", "project_server_names", "trusted_projects"]
+__all__ = ["SERVER_KEYS", "configured_servers", "fetch_allow", "project_server_names", "trusted_projects"]
 
 SERVER_KEYS: dict[str, type] = {
     "type": str,
@@ -91,3 +95,21 @@ def trusted_projects(data: Any, source: str) -> tuple[str, ...]:
     if not isinstance(paths, list) or not all(isinstance(p, str) and p.strip() for p in paths):
         raise ConfigError(f"{source}: trusted_projects must be a list of directories")
     return tuple(os.path.expanduser(p) for p in paths)
+
+
+def fetch_allow(data: Any, source: str) -> tuple[str, ...]:
+    """``[fetch] allow``: host names, addresses or networks the ``fetch`` tool may reach though they are not
+    public (:class:`refagent.tools.fetch.Fetch`; checked when it is made)."""
+    table = data.get("fetch") if isinstance(data, dict) else None
+    if table is None:
+        return ()
+    where = f"{source} [fetch]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: fetch must be a table ([fetch])")
+    unknown = sorted(set(table) - {"allow"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: allow)")
+    hosts = table.get("allow", [])
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip() for h in hosts):
+        raise ConfigError(f"{where}: allow must be a list of host names, addresses or networks")
+    return tuple(h.strip() for h in hosts)
