@@ -256,7 +256,7 @@ class SessionManager:
                 self.store.list_created(session.id)  # a new session's index entry (closed or not)
             try:
                 # The modules of the workspace and of prompting (tens of milliseconds), off the event loop.
-                servers, unread = await anyio.to_thread.run_sync(_servers, session.cwd, servers, settings)
+                servers, unread = await anyio.to_thread.run_sync(_session_servers, session.cwd, servers, settings)
                 session.prompt_commands = await anyio.to_thread.run_sync(_prompt_commands, session.cwd, settings)
                 if not session.closed:
                     self._build(session, settings, servers, sandbox)
@@ -501,7 +501,7 @@ async def _watch(watcher: Watcher, scope: anyio.CancelScope) -> None:
             log.exception("the file watcher stopped")
 
 
-def _servers(cwd: str, editors: Sequence[Any], settings: Settings) -> tuple[list[Any], str]:
+def _session_servers(cwd: str, editors: Sequence[Any], settings: Settings) -> tuple[list[Any], str]:
     """A new session's MCP servers: the editor's, the config file's, and the project's ``.mcp.json`` ones the
     user allows by name, one per name (:func:`refagent.mcp.config.merged`); and what to tell the user of the
     project's file (servers it names that do not start, or why it cannot be read; empty: nothing). In a

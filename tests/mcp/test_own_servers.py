@@ -3,7 +3,6 @@ the names the user allows, merged with the editor's by name (the editor's wins),
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -149,7 +148,7 @@ async def test_a_session_gets_the_configs_servers_and_the_allowed_project_ones(t
 
 async def test_mcp_without_servers_says_where_they_come_from(tmp_path: Path, check: Any) -> None:
     settings = Settings(make_model=lambda p: ScriptedModel([]), store=None)
-    async with connect(dataclasses.replace(settings), check=check) as editor:
+    async with connect(settings, check=check) as editor:
         await editor.initialize()
         sid = await editor.new_session(str(tmp_path))
         await editor.prompt(sid, "/mcp")

@@ -3,7 +3,6 @@ with the built-in ones, expanded with their arguments into an ordinary turn, sho
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -79,7 +78,7 @@ async def test_a_command_runs_as_a_turn_and_the_user_sees_what_it_sent(tmp_path:
         config_file=str(home / "config.toml"),
         trusted_projects=(str(project),) if trust else (),
     )
-    async with connect(dataclasses.replace(settings), check=check) as editor:
+    async with connect(settings, check=check) as editor:
         await editor.initialize()
         sid = await editor.new_session(str(project))
         [advertised] = [u for u in editor.updates(sid) if u["sessionUpdate"] == "available_commands_update"]
