@@ -31,6 +31,38 @@ from refagent.sandbox.search.ripgrep import RgPatternError, find_rg, rg_files, r
 from refagent.sandbox.search.walk import in_thread, rg_can_walk
 
 
+async def _rg_while_checked(rg: str, query: Query, directory: str, confine: list[str]) -> Hits | None:
+    """rg over ``directory`` while, beside it, the walk that checks the tree's ignore files are safe for rg
+    runs (both only read; on a large tree the walk costs as much as the search, so one after the other
+    took half again rg's time): rg's hits, or None when the check says no (rg is then killed, and what
+    it found is not used). A pattern rg rejects raises :class:`RgPatternError` as it is."""
+    found: list[Hits] = []
+    failed: list[Exception] = []
+
+    async def search() -> None:
+        try:
+            found.append(await rg_grep(rg, query, directory, "."))
+        except Exception as exc:  # kept, not raised in the group (which would wrap it)
+            failed.append(exc)
+
+    refused: Exception | None = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(search)
+        try:
+            safe = await in_thread(lambda stop: rg_can_walk(directory, query.globs, confine, stop))
+        except Exception as exc:  # the check's own word (the directory is not the one checked) comes first
+            refused, safe = exc, False
+        if not safe:
+            group.cancel_scope.cancel()
+    if refused is not None:
+        raise refused
+    if not safe:
+        return None
+    if failed:
+        raise failed[0]
+    return found[0]
+
+
 def _confine(directory: str, roots: Sequence[str]) -> list[str]:
     """Where a linked ``.gitignore`` may lead: the roots, and the searched directory (which may be outside
     them, with the user's leave)."""
@@ -50,28 +82,26 @@ async def search(
     one, it accepts the pattern and the tree's ignore files are safe for it to read, else the Python
     engine (in a child process, within ``python_seconds``). ``directory`` is absolute and resolved."""
     confine = _confine(directory, roots)
-    if (
-        rg is not None
-        and target == "."
-        and not await in_thread(lambda stop: rg_can_walk(directory, query.globs, confine, stop))
-    ):
-        rg = None
     if rg is not None:
         try:
-            hits = await rg_grep(rg, query, directory, target)
+            if target == ".":
+                checked = await _rg_while_checked(rg, query, directory, confine)
+            else:
+                checked = await rg_grep(rg, query, directory, target)
         except RgPatternError as exc:
             try:
                 python_regex(query.pattern, query.literal, query.case_insensitive)
             except ToolError:
                 raise ToolError(f"Invalid regular expression {query.pattern!r}: {_rg_message(str(exc))}") from None
         else:
-            if target == ".":
-                kept = set(
-                    await anyio.to_thread.run_sync(lambda: where_it_says(directory, list(hits.counts), files=True))
-                )
-                for path in [path for path in hits.counts if path not in kept]:
-                    hits.drop(path)
-            return hits
+            if checked is not None:
+                hits = checked
+                if target == ".":
+                    found = list(hits.counts)
+                    kept = set(await anyio.to_thread.run_sync(lambda: where_it_says(directory, found, files=True)))
+                    for path in [path for path in hits.counts if path not in kept]:
+                        hits.drop(path)
+                return hits
     return await python_grep_in_process(query, directory, target, confine=confine, seconds=python_seconds)
 
 
