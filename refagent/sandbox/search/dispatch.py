@@ -14,8 +14,8 @@ its tools.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal, TypeVar
 
 import anyio
 
@@ -30,18 +30,23 @@ from refagent.sandbox.search.python_engine import (
 from refagent.sandbox.search.ripgrep import RgPatternError, find_rg, rg_files, rg_grep, where_it_says
 from refagent.sandbox.search.walk import in_thread, rg_can_walk
 
+T = TypeVar("T")
 
-async def _rg_while_checked(rg: str, query: Query, directory: str, confine: list[str]) -> Hits | None:
-    """rg over ``directory`` while, beside it, the walk that checks the tree's ignore files are safe for rg
-    runs (both only read; on a large tree the walk costs as much as the search, so one after the other
-    took half again rg's time): rg's hits, or None when the check says no (rg is then killed, and what
-    it found is not used). A pattern rg rejects raises :class:`RgPatternError` as it is."""
-    found: list[Hits] = []
+
+async def _while_checked(
+    run: Callable[[], Awaitable[T]], directory: str, globs: list[str], confine: list[str]
+) -> T | None:
+    """``run`` (an rg search or listing of ``directory``) while, beside it, the walk that checks the tree's
+    ignore files are safe for rg runs (both only read; on a large tree the walk costs as much as the
+    search, so one after the other took half again rg's time): what ``run`` gave, or None when the check
+    says no (``run`` is then cancelled, which kills rg, and what it found is not used). The check's own
+    refusal comes first; then ``run``'s failure (a pattern rg rejects), as it was raised."""
+    found: list[T] = []
     failed: list[Exception] = []
 
     async def search() -> None:
         try:
-            found.append(await rg_grep(rg, query, directory, "."))
+            found.append(await run())
         except Exception as exc:  # kept, not raised in the group (which would wrap it)
             failed.append(exc)
 
@@ -49,7 +54,7 @@ async def _rg_while_checked(rg: str, query: Query, directory: str, confine: list
     async with anyio.create_task_group() as group:
         group.start_soon(search)
         try:
-            safe = await in_thread(lambda stop: rg_can_walk(directory, query.globs, confine, stop))
+            safe = await in_thread(lambda stop: rg_can_walk(directory, globs, confine, stop))
         except Exception as exc:  # the check's own word (the directory is not the one checked) comes first
             refused, safe = exc, False
         if not safe:
@@ -85,7 +90,9 @@ async def search(
     if rg is not None:
         try:
             if target == ".":
-                checked = await _rg_while_checked(rg, query, directory, confine)
+                checked = await _while_checked(
+                    lambda: rg_grep(rg, query, directory, "."), directory, query.globs, confine
+                )
             else:
                 checked = await rg_grep(rg, query, directory, target)
         except RgPatternError as exc:
@@ -111,8 +118,9 @@ async def list_files(
     """The files under ``directory`` by the package's rules (and ``globs``), in no order, and whether that
     is all of them: ripgrep when there is one and the tree's ignore files are safe for it to read."""
     confine = _confine(directory, roots)
-    if rg is not None and await in_thread(lambda stop: rg_can_walk(directory, globs, confine, stop)):
-        paths, complete = await rg_files(rg, globs, directory)
+    listed = await _while_checked(lambda: rg_files(rg, globs, directory), directory, globs, confine) if rg else None
+    if listed is not None:
+        paths, complete = listed
         # A listing reads no file, so its directories are what must be checked (file names can leak too).
         kept: list[str] = await anyio.to_thread.run_sync(lambda: where_it_says(directory, paths, files=False))
         return kept, complete
