@@ -2,8 +2,8 @@
 :class:`~refagent.llm.protocol.ModelRequest`: the part of the Anthropic adapter
 (:mod:`refagent.llm.anthropic_client`) that knows how Anthropic wants a conversation said.
 
-:class:`Bodies` encodes it (each message once: the cost of a step does not grow with the conversation);
-:func:`body` gives it as an object. It has ``model``, ``max_tokens``, ``stream: true``, ``system``,
+:class:`Bodies` encodes it (each message once: the cost of a step does not grow with the conversation).
+It has ``model``, ``max_tokens``, ``stream: true``, ``system``,
 ``tools``, ``messages`` and, with a reasoning effort, ``thinking``:
 
 - ``system``: each system message (its text) as a text block, in order;
@@ -51,7 +51,6 @@ __all__ = [
     "MIN_ANSWER_TOKENS",
     "THINKING_BUDGETS",
     "Bodies",
-    "body",
     "max_tokens",
     "thinking_budget",
 ]
@@ -148,12 +147,6 @@ class Bodies:
         if budget is not None:
             fields["thinking"] = {"type": "enabled", "budget_tokens": budget}
         return wire_body(fields, {"messages": sent})
-
-
-def body(model: str, request: ModelRequest, limit: int | None) -> dict[str, Any]:
-    """The request's JSON body as an object (what :meth:`Bodies.encode` sends), for a reader."""
-    decoded: dict[str, Any] = json.loads(Bodies().encode(model, request, limit))
-    return decoded
 
 
 def _same_prefix(old: list[Any], new: list[Any], *, identical: bool = True) -> int:
