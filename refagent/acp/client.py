@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from refagent.acp.awaited import EDITOR_WORK, current
 from refagent.acp.errors import RequestError
 
 if TYPE_CHECKING:  # annotations only: a session is made (session/new's response) before the wire types load
@@ -207,7 +208,11 @@ class SessionClient:
         return ElicitationAnswer(action, content if isinstance(content, dict) else {})
 
     async def _request(self, method: str, **params: Any) -> Any:
-        return await self.peer.request(method, {"sessionId": self.session_id, **params})
+        awaited = current()
+        if awaited is None or method not in EDITOR_WORK:
+            return await self.peer.request(method, {"sessionId": self.session_id, **params})
+        with awaited.request(method):  # a long call's title says whose time it is (refagent.acp.awaited)
+            return await self.peer.request(method, {"sessionId": self.session_id, **params})
 
 
 def _exit_status(value: Any) -> ExitStatus | None:

@@ -62,6 +62,9 @@ DRAWN = frozenset(
 """The update kinds the view draws (the others are the state's: mode, model, usage, commands, title)."""
 FAILURE_LABELS = {"model": "Model error", "auth": "Authentication failed", "config": "Configuration error"}
 THOUGHT_CHARS = 160
+QUIET_AFTER = 5.0
+"""Seconds without a word from the agent after which the spinner says how long the model has been silent
+(the agent itself says so after longer: ``refagent.session.waiting``)."""
 """How much of a finished thought stays on screen."""
 
 
@@ -120,8 +123,10 @@ class ChatView:
         self._hidden = False
         self._cancelling = False
         self._spinner = Spinner("dots", style="cyan")
-        self._label = "Working"
+        self._label = ""
+        """What the spinner says instead of what the turn waits on: a session loading, a cancel sent."""
         self._started = 0.0
+        self._heard = 0.0  # when the agent last sent this turn anything: how long it has been quiet
         self._active = False
         self._stream = ""  # the kind of chunk being streamed ("" none), its message id and unprinted text
         self._stream_id: Any = None
@@ -166,12 +171,13 @@ class ChatView:
         """Whether a turn (or a session's replay) is being drawn."""
         return self._active
 
-    def begin(self, label: str = "Working") -> None:
-        """A turn starts (or a loaded session's replay): updates go to the live region until :meth:`end`."""
+    def begin(self, label: str = "") -> None:
+        """A turn starts (or, with a ``label`` for the spinner, a loaded session's replay): updates go to the
+        live region until :meth:`end`."""
         self._active = True
         self._label = label
         self._cancelling = False
-        self._started = self.clock()
+        self._started = self._heard = self.clock()
         self._failure = ""
         self._last = "prompt"  # the prompt's line is above: a blank line before what the turn draws
         self.resume()
@@ -253,6 +259,7 @@ class ChatView:
         every string in it made visible."""
         update = visible_strings(update)
         kind = str(update.get("sessionUpdate"))
+        self._heard = self.clock()
         if kind in ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk"):
             self._chunk(kind, update)
         elif kind == "tool_call":
@@ -457,8 +464,7 @@ class ChatView:
                 running = call.title
         if self._plan and not self._plan_printed:
             parts.append(blocks.plan_block(self._plan))
-        label = running if running and not self._cancelling else self._activity()  # titles say what runs
-        status = Text(f"{label}… ", style="yellow" if self._cancelling else "cyan")
+        status = Text(f"{self._activity(running)}… ", style="yellow" if self._cancelling else "cyan")
         status.append(blocks.seconds(self.clock() - self._started), style="dim")
         if not self._cancelling:
             status.append(f" · {self.interrupt_key} to interrupt", style="dim")
@@ -483,14 +489,23 @@ class ChatView:
             note = "the next prompt: Enter queues it to be sent when this turn ends, or it waits at the prompt"
         return [Text(""), shown, Text(f"  {note}", "dim")]
 
-    def _activity(self) -> str:
-        if self._cancelling:
+    def _activity(self, running: str) -> str:
+        """What the turn waits on, first word first: the model (thinking, writing, or silent for how long),
+        a tool (the running call's title, which the agent keeps saying how long it has run and whether it
+        waits on the editor), or, while the agent loads a session, that. The user's turn is the question
+        on the screen (the live region is off while it is asked)."""
+        if running and not self._cancelling:
+            return f"Tool · {running}"
+        if self._label:  # a cancel sent, or a session being loaded: not the model's doing
             return self._label
+        quiet = self.clock() - self._heard
+        if quiet >= QUIET_AFTER:
+            return f"Model · nothing for {blocks.seconds(quiet)}"
         if self._stream == "agent_thought_chunk":
-            return "Thinking"
+            return "Model · thinking"
         if self._stream == "agent_message_chunk":
-            return "Writing"
-        return self._label
+            return "Model · writing"
+        return "Model · waiting for its reply"
 
 
 def _block_label(content: dict[str, Any]) -> str:

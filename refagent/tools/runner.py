@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import anyio
 
 from refagent.acp import updates
+from refagent.acp.awaited import Awaited, watching
 from refagent.acp.text import cut, json_size, one_line, shorten, text_length
 from refagent.acp.types import ToolCallContent, ToolCallStatus
 from refagent.errors import ToolError
@@ -163,10 +164,12 @@ class ToolRunner:
             if plan.mutating and self.before_change is not None:
                 self.before_change(plan.kind or tool.kind, plan)  # before the change: the way back survives a crash
             try:
-                alive = functools.partial(self._alive, announced, call_id, planned, plan.progress)
+                awaited = Awaited()
+                alive = functools.partial(self._alive, announced, call_id, planned, plan.progress, awaited)
                 async with heartbeat(alive, after=self.alive_after, every=self.alive_every) as running:
                     try:
-                        result = await plan.execute()
+                        with watching(awaited):
+                            result = await plan.execute()
                     finally:  # the title said how long it had run: the call's own title again, at the end
                         restore = planned if running.beats else None
             except anyio.get_cancelled_exc_class() as exc:
@@ -199,13 +202,19 @@ class ToolRunner:
         call_id: str,
         title: str,
         progress: Callable[[], list[ToolCallContent]] | None,
+        awaited: Awaited,
         seconds: float,
     ) -> None:
-        """Show that a long call is running: its title with the time it has taken so far, and what it has
-        produced so far (a local command's output), when its plan can say."""
+        """Show that a long call is running: its title with the time it has taken so far (and, when the
+        editor has left a request of the call's unanswered for a second or more, which and for how long),
+        and what it has produced so far (a local command's output), when its plan can say."""
         if not announced:
             return
         running = f"{title} (running, {seconds:.0f} s)"
+        waiting = awaited.oldest()
+        if waiting is not None and waiting[1] >= 1:
+            method, waited = waiting
+            running = f"{title} (running, {seconds:.0f} s; waiting on the editor: {method}, {waited:.0f} s)"
         content = bounded_content(progress()) if progress is not None else []
         await self.context.send_update(updates.tool_call_update(call_id, title=running, content=content or None))
 

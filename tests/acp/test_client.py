@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from refagent.acp.awaited import Awaited, current, watching
 from refagent.acp.client import BadAnswer, ExitStatus, PermissionAnswer, SessionClient, TerminalOutput
 from refagent.acp.errors import RequestError
 from tests.support.acp_schema import validate_agent_message
@@ -169,3 +170,29 @@ def test_the_capabilities_say_what_the_client_offers() -> None:
     some = SessionClient(editor, "s", {"fs": {"readTextFile": True}, "terminal": True, "elicitation": {"form": {}}})
     assert (some.reads_files, some.writes_files, some.has_terminals, some.has_forms) == (True, False, True, True)
     assert not SessionClient(editor, "s", {"terminal": "yes", "elicitation": {"form": None}}).has_terminals  # type: ignore[typeddict-item]
+
+
+async def test_the_editors_own_work_is_recorded_while_it_is_awaited_and_only_inside_watching() -> None:
+    """Inside :func:`watching`, a request whose answer is the editor's work is recorded as awaited while it
+    is (with the time it was sent); a command's run (``terminal/wait_for_exit``) and the user's choice are
+    not; outside, nothing is recorded."""
+    now = [10.0]
+    awaited = Awaited(clock=lambda: now[0])
+    seen: list[tuple[str, float] | None] = []
+
+    class Slow(Editor):
+        async def request(self, method: str, params: dict[str, Any]) -> Any:
+            now[0] += 3
+            seen.append(awaited.oldest())
+            return await super().request(method, params)
+
+    editor = Slow({"fs/read_text_file": {"content": "x"}, "terminal/wait_for_exit": {"exitCode": 0}})
+    session = session_client(editor, "sess_1")
+    await session.read_text_file("/a")  # outside watching: not recorded
+    with watching(awaited):
+        await session.read_text_file("/a")
+        await session.wait_for_terminal_exit("term_1")
+        assert current() is awaited
+    assert current() is None
+    assert seen == [None, ("fs/read_text_file", 3.0), None]
+    assert awaited.oldest() is None  # answered: no longer awaited

@@ -231,6 +231,36 @@ def test_tool_calls_show_their_status() -> None:
     assert "make" not in region_text(view)
 
 
+def spinner_line(view: ChatView) -> str:
+    return next(line for line in region_text(view).splitlines() if "to interrupt" in line or "Cancelling" in line)
+
+
+def test_the_spinner_says_what_the_turn_waits_on() -> None:
+    """A stuck turn says what it is stuck on: the model (thinking, writing, or silent and for how long), a
+    tool (by its title), or the cancel it waits for; each said first, before the time the turn has taken."""
+    now = [100.0]
+    view = ChatView(
+        Console(file=io.StringIO(), width=80, height=24, color_system=None), live=True, clock=lambda: now[0]
+    )
+    view.begin()
+    assert spinner_line(view).strip().endswith("Model · waiting for its reply… 0.0s · Ctrl-C to interrupt")
+    now[0] += 4
+    stream(view, "Considering the tests", "agent_thought_chunk")
+    assert "Model · thinking… 4.0s" in spinner_line(view)
+    now[0] += 8  # the stream stopped mid-thought: the silence is what the user sees
+    assert "Model · nothing for 8.0s… 12s" in spinner_line(view)
+    stream(view, "Now ")
+    assert "Model · writing… 12s" in spinner_line(view)
+    view.update(call(status="pending"))
+    view.update(call_update(status="in_progress", title="Run `make` (running, 15 s)"))
+    now[0] += 30  # a tool that runs long is the tool's doing, not the model's, however quiet
+    assert "Tool · Run `make` (running, 15 s)… 42s" in spinner_line(view)
+    view.update(call_update(status="completed"))
+    assert "Model · waiting for its reply" in spinner_line(view)
+    view.cancelling()
+    assert "Cancelling (Ctrl-C again to quit)… 42s" in spinner_line(view)
+
+
 def test_a_read_is_counted_not_shown() -> None:
     view, out = make_view()
     view.begin()

@@ -146,6 +146,20 @@ def test_turns_a_permission_ctrl_c_and_quit(tmp_path: Path, project: Path) -> No
     assert "session/cancel" in methods
 
 
+def test_the_spinner_says_the_turn_waits_on_a_silent_model(tmp_path: Path, project: Path) -> None:
+    """A model that stops mid-reply: the spinner's line says it is the model, and for how long it has said
+    nothing, before the agent's own notice comes; Esc ends the turn."""
+    stalled = Turn(text=["Hel", "lo ", "there"], chunk_delay=60)  # two chunks, then nothing for a minute
+    with ScriptedOpenAIServer([stalled], api_key=KEY) as server, chatting(tmp_path, server, "chat") as term:
+        term.expect(PROMPT_READY)
+        term.type("go\r")
+        term.expect(r"Model · (waiting for its reply|writing)")
+        term.expect(r"Model · nothing for [5-9]\.\ds")
+        term.type("\x1b")  # Esc
+        term.expect(r"Cancelled\.")
+        term.expect(PROMPT_READY)
+
+
 def test_esc_interrupts_a_turn_and_what_is_typed_meanwhile_starts_the_next_prompt(
     tmp_path: Path, project: Path
 ) -> None:

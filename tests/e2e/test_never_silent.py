@@ -2,8 +2,9 @@
 reported while it is waited for and the attempt ends within ``[retry] stall_seconds`` (retried when nothing
 was shown yet); a tool call that runs long says so in its title; and ``session/cancel`` ends the turn at
 once whatever it waits on: a hanging command (whose call shows its output so far), an MCP server that
-never answers. (An editor that never answers a permission request: ``tests/e2e/test_ask_process.py``,
-cancel while a question is open.) Every message is checked against the schema."""
+never answers, an editor that never answers a read of its file (which the call's title names). (An
+editor that never answers a permission request: ``tests/e2e/test_ask_process.py``, cancel while a
+question is open.) Every message is checked against the schema."""
 
 from __future__ import annotations
 
@@ -136,5 +137,32 @@ async def test_cancel_ends_the_turn_while_an_mcp_server_never_answers(tmp_path: 
             await agent.notify("session/cancel", {"sessionId": sid})
             response = await agent.wait_for(lambda m: m.get("id") == msg_id)
             took = time.monotonic() - started
+    assert response["result"]["stopReason"] == "cancelled"
+    assert took < 3
+
+
+async def test_an_editor_that_never_answers_a_read_is_named_in_the_call_and_cancel_ends_the_turn(
+    tmp_path: Path, check: Any
+) -> None:
+    """The client says it reads files, then leaves ``fs/read_text_file`` unanswered: the call's title says
+    it is the editor that is waited on (which request, for how long), not the tool; cancel ends the turn."""
+    (tmp_path / "notes.txt").write_text("x\n", encoding="utf-8")
+    read = Turn(tool_calls=[ToolCall("read_file", {"path": "notes.txt"})])
+    with ScriptedOpenAIServer([read, Turn(text="after")]) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=config(tmp_path, server)) as agent:
+            await agent.initialize({"fs": {"readTextFile": True, "writeTextFile": True}})
+            sid = await agent.new_session(tmp_path)
+            msg_id = await prompt(agent, sid, "go")
+            asked = await agent.wait_for(lambda m: m.get("method") == "fs/read_text_file")
+            alive = await agent.wait_for(
+                lambda m: "(running, " in str((update_of(m, "tool_call_update") or {}).get("title", ""))
+            )
+            started = time.monotonic()
+            await agent.notify("session/cancel", {"sessionId": sid})
+            response = await agent.wait_for(lambda m: m.get("id") == msg_id)
+            took = time.monotonic() - started
+    assert asked["params"]["path"] == str(tmp_path / "notes.txt")
+    title = alive["params"]["update"]["title"]
+    assert title.startswith("Read notes.txt (running, 5 s; waiting on the editor: fs/read_text_file, ")
     assert response["result"]["stopReason"] == "cancelled"
     assert took < 3
