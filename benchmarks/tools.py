@@ -6,6 +6,13 @@ the filters the tool uses (``--hidden -g '!.git'``) and with the tool's exact ar
 to the tool is then only the tool's own work: spawning, parsing, sorting, rendering). Target: the tool
 within 1.3x of raw rg.
 
+glob: the ``glob`` tool over the same tree, against ``rg --files`` with the same filters and the glob
+(``**/*.py``, ``**/*.json``, ``**/nothing_*``, and every file). Target: within 1.3x of raw ``rg --files``.
+
+Both tools check, before trusting rg's walk, that the tree's ``.gitignore`` files are safe for rg to read;
+the first search of a tree walks its directories for that, and later ones find the tree as it was by
+stating them (``refagent.sandbox.search.clearance``): the warm-up run before the timed ones is that first.
+
 read_file: page 1 of a 100 MB file, a page in its middle, and page 1 of a 1 MB file (both generated into
 a temporary directory). Target: page 1 costs the same whatever the file's size. A page in the middle
 costs a scan up to it (lines are counted, not kept).
@@ -36,7 +43,7 @@ from refagent.sandbox.search.dispatch import LocalSearch
 from refagent.sandbox.search.ripgrep import RG_BASE, find_rg
 from refagent.tools.base import ToolContext
 from refagent.tools.files import ReadFile
-from refagent.tools.search import Grep
+from refagent.tools.search import Glob, Grep
 
 PATTERNS = [r"def main\(", "import asyncio", "ZZZ_not_there_at_all", r"raise \w+Error\("]
 
@@ -105,6 +112,35 @@ async def bench_grep(root: str, repeats: int) -> None:
     print("  ratio: tool / rg with the same filters; ratio*: tool / rg with the tool's exact arguments")
 
 
+GLOBS = ["**/*.py", "**/*.json", "**/nothing_*", "**"]
+
+
+async def bench_glob(root: str, repeats: int) -> None:
+    rg = find_rg()
+    if rg is None:
+        print("glob: ripgrep not found, skipped")
+        return
+    ctx = context(root, rg)
+    tool = Glob()
+    print(f"glob over {root}, median of {repeats}:")
+    print(f"  {'glob':<24} {'tool':>9} {'rg --files':>11} {'ratio':>6}")
+    for glob in GLOBS:
+        raw = [rg, *RG_BASE, "--files", "--glob", "!.git"] + (["--glob", glob] if glob != "**" else []) + ["."]
+
+        async def through_tool(glob: str = glob) -> None:
+            plan = await tool.prepare({"pattern": glob}, ctx)
+            await plan.execute()
+
+        times: dict[str, list[float]] = {"tool": [], "raw": []}
+        await through_tool()  # warm the page cache, the imports and the tree's clearance
+        for _ in range(repeats):
+            times["tool"].append(await timed(through_tool))
+            times["raw"].append(await timed(lambda argv=raw: run_rg(argv, root)))
+        tool_s, raw_s = (statistics.median(times[k]) for k in ("tool", "raw"))
+        print(f"  {glob:<24} {tool_s * 1000:>7.1f}ms {raw_s * 1000:>9.1f}ms {tool_s / raw_s:>5.2f}x")
+    print("  ratio: tool / rg --files with the same filters and glob")
+
+
 LINE = b"%08d the quick brown fox jumps over the lazy dog, a line of a generated log file\n"
 
 
@@ -152,6 +188,8 @@ async def bench_read(repeats: int) -> None:
 async def main(repeats: int) -> None:
     root = str(await anyio.Path(site.getsitepackages()[0]).resolve())
     await bench_grep(root, repeats)
+    print()
+    await bench_glob(root, repeats)
     print()
     await bench_read(repeats)
 

@@ -21,6 +21,7 @@ import anyio
 
 from refagent.errors import ToolError
 from refagent.sandbox.seams import Hits, Query
+from refagent.sandbox.search.clearance import Clearances
 from refagent.sandbox.search.python_engine import (
     PYTHON_GREP_SECONDS,
     python_files,
@@ -28,13 +29,13 @@ from refagent.sandbox.search.python_engine import (
     python_regex,
 )
 from refagent.sandbox.search.ripgrep import RgPatternError, find_rg, rg_files, rg_grep, where_it_says
-from refagent.sandbox.search.walk import in_thread, rg_can_walk
+from refagent.sandbox.search.walk import in_thread
 
 T = TypeVar("T")
 
 
 async def _while_checked(
-    run: Callable[[], Awaitable[T]], directory: str, globs: list[str], confine: list[str]
+    run: Callable[[], Awaitable[T]], directory: str, globs: list[str], confine: list[str], cleared: Clearances
 ) -> T | None:
     """``run`` (an rg search or listing of ``directory``) while, beside it, the walk that checks the tree's
     ignore files are safe for rg runs (both only read; on a large tree the walk costs as much as the
@@ -54,7 +55,7 @@ async def _while_checked(
     async with anyio.create_task_group() as group:
         group.start_soon(search)
         try:
-            safe = await in_thread(lambda stop: rg_can_walk(directory, globs, confine, stop))
+            safe = await in_thread(lambda stop: cleared.rg_can_walk(directory, globs, confine, stop))
         except Exception as exc:  # the check's own word (the directory is not the one checked) comes first
             refused, safe = exc, False
         if not safe:
@@ -82,16 +83,19 @@ async def search(
     *,
     roots: Sequence[str] = (),
     python_seconds: float = PYTHON_GREP_SECONDS,
+    cleared: Clearances | None = None,
 ) -> Hits:
     """Search ``target`` (``.`` for all of ``directory``, else a file name in it): ripgrep when there is
     one, it accepts the pattern and the tree's ignore files are safe for it to read, else the Python
-    engine (in a child process, within ``python_seconds``). ``directory`` is absolute and resolved."""
+    engine (in a child process, within ``python_seconds``). ``directory`` is absolute and resolved.
+    ``cleared``: the trees already cleared for rg (default: none kept)."""
     confine = _confine(directory, roots)
+    cleared = cleared if cleared is not None else Clearances(keep=0)
     if rg is not None:
         try:
             if target == ".":
                 checked = await _while_checked(
-                    lambda: rg_grep(rg, query, directory, "."), directory, query.globs, confine
+                    lambda: rg_grep(rg, query, directory, "."), directory, query.globs, confine, cleared
                 )
             else:
                 checked = await rg_grep(rg, query, directory, target)
@@ -113,12 +117,16 @@ async def search(
 
 
 async def list_files(
-    globs: list[str], directory: str, rg: str | None, *, roots: Sequence[str] = ()
+    globs: list[str], directory: str, rg: str | None, *, roots: Sequence[str] = (), cleared: Clearances | None = None
 ) -> tuple[list[str], bool]:
     """The files under ``directory`` by the package's rules (and ``globs``), in no order, and whether that
-    is all of them: ripgrep when there is one and the tree's ignore files are safe for it to read."""
+    is all of them: ripgrep when there is one and the tree's ignore files are safe for it to read.
+    ``cleared``: as for :func:`search`."""
     confine = _confine(directory, roots)
-    listed = await _while_checked(lambda: rg_files(rg, globs, directory), directory, globs, confine) if rg else None
+    cleared = cleared if cleared is not None else Clearances(keep=0)
+    listed = None
+    if rg is not None:
+        listed = await _while_checked(lambda: rg_files(rg, globs, directory), directory, globs, confine, cleared)
     if listed is not None:
         paths, complete = listed
         # A listing reads no file, so its directories are what must be checked (file names can leak too).
@@ -138,12 +146,17 @@ class LocalSearch:
         here). ``python_seconds``: the Python grep engine's time limit."""
         self.rg = find_rg() if rg == "auto" else rg
         self.python_seconds = python_seconds
+        self.cleared = Clearances()
+        """The trees cleared for rg, kept while they are as they were (a search's check is then a stat of
+        each directory, not a walk)."""
 
     async def grep(self, query: Query, directory: str, target: str, *, roots: Sequence[str]) -> Hits:
-        return await search(query, directory, target, self.rg, roots=roots, python_seconds=self.python_seconds)
+        return await search(
+            query, directory, target, self.rg, roots=roots, python_seconds=self.python_seconds, cleared=self.cleared
+        )
 
     async def files(self, globs: list[str], directory: str, *, roots: Sequence[str]) -> tuple[list[str], bool]:
-        return await list_files(globs, directory, self.rg, roots=roots)
+        return await list_files(globs, directory, self.rg, roots=roots, cleared=self.cleared)
 
 
 def _rg_message(stderr: str) -> str:

@@ -82,11 +82,15 @@ async def _held_directory(directory: str) -> AsyncIterator[str]:
 
 
 async def _run_rg(
-    argv: list[str], cwd: str, on_lines: Callable[[bytes], bool], stdin: int = subprocess.DEVNULL
+    argv: list[str],
+    cwd: str,
+    on_lines: Callable[[bytes], bool],
+    stdin: int = subprocess.DEVNULL,
+    end: bytes = b"\n",
 ) -> None:
-    """Run rg, feeding its stdout to ``on_lines`` in blocks of whole lines (each ending with ``\n``) until
-    it returns False (then rg is killed). Blocks, not lines: the parsing runs in C (``re.findall``).
-    Cancelling kills rg."""
+    """Run rg, feeding its stdout to ``on_lines`` in blocks of whole records (each ending with ``end``)
+    until it returns False (then rg is killed). Blocks, not records: the parsing runs in C
+    (``re.findall``, ``split``). Cancelling kills rg."""
     process = await anyio.open_process(argv, cwd=cwd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     stopped = False
     errors = b""
@@ -95,11 +99,11 @@ async def _run_rg(
         assert process.stderr is not None
         pending = b""
         async for chunk in process.stdout:
-            end = chunk.rfind(b"\n") + 1
-            if not end:
+            cut = chunk.rfind(end) + 1
+            if not cut:
                 pending += chunk
                 continue
-            block, pending = pending + chunk[:end], chunk[end:]
+            block, pending = pending + chunk[:cut], chunk[cut:]
             if not on_lines(block):
                 stopped = True
                 break
@@ -107,7 +111,7 @@ async def _run_rg(
             process.kill()
         else:
             if pending:
-                on_lines(pending + b"\n")
+                on_lines(pending + end)
             # With --no-messages rg writes to stderr only for a bad pattern or glob: a few lines.
             async for chunk in process.stderr:
                 errors += chunk
@@ -217,31 +221,50 @@ async def rg_files(rg: str, globs: list[str], directory: str) -> tuple[list[str]
     yet checked: see :func:`where_it_says`), and whether that is all of them."""
     paths: list[str] = []
 
-    def on_lines(block: bytes) -> bool:
-        paths.extend(_strip_dot(raw.decode("utf-8", "surrogateescape")) for raw in block.split(b"\n") if raw)
+    def on_names(block: bytes) -> bool:
+        # One decode and one split a block; every name starts "./" (the target is "."). NUL-ended (--null):
+        # a name may hold a newline.
+        names = block.decode("utf-8", "surrogateescape").split("\0")
+        names.pop()  # after the last NUL
+        paths.extend(name[2:] if name.startswith("./") else name for name in names)
         return len(paths) <= HARD_LIMIT * 5
 
     async with _held_directory(directory) as cwd:
-        await _run_rg([rg, *RG_BASE, "--files", *_rg_globs(globs), "--", "."], cwd, on_lines)
+        argv = [rg, *RG_BASE, "--files", "--null", *_rg_globs(globs), "--", "."]
+        await _run_rg(argv, cwd, on_names, end=b"\0")
     return paths, len(paths) <= HARD_LIMIT * 5
 
 
 def where_it_says(directory: str, paths: Sequence[str], *, files: bool) -> list[str]:
-    """The ``paths`` (relative to ``directory``) that are where they say, now: no link on the way, each
-    directory's real path is what it is called (and so inside ``directory``), and, with ``files``, a
-    regular file at the end. ripgrep walks by path, so a directory swapped for a link while it ran
-    would have led it out; what it found there is dropped."""
-    real: dict[str, bool] = {}
+    """The ``paths`` (relative to ``directory``) that are where they say, now: ``directory`` is still its
+    own real path, every directory on the way below it is a directory and not a link (so the path leads
+    nowhere but inside ``directory``), and, with ``files``, a regular file at the end. ripgrep walks by
+    path, so a directory swapped for a link while it ran would have led it out; what it found there is
+    dropped. Each directory is looked at once (``lstat``), however many paths pass through it."""
+    plain: dict[str, bool] = {"": os.path.realpath(directory) == directory}
+
+    def plain_directory(folder: str) -> bool:
+        """``folder`` (relative; ``""`` is ``directory``) and each directory above it are plain directories."""
+        below: list[str] = []
+        while folder not in plain:  # up to the nearest one already known, then down again
+            below.append(folder)
+            folder = folder.rpartition("/")[0]
+        ok = plain[folder]
+        for name in reversed(below):
+            if ok:
+                try:
+                    ok = stat.S_ISDIR(os.lstat(join(directory, name)).st_mode)
+                except OSError:
+                    ok = False
+            plain[name] = ok
+        return ok
+
     kept = []
     for path in paths:
-        parent, _, name = path.rpartition("/")
-        folder = join(directory, parent) if parent else directory
-        ok = real.get(folder)
-        if ok is None:
-            ok = real[folder] = os.path.realpath(folder) == folder
+        ok = plain_directory(path.rpartition("/")[0])
         if ok and files:
             try:
-                ok = stat.S_ISREG(os.lstat(join(folder, name)).st_mode)
+                ok = stat.S_ISREG(os.lstat(join(directory, path)).st_mode)
             except OSError:
                 ok = False
         if ok:

@@ -73,6 +73,23 @@ class _Audit:
     unsafe: str | None = None
     """A ``.gitignore`` that is not a plain regular file within the cap (ripgrep would wait on it, or
     read it whole, or follow its link anywhere)."""
+    seen: list[tuple[str, Identity]] | None = None
+    """When asked for (a list): each directory the walk listed or looked above the root into, and each
+    ``.gitignore`` it found, by path, with its :func:`identity` then (see
+    :mod:`refagent.sandbox.search.clearance`)."""
+
+    def saw(self, path: str, info: os.stat_result) -> None:
+        if self.seen is not None:
+            self.seen.append((path, identity(info)))
+
+
+Identity = tuple[int, int, int, int, int, int]
+"""What a path's ``lstat`` says of it that any change to it changes: device, inode, type and mode,
+size, modification and change times (the change time no program can set back)."""
+
+
+def identity(info: os.stat_result) -> Identity:
+    return (info.st_dev, info.st_ino, info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def _audit_ignore_file(directory: str, dir_fd: int | None, audit: _Audit | None) -> os.stat_result | None:
@@ -83,6 +100,8 @@ def _audit_ignore_file(directory: str, dir_fd: int | None, audit: _Audit | None)
         )
     except OSError:
         return None
+    if audit is not None:
+        audit.saw(join(directory, ".gitignore"), info)
     plain = stat.S_ISREG(info.st_mode) and info.st_size <= MAX_IGNORE_BYTES
     if audit is not None and not plain and not stat.S_ISDIR(info.st_mode):  # rg cannot read a directory
         audit.unsafe = audit.unsafe or join(directory, ".gitignore")
@@ -156,6 +175,12 @@ def _ancestors(root: str, confine: Sequence[str], audit: _Audit | None) -> tuple
     while os.path.dirname(current) != current:
         current = os.path.dirname(current)
         ancestors.append(current)
+    if audit is not None and audit.seen is not None:  # a .gitignore or .git made in one changes it
+        for ancestor in ancestors:
+            try:
+                audit.saw(ancestor, os.stat(ancestor, follow_symlinks=False))
+            except OSError:
+                audit.seen.append((ancestor, (0, 0, 0, 0, 0, 0)))  # unreadable now: any change is one
     top = 0 if in_repo else next((i + 1 for i, a in enumerate(ancestors) if _has_git(a)), 0)
     for ancestor in ancestors[top:]:
         _audit_ignore_file(ancestor, None, audit)  # ripgrep reads these too, up to "/", and applies none
@@ -191,6 +216,8 @@ def walk_entries(
     root_fd = open_root(root)
 
     def listing(fd: int, prefix: str, path: str, stack: Stack, in_repo: bool) -> _Listing:
+        if audit is not None and audit.seen is not None:
+            audit.saw(path, os.fstat(fd))
         if prefix and _has_git(path, fd):
             stack, in_repo = [], True  # a nested repository: the outer one's rules end at its top
         rules = _ignore_rules(path, fd, confine, audit)
@@ -257,11 +284,16 @@ def walk_entries(
 
 
 def rg_can_walk(
-    directory: str, globs: list[str], confine: Sequence[str] = (), stop: threading.Event | None = None
+    directory: str,
+    globs: list[str],
+    confine: Sequence[str] = (),
+    stop: threading.Event | None = None,
+    seen: list[tuple[str, Identity]] | None = None,
 ) -> bool:
     """Whether ripgrep may walk ``directory`` itself: every ``.gitignore`` it would read on the way (the
-    ancestors' too) is a plain regular file within the cap. Costs a walk of the directories alone."""
-    audit = _Audit()
+    ancestors' too) is a plain regular file within the cap. Costs a walk of the directories alone.
+    ``seen``: filled with what the walk read (:attr:`_Audit.seen`)."""
+    audit = _Audit(seen=seen)
     for _ in walk_entries(directory, globs, stop, confine, audit, files=False):
         pass
     if audit.unsafe is not None:
