@@ -261,7 +261,10 @@ def where_it_says(directory: str, paths: Sequence[str], *, files: bool) -> list[
 
     kept = []
     for path in paths:
-        ok = plain_directory(path.rpartition("/")[0])
+        folder = path.rpartition("/")[0]
+        ok = plain.get(folder)
+        if ok is None:
+            ok = plain_directory(folder)
         if ok and files:
             try:
                 ok = stat.S_ISREG(os.lstat(join(directory, path)).st_mode)
