@@ -185,8 +185,12 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
     if not active.scripted and (base_url or model):
         overridden = replace(active, base_url=base_url or active.base_url, model=model or active.model)
         home = providers.get(active.id) if model and not base_url and active.source == "environment" else None
+        entry = _file_entry(data, active.id) if model and not base_url else None
         if home is not None:  # a key variable's profile: what is known of the model named
             overridden = provider_profile(home, model or home.default_model, env)
+        elif entry is not None:  # the file's profile made again: what is known of the model named fills in
+            # what the table leaves out (its context window, prices, reasoning levels), not the table's model's
+            overridden = file_profiles({active.id: {**entry, "model": model}}, source, env, [], providers.facts)[0]
         if base_url and overridden.api_key is None and not overridden.api_key_env:
             # An endpoint from OPENAI_BASE_URL/--base-url pairs with OPENAI_API_KEY, as in every OpenAI tool.
             key = env_value(env, KEY_ENV)
@@ -206,6 +210,13 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
         trusted_projects=trusted,
         fetch_allow=allow,
     )
+
+
+def _file_entry(data: dict[str, Any] | None, profile_id: str) -> dict[str, Any] | None:
+    """The config file's table of the profile ``profile_id``, if the file has one."""
+    table = data.get("profiles") if data is not None else None
+    entry = table.get(profile_id) if isinstance(table, dict) else None
+    return entry if isinstance(entry, dict) else None
 
 
 class _Providers:

@@ -251,3 +251,16 @@ def test_a_file_profile_of_the_anthropic_kind_honours_anthropic_base_url(tmp_pat
     assert (claude.endpoint, claude.api_key, claude.context_window) == ("https://proxy.example.com", "a", 200_000)
     [plain] = load(None, with_file(tmp_path, text, ANTHROPIC_API_KEY="a")).profiles
     assert (plain.endpoint, plain.api_key) == ("https://api.anthropic.com", "a")
+
+
+def test_a_plain_model_name_changes_a_file_profiles_facts_but_not_what_the_file_says(tmp_path: Path) -> None:
+    """A file's profile of one model, run with ``--model`` naming another: what is known of the model named
+    fills in what the table leaves out (not the table's model's window and prices); what it says stays."""
+    text = '[profiles.work]\nbase_url = "https://api.openai.com/v1"\napi_key = "k"\nmodel = "gpt-5-mini"\n'
+    gpt_41 = load(parse("--model", "gpt-4.1"), with_file(tmp_path, text)).profile
+    assert (gpt_41.id, gpt_41.model, gpt_41.context_window) == ("work", "gpt-4.1", 1047576)
+    assert gpt_41.reasoning_efforts == ()  # gpt-5-mini's levels were the table's model's, not gpt-4.1's
+    assert gpt_41.input_price == load(parse("--model", "openai/gpt-4.1"), {"OPENAI_API_KEY": "o"}).profile.input_price
+    said = text + "context_window = 5000\ninput_price = 1.0\n"
+    kept = load(parse("--model", "gpt-4.1"), with_file(tmp_path, said)).profile
+    assert (kept.model, kept.context_window, kept.input_price, kept.api_key) == ("gpt-4.1", 5000, 1.0 / 1_000_000, "k")
