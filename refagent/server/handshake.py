@@ -48,8 +48,6 @@ def answer_initialize(settings: Settings, has_store: bool, params: dict[str, Any
         "mcpCapabilities": {"http": True, "sse": True},
         "sessionCapabilities": session,
         "providers": {},  # unstable: the editor may route model requests (refagent.server.providers)
-        # _session/steering, as Claude's and Codex's adapters advertise it (refagent.session.steering)
-        "_meta": {"steering": {"supported": True}},
     }
     if settings.config_file is not None:  # the stored keys can be forgotten
         capabilities["auth"] = {"logout": {}}
@@ -58,6 +56,9 @@ def answer_initialize(settings: Settings, has_store: bool, params: dict[str, Any
         "agentCapabilities": capabilities,
         "authMethods": auth_methods(settings, params),
         "agentInfo": {"name": "refagent", "title": "refagent", "version": __version__},
+        # _session/steering, where Claude's and Codex's adapters advertise it and the clients built against
+        # them look: on the result itself, not in agentCapabilities (refagent.session.steering)
+        "_meta": {"steering": {"supported": True}},
     }
 
 
