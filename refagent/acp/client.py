@@ -90,6 +90,9 @@ class SessionClient:
         self.peer = peer
         self.session_id = session_id
         self.capabilities = capabilities
+        self.asking = 0
+        """Questions to the user waiting on an answer now (a permission, a form): what ``session/status``
+        reports as waiting."""
 
     # What the client offers (its capabilities, read once here for every caller).
 
@@ -207,7 +210,17 @@ class SessionClient:
         return ElicitationAnswer(action, content if isinstance(content, dict) else {})
 
     async def _request(self, method: str, **params: Any) -> Any:
-        return await self.peer.request(method, {"sessionId": self.session_id, **params})
+        if method not in _QUESTIONS:
+            return await self.peer.request(method, {"sessionId": self.session_id, **params})
+        self.asking += 1
+        try:
+            return await self.peer.request(method, {"sessionId": self.session_id, **params})
+        finally:
+            self.asking -= 1
+
+
+_QUESTIONS = frozenset({"session/request_permission", "elicitation/create"})
+"""The requests that wait on the user (the others, on the editor alone)."""
 
 
 def _exit_status(value: Any) -> ExitStatus | None:

@@ -66,6 +66,9 @@ class StoredSession:
     system_prompt: tuple[str, str] | None = None
     """The client's system prompt, ``(mode, text)``, if it sent one (newer files only)."""
     turns: int = 0
+    archived: bool = False
+    """Whether it is archived (``session/archive``, unstable: hidden from ``session/list`` unless asked for;
+    newer files only)."""
     shown: bytes = b""
     held: list[dict[str, Any]] = field(default_factory=list)
     replayed: int | None = None
@@ -113,6 +116,8 @@ class StoredSession:
             info["title"] = one_line(self.title)  # saved by any version, or edited: shown to a person
         if self.updated_at or self.created_at:
             info["updatedAt"] = self.updated_at or self.created_at
+        if self.archived:
+            info["archived"] = True
         return info
 
 
@@ -346,7 +351,9 @@ def _last_state(tail: Tail, stored: StoredSession, corrupt: list[int]) -> None:
             if key not in found and isinstance(record.get(key), kind):
                 found[key] = record[key]
         if record.keys() >= _STATE.keys():
-            # Written whole: those before it are older. The reasoning effort is only in newer, whole records.
+            # Written whole: those before it are older. The reasoning effort, the client's system prompt and
+            # the archived mark are only in newer, whole records.
+            found["archived"] = record.get("archived") is True
             effort = record.get("reasoningEffort")
             if isinstance(effort, str):
                 found["reasoningEffort"] = effort
@@ -359,6 +366,7 @@ def _last_state(tail: Tail, stored: StoredSession, corrupt: list[int]) -> None:
     stored.turns = found.get("turns", 0)
     stored.reasoning_effort = found.get("reasoningEffort")
     stored.system_prompt = found.get("systemPrompt")
+    stored.archived = found.get("archived", False)
 
 
 def _checked(shown: bytes, head: bytes, source: str) -> bytes:

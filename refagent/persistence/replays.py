@@ -1,6 +1,7 @@
 """Replay files written anew: for a fork (the same history under a new session id), and for a client that
 does not show ``compaction_update`` (the compactions as the messages it would have seen); and the title a
-user gives a saved session that is not open. The format is :mod:`refagent.persistence.records`'s."""
+user gives a saved session that is not open, and its archived mark. The format is
+:mod:`refagent.persistence.records`'s."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def fork_files(
         log.append({"kind": "history", "messages": messages})
         title = f"{stored.title} (fork)" if stored.title else None
         stamp = now()
-        log.append(_meta(stored, title, stamp))
+        log.append(_meta(stored, title, stamp, archived=False))  # a fork is a new session, in the list
     finally:
         log.close()
     store.touch(session_id, title=title, updated_at=stamp)
@@ -50,8 +51,27 @@ def retitle(store: SessionStore, stored: StoredSession, title: str) -> None:
     store.touch(stored.session_id, title=title, updated_at=stamp)
 
 
-def _meta(stored: StoredSession, title: str | None, stamp: str) -> dict[str, Any]:
-    """A whole ``meta`` record of ``stored``'s state, with ``title`` and the time ``stamp``."""
+def mark_archived(store: SessionStore, session_id: str, archived: bool) -> bool:
+    """Mark the saved session ``session_id`` ``archived`` (``session/archive``) or not (``session/unarchive``):
+    a ``meta`` record with its state and the mark, unless its last one says so already (an open session
+    saves its own), and its index entry. Its ``updatedAt`` stays: archiving is not activity. False if no
+    such session is saved."""
+    stored = store.load(session_id)
+    if stored is None:
+        return False
+    if stored.archived != archived:
+        log = store.reopen(session_id)
+        try:
+            log.append(_meta(stored, stored.title, stored.updated_at or now(), archived=archived))
+        finally:
+            log.close()
+    store.mark_archived(session_id, archived)
+    return True
+
+
+def _meta(stored: StoredSession, title: str | None, stamp: str, *, archived: bool | None = None) -> dict[str, Any]:
+    """A whole ``meta`` record of ``stored``'s state, with ``title``, the time ``stamp`` and the archived mark
+    (None: ``stored``'s)."""
     prompt = stored.system_prompt
     return {
         "kind": "meta",
@@ -62,6 +82,7 @@ def _meta(stored: StoredSession, title: str | None, stamp: str) -> dict[str, Any
         "systemPrompt": {"mode": prompt[0], "text": prompt[1]} if prompt is not None else None,
         "updatedAt": stamp,
         "turns": stored.turns,
+        "archived": stored.archived if archived is None else archived,
     }
 
 
