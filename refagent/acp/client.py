@@ -107,6 +107,12 @@ class SessionClient:
         return bool((self.capabilities.get("fs") or {}).get("writeTextFile"))
 
     @property
+    def takes_plans(self) -> bool:
+        """``plan`` (unstable): the client shows plans by id (``plan_update``, ``plan_removed``), not only the
+        one whole v1 ``plan``."""
+        return isinstance(self.capabilities.get("plan"), dict)
+
+    @property
     def has_terminals(self) -> bool:
         """``terminal: true``: the client runs commands in terminals of its own (``terminal/*``)."""
         return self.capabilities.get("terminal") is True

@@ -31,6 +31,9 @@ _HOLD = b'\n{"kind":"hold",'
 _RELEASE = b'\n{"kind":"release"'
 _META = b'\n{"kind":"meta",'
 _RECORD = b'{"kind":"'
+PLAN = b'"sessionUpdate":"plan'
+"""In every line of a replay file that holds a plan update (``plan``, ``plan_update``, ``plan_removed``), and no
+other (the text of a message holds its quotes escaped)."""
 _STATE = {"title": str, "modeId": str, "profileId": str, "updatedAt": str, "turns": int}
 """The fields of a ``meta`` record written whole, and their types (newer records hold ``reasoningEffort`` and
 ``systemPrompt`` too, read from the whole record only)."""
@@ -84,6 +87,12 @@ class StoredSession:
         :func:`refagent.persistence.recorder.replay` folds into what a load sends)."""
         shown = [json.loads(line)["params"]["update"] for line in self.shown.splitlines()]
         return [*shown, *self.held]
+
+    def plan_updates(self) -> list[dict[str, Any]]:
+        """The plan updates of the visible history, in order (``plan``, ``plan_update``, ``plan_removed``):
+        what a loaded session's plans start from. Only their lines of ``shown`` are parsed."""
+        shown = [json.loads(line)["params"]["update"] for line in self.shown.splitlines() if PLAN in line]
+        return [u for u in (*shown, *self.held) if str(u.get("sessionUpdate")).startswith("plan")]
 
     @property
     def messages(self) -> list[dict[str, Any]]:

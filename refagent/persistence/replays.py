@@ -1,5 +1,6 @@
-"""Replay files written anew: for a fork (the same history under a new session id), and for a client that
-does not show ``compaction_update`` (the compactions as the messages it would have seen); and the title a
+"""Replay files written anew: for a fork (the same history under a new session id), for a client that
+does not show ``compaction_update`` (the compactions as the messages it would have seen), and for a client
+that takes plans in the other form than the one recorded (:func:`plans_for`); and the title a
 user gives a saved session that is not open, and its archived mark. The format is
 :mod:`refagent.persistence.records`'s."""
 
@@ -9,7 +10,7 @@ import json
 from typing import Any
 
 from refagent.acp import jsonrpc, updates
-from refagent.persistence.reader import StoredSession
+from refagent.persistence.reader import PLAN, StoredSession
 from refagent.persistence.recorder import replay
 from refagent.persistence.store import SessionStore, now
 
@@ -109,3 +110,43 @@ def compactions_as_messages(shown: bytes) -> bytes:
         message["params"]["update"] = chunk
         out.append(jsonrpc.encode(message))
     return b"".join(out)
+
+
+def plans_for(shown: bytes, by_id: bool) -> bytes:
+    """A replay file's lines with its plans in the form the loading client takes (a session records them in
+    the form its client took then): by id for one that advertises ``plan`` (a whole v1 ``plan`` is the plan
+    :data:`~refagent.acp.updates.DEFAULT_PLAN`), else the whole v1 ``plan`` after each change (the entries of
+    the plans of that moment, one plan after the other, as :class:`refagent.tools.plans.Plans` sends it)."""
+    out: list[bytes] = []
+    plans: dict[str, list[Any]] = {}
+    for line in shown.splitlines(keepends=True):
+        if PLAN not in line:
+            out.append(line)
+            continue
+        message = json.loads(line)
+        update = message["params"]["update"]
+        kind = update.get("sessionUpdate")
+        if kind == "plan" and by_id:
+            update = updates.plan_update(updates.DEFAULT_PLAN, update["entries"])
+        elif kind in ("plan_update", "plan_removed") and not by_id:
+            plan = update.get("plan") or {}
+            plan_id = str(update.get("planId") if kind == "plan_removed" else plan.get("planId"))
+            if kind == "plan_update" and plan.get("type") == "items" and plan.get("entries"):
+                plans[plan_id] = plan["entries"]
+            else:  # removed, emptied, or a form a v1 plan cannot show
+                plans.pop(plan_id, None)
+            update = updates.plan([entry for entries in plans.values() for entry in entries])
+        else:
+            out.append(line)
+            continue
+        message["params"]["update"] = update
+        out.append(jsonrpc.encode(message))
+    return b"".join(out)
+
+
+def replay_for(shown: bytes, *, compactions: bool, plans_by_id: bool) -> bytes:
+    """A replay file's lines as a client takes them: its compactions as messages unless it shows
+    ``compaction_update`` (:func:`compactions_as_messages`), its plans in the form it takes (:func:`plans_for`)."""
+    if not compactions and COMPACTION in shown:
+        shown = compactions_as_messages(shown)
+    return plans_for(shown, plans_by_id) if PLAN in shown else shown

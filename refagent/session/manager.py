@@ -38,9 +38,10 @@ from refagent.acp.errors import InvalidParams, ResourceNotFound
 from refagent.acp.text import one_line
 from refagent.ids import new_id
 from refagent.llm.pool import ModelPool, require_key
+from refagent.persistence.reader import PLAN
 from refagent.persistence.recorder import load as load_session
 from refagent.persistence.recorder import replay
-from refagent.persistence.replays import COMPACTION, compactions_as_messages, fork_files, mark_archived, retitle
+from refagent.persistence.replays import COMPACTION, fork_files, mark_archived, replay_for, retitle
 from refagent.sandbox.holding import Holding
 from refagent.session.options import new_session_result
 from refagent.session.speaker import speaker
@@ -147,8 +148,11 @@ class SessionManager:
         """``session/load``: replay the visible history, then answer; the conversation goes on."""
         session, stored, after = await self._restore(params)
         shown = stored.shown
-        if not session.compaction_updates and COMPACTION in shown:  # recorded for a client that showed them
-            shown = await anyio.to_thread.run_sync(compactions_as_messages, shown)
+        if COMPACTION in shown or PLAN in shown:  # recorded in the form the client of the moment took them
+            taken = functools.partial(
+                replay_for, compactions=session.compaction_updates, plans_by_id=session.client.takes_plans
+            )
+            shown = await anyio.to_thread.run_sync(taken, shown)
         await session.client.send_recorded(shown)  # the replay file, as it is (refagent.persistence.records)
         for update in replay(stored.held):  # if it could not be repaired after a crash (sent, not recorded)
             await session.client.send_update(update)

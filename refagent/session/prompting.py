@@ -96,6 +96,8 @@ class Prompting:
             model = self.models.get(session.profile)
             turn = session.new_turn(model, self.max_requests, await _system_prompt(session, sandbox), self.retry)
             session.begin_turn(typed, message_id or new_id("user"))
+            if (plans := workspace.context.plans) is not None:
+                await plans.retire_done()  # a new task: the plans finished before it are done with
             if shown:  # never hidden from the user: which file, and how its prompt begins
                 await speaker(session.send_update)(shown)
             session.steers.open()

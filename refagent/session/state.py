@@ -222,6 +222,8 @@ class Session:
         self.mcp = mcp
         self.changed_files = changed_files
         self.holding = workspace.sandbox.holding
+        if self._saved is not None and workspace.context.plans is not None:  # the plans it had, to go on with
+            workspace.context.plans.restore(self._saved.plan_updates())
 
     def settled(self, problem: str | None = None) -> None:
         """The work after the session's response is done: its workspace is attached, or ``problem`` says why
