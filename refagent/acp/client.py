@@ -91,6 +91,9 @@ class SessionClient:
         self.peer = peer
         self.session_id = session_id
         self.capabilities = capabilities
+        self.asking = 0
+        """Questions to the user waiting on an answer now (a permission, a form): what ``session/status``
+        reports as waiting."""
 
     # What the client offers (its capabilities, read once here for every caller).
 
@@ -103,6 +106,12 @@ class SessionClient:
     def writes_files(self) -> bool:
         """``fs.writeTextFile``: the client answers ``fs/write_text_file``."""
         return bool((self.capabilities.get("fs") or {}).get("writeTextFile"))
+
+    @property
+    def takes_plans(self) -> bool:
+        """``plan`` (unstable): the client shows plans by id (``plan_update``, ``plan_removed``), not only the
+        one whole v1 ``plan``."""
+        return isinstance(self.capabilities.get("plan"), dict)
 
     @property
     def has_terminals(self) -> bool:
@@ -208,11 +217,22 @@ class SessionClient:
         return ElicitationAnswer(action, content if isinstance(content, dict) else {})
 
     async def _request(self, method: str, **params: Any) -> Any:
+        request = {"sessionId": self.session_id, **params}
+        if method in _QUESTIONS:
+            self.asking += 1
+            try:
+                return await self.peer.request(method, request)
+            finally:
+                self.asking -= 1
         awaited = current()
         if awaited is None or method not in EDITOR_WORK:
-            return await self.peer.request(method, {"sessionId": self.session_id, **params})
+            return await self.peer.request(method, request)
         with awaited.request(method):  # a long call's title says whose time it is (refagent.acp.awaited)
-            return await self.peer.request(method, {"sessionId": self.session_id, **params})
+            return await self.peer.request(method, request)
+
+
+_QUESTIONS = frozenset({"session/request_permission", "elicitation/create"})
+"""The requests that wait on the user (the others, on the editor alone)."""
 
 
 def _exit_status(value: Any) -> ExitStatus | None:

@@ -20,7 +20,7 @@ Whether a session exists is not a params question: an unknown ``sessionId`` is t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 from refagent.acp import params as p
 from refagent.acp.errors import InvalidParams
@@ -132,12 +132,19 @@ class OpenSessionParams(NamedTuple):
         return cls.parse(params, servers_required=True)
 
 
+ArchiveFilter = Literal["exclude", "include", "only"]
+"""Which sessions ``session/list`` returns by their archive state (unstable ``archived``)."""
+ARCHIVE_FILTERS: tuple[ArchiveFilter, ...] = ("exclude", "include", "only")
+
+
 class ListSessionsParams(NamedTuple):
-    """``session/list``: the saved sessions of ``cwd`` (None: of every directory), the page after ``cursor``."""
+    """``session/list``: the saved sessions of ``cwd`` (None: of every directory), the page after ``cursor``,
+    archived or not as ``archived`` says (unstable; ``exclude`` when omitted or null)."""
 
     cwd: str | None = None
     cursor: str | None = None
     """Opaque: a ``nextCursor`` the agent gave (the store judges it)."""
+    archived: ArchiveFilter = "exclude"
 
     @classmethod
     def parse(cls, params: Params) -> ListSessionsParams:
@@ -147,7 +154,12 @@ class ListSessionsParams(NamedTuple):
         cursor = params.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidParams("Invalid params: 'cursor' must be a string")
-        return cls(cwd, cursor)
+        archived = params.get("archived")
+        if archived is None:
+            archived = "exclude"
+        elif archived not in ARCHIVE_FILTERS:  # the schema: a filter not supported is -32602, never "exclude"
+            raise InvalidParams(f"Invalid params: 'archived' must be one of {', '.join(ARCHIVE_FILTERS)}")
+        return cls(cwd, cursor, cast(ArchiveFilter, archived))
 
 
 class SessionParams(NamedTuple):

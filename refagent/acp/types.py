@@ -145,3 +145,5 @@ class ClientCapabilities(TypedDict, total=False):
     auth: dict[str, Any]
     session: dict[str, Any]
     elicitation: dict[str, Any]
+    plan: dict[str, Any]
+    """Unstable: the client takes plans by id (``plan_update``, ``plan_removed``)."""

@@ -106,6 +106,21 @@ def plan(entries: list[PlanEntry]) -> dict[str, Any]:
     return {"sessionUpdate": "plan", "entries": entries}
 
 
+DEFAULT_PLAN = "main"
+"""The id of a session's plan when the model names none: a whole v1 ``plan`` read as a plan by id is this one."""
+
+
+def plan_update(plan_id: str, entries: list[PlanEntry]) -> dict[str, Any]:
+    """A ``plan_update`` (unstable, for a client that advertises ``plan``): the complete entries of the plan
+    ``plan_id`` (the client replaces that plan, and keeps the others)."""
+    return {"sessionUpdate": "plan_update", "plan": {"type": "items", "planId": plan_id, "entries": entries}}
+
+
+def plan_removed(plan_id: str) -> dict[str, Any]:
+    """A ``plan_removed`` (unstable): the plan ``plan_id`` is done with."""
+    return {"sessionUpdate": "plan_removed", "planId": plan_id}
+
+
 def available_commands(commands: list[AvailableCommand]) -> dict[str, Any]:
     return {"sessionUpdate": "available_commands_update", "availableCommands": commands}
 

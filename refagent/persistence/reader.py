@@ -31,6 +31,9 @@ _HOLD = b'\n{"kind":"hold",'
 _RELEASE = b'\n{"kind":"release"'
 _META = b'\n{"kind":"meta",'
 _RECORD = b'{"kind":"'
+PLAN = b'"sessionUpdate":"plan'
+"""In every line of a replay file that holds a plan update (``plan``, ``plan_update``, ``plan_removed``), and no
+other (the text of a message holds its quotes escaped)."""
 _STATE = {"title": str, "modeId": str, "profileId": str, "updatedAt": str, "turns": int}
 """The fields of a ``meta`` record written whole, and their types (newer records hold ``reasoningEffort`` and
 ``systemPrompt`` too, read from the whole record only)."""
@@ -66,6 +69,9 @@ class StoredSession:
     system_prompt: tuple[str, str] | None = None
     """The client's system prompt, ``(mode, text)``, if it sent one (newer files only)."""
     turns: int = 0
+    archived: bool = False
+    """Whether it is archived (``session/archive``, unstable: hidden from ``session/list`` unless asked for;
+    newer files only)."""
     shown: bytes = b""
     held: list[dict[str, Any]] = field(default_factory=list)
     replayed: int | None = None
@@ -81,6 +87,12 @@ class StoredSession:
         :func:`refagent.persistence.recorder.replay` folds into what a load sends)."""
         shown = [json.loads(line)["params"]["update"] for line in self.shown.splitlines()]
         return [*shown, *self.held]
+
+    def plan_updates(self) -> list[dict[str, Any]]:
+        """The plan updates of the visible history, in order (``plan``, ``plan_update``, ``plan_removed``):
+        what a loaded session's plans start from. Only their lines of ``shown`` are parsed."""
+        shown = [json.loads(line)["params"]["update"] for line in self.shown.splitlines() if PLAN in line]
+        return [u for u in (*shown, *self.held) if str(u.get("sessionUpdate")).startswith("plan")]
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -113,6 +125,8 @@ class StoredSession:
             info["title"] = one_line(self.title)  # saved by any version, or edited: shown to a person
         if self.updated_at or self.created_at:
             info["updatedAt"] = self.updated_at or self.created_at
+        if self.archived:
+            info["archived"] = True
         return info
 
 
@@ -346,7 +360,9 @@ def _last_state(tail: Tail, stored: StoredSession, corrupt: list[int]) -> None:
             if key not in found and isinstance(record.get(key), kind):
                 found[key] = record[key]
         if record.keys() >= _STATE.keys():
-            # Written whole: those before it are older. The reasoning effort is only in newer, whole records.
+            # Written whole: those before it are older. The reasoning effort, the client's system prompt and
+            # the archived mark are only in newer, whole records.
+            found["archived"] = record.get("archived") is True
             effort = record.get("reasoningEffort")
             if isinstance(effort, str):
                 found["reasoningEffort"] = effort
@@ -359,6 +375,7 @@ def _last_state(tail: Tail, stored: StoredSession, corrupt: list[int]) -> None:
     stored.turns = found.get("turns", 0)
     stored.reasoning_effort = found.get("reasoningEffort")
     stored.system_prompt = found.get("systemPrompt")
+    stored.archived = found.get("archived", False)
 
 
 def _checked(shown: bytes, head: bytes, source: str) -> bytes:

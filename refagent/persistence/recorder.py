@@ -4,7 +4,9 @@
 (``Session.send_update``) that belongs to it goes to the session's files
 (:mod:`refagent.persistence.records`) in the form a replay sends: each message as one chunk with its
 ``messageId`` (its chunks merged as it streams), each tool call once, where it began, in its final state,
-and the plans in order. What is complete goes to the replay file;
+and the plans in order (in the form the client took them: the whole v1 ``plan``, or ``plan_update`` and
+``plan_removed``; a load sends them in the form the loading client takes,
+:func:`refagent.persistence.replays.plans_for`). What is complete goes to the replay file;
 what is not yet (a tool call running, and anything shown after it meanwhile) is held, its updates
 recorded in the record file, until it is.
 
@@ -36,6 +38,8 @@ VISIBLE = frozenset(
         "tool_call",
         "tool_call_update",
         "plan",
+        "plan_update",
+        "plan_removed",
         "compaction_update",
     }
 )
@@ -214,6 +218,10 @@ def _showable(update: Any) -> bool:
         return isinstance(update.get("toolCallId"), str)
     if kind == "compaction_update":
         return isinstance(update.get("compactionId"), str) and isinstance(update.get("status"), str)
+    if kind == "plan_update":
+        return isinstance(update.get("plan"), dict)
+    if kind == "plan_removed":
+        return isinstance(update.get("planId"), str)
     return kind == "plan" and isinstance(update.get("entries"), list)
 
 
@@ -244,7 +252,7 @@ def replay(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 out.append(call)
                 continue
             _fold_into(target, update)
-        elif kind in ("plan", "compaction_update"):
+        elif kind in ("plan", "plan_update", "plan_removed", "compaction_update"):
             out.append(dict(update))
     return out
 

@@ -20,7 +20,8 @@ Record kinds (``kind``; unknown kinds are skipped, so older agents can read newe
 
 - ``session``: the first record: ``sessionId``, ``cwd``, ``additionalDirectories``, ``createdAt``.
 - ``meta``: the session's state: ``title``, ``modeId``, ``profileId``, ``updatedAt``, ``turns`` (and, in
-  newer files, ``reasoningEffort`` and the client's ``systemPrompt``: ``{mode, text}`` or null), written
+  newer files, ``reasoningEffort``, the client's ``systemPrompt``: ``{mode, text}`` or null, and
+  ``archived``: true once ``session/archive`` archived it, false or absent otherwise), written
   whole each time one changes, so the last is all a load reads. (Older files hold partial ``meta``
   records and ``turn`` records, which are folded in order.)
 - ``message``: one model-facing message (Chat Completions format), appended as the conversation grows.

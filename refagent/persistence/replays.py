@@ -1,6 +1,8 @@
-"""Replay files written anew: for a fork (the same history under a new session id), and for a client that
-does not show ``compaction_update`` (the compactions as the messages it would have seen); and the title a
-user gives a saved session that is not open. The format is :mod:`refagent.persistence.records`'s."""
+"""Replay files written anew: for a fork (the same history under a new session id), for a client that
+does not show ``compaction_update`` (the compactions as the messages it would have seen), and for a client
+that takes plans in the other form than the one recorded (:func:`plans_for`); and the title a
+user gives a saved session that is not open, and its archived mark. The format is
+:mod:`refagent.persistence.records`'s."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import json
 from typing import Any
 
 from refagent.acp import jsonrpc, updates
-from refagent.persistence.reader import StoredSession
+from refagent.persistence.reader import PLAN, StoredSession
 from refagent.persistence.recorder import replay
 from refagent.persistence.store import SessionStore, now
 
@@ -29,7 +31,7 @@ def fork_files(
         log.append({"kind": "history", "messages": messages})
         title = f"{stored.title} (fork)" if stored.title else None
         stamp = now()
-        log.append(_meta(stored, title, stamp))
+        log.append(_meta(stored, title, stamp, archived=False))  # a fork is a new session, in the list
     finally:
         log.close()
     store.touch(session_id, title=title, updated_at=stamp)
@@ -50,8 +52,27 @@ def retitle(store: SessionStore, stored: StoredSession, title: str) -> None:
     store.touch(stored.session_id, title=title, updated_at=stamp)
 
 
-def _meta(stored: StoredSession, title: str | None, stamp: str) -> dict[str, Any]:
-    """A whole ``meta`` record of ``stored``'s state, with ``title`` and the time ``stamp``."""
+def mark_archived(store: SessionStore, session_id: str, archived: bool) -> bool:
+    """Mark the saved session ``session_id`` ``archived`` (``session/archive``) or not (``session/unarchive``):
+    a ``meta`` record with its state and the mark, unless its last one says so already (an open session
+    saves its own), and its index entry. Its ``updatedAt`` stays: archiving is not activity. False if no
+    such session is saved."""
+    stored = store.load(session_id)
+    if stored is None:
+        return False
+    if stored.archived != archived:
+        log = store.reopen(session_id)
+        try:
+            log.append(_meta(stored, stored.title, stored.updated_at or now(), archived=archived))
+        finally:
+            log.close()
+    store.mark_archived(session_id, archived)
+    return True
+
+
+def _meta(stored: StoredSession, title: str | None, stamp: str, *, archived: bool | None = None) -> dict[str, Any]:
+    """A whole ``meta`` record of ``stored``'s state, with ``title``, the time ``stamp`` and the archived mark
+    (None: ``stored``'s)."""
     prompt = stored.system_prompt
     return {
         "kind": "meta",
@@ -62,6 +83,7 @@ def _meta(stored: StoredSession, title: str | None, stamp: str) -> dict[str, Any
         "systemPrompt": {"mode": prompt[0], "text": prompt[1]} if prompt is not None else None,
         "updatedAt": stamp,
         "turns": stored.turns,
+        "archived": stored.archived if archived is None else archived,
     }
 
 
@@ -88,3 +110,43 @@ def compactions_as_messages(shown: bytes) -> bytes:
         message["params"]["update"] = chunk
         out.append(jsonrpc.encode(message))
     return b"".join(out)
+
+
+def plans_for(shown: bytes, by_id: bool) -> bytes:
+    """A replay file's lines with its plans in the form the loading client takes (a session records them in
+    the form its client took then): by id for one that advertises ``plan`` (a whole v1 ``plan`` is the plan
+    :data:`~refagent.acp.updates.DEFAULT_PLAN`), else the whole v1 ``plan`` after each change (the entries of
+    the plans of that moment, one plan after the other, as :class:`refagent.tools.plans.Plans` sends it)."""
+    out: list[bytes] = []
+    plans: dict[str, list[Any]] = {}
+    for line in shown.splitlines(keepends=True):
+        if PLAN not in line:
+            out.append(line)
+            continue
+        message = json.loads(line)
+        update = message["params"]["update"]
+        kind = update.get("sessionUpdate")
+        if kind == "plan" and by_id:
+            update = updates.plan_update(updates.DEFAULT_PLAN, update["entries"])
+        elif kind in ("plan_update", "plan_removed") and not by_id:
+            plan = update.get("plan") or {}
+            plan_id = str(update.get("planId") if kind == "plan_removed" else plan.get("planId"))
+            if kind == "plan_update" and plan.get("type") == "items" and plan.get("entries"):
+                plans[plan_id] = plan["entries"]
+            else:  # removed, emptied, or a form a v1 plan cannot show
+                plans.pop(plan_id, None)
+            update = updates.plan([entry for entries in plans.values() for entry in entries])
+        else:
+            out.append(line)
+            continue
+        message["params"]["update"] = update
+        out.append(jsonrpc.encode(message))
+    return b"".join(out)
+
+
+def replay_for(shown: bytes, *, compactions: bool, plans_by_id: bool) -> bytes:
+    """A replay file's lines as a client takes them: its compactions as messages unless it shows
+    ``compaction_update`` (:func:`compactions_as_messages`), its plans in the form it takes (:func:`plans_for`)."""
+    if not compactions and COMPACTION in shown:
+        shown = compactions_as_messages(shown)
+    return plans_for(shown, plans_by_id) if PLAN in shown else shown

@@ -28,12 +28,15 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from refagent.acp.errors import InvalidParams
 from refagent.acp.text import one_line
 from refagent.persistence.reader import StoredSession, read_records, read_session
 from refagent.persistence.writer import SessionLog, repair
+
+if TYPE_CHECKING:
+    from refagent.acp.requests import ArchiveFilter
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +126,18 @@ class SessionStore:
         info["updatedAt"] = updated_at or now()
         self._save_index(index)
 
+    def mark_archived(self, session_id: str, archived: bool) -> None:
+        """Keep the index's archived mark in step with the session's records (its ``meta``)."""
+        index = self._load_index()
+        info = index.get(session_id)
+        if info is None:
+            return
+        if archived:
+            info["archived"] = True
+        else:
+            info.pop("archived", None)
+        self._save_index(index)
+
     def delete(self, session_id: str) -> None:
         """Remove a session; an unknown id is not an error."""
         if not _ID.match(session_id):
@@ -150,10 +165,19 @@ class SessionStore:
         except OSError as exc:
             self._warn("could not repair session %s: %s", stored.session_id, exc)
 
+    def exists(self, session_id: str) -> bool:
+        """Whether a session of that id is saved here (its record file)."""
+        return bool(_ID.match(session_id)) and self._path(session_id).is_file()
+
     def list(
-        self, cwd: str | None = None, cursor: str | None = None, page_size: int = PAGE_SIZE
+        self,
+        cwd: str | None = None,
+        cursor: str | None = None,
+        page_size: int = PAGE_SIZE,
+        archived: ArchiveFilter = "exclude",
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """A page of sessions, newest first, and the cursor of the next page (None: no more).
+        """A page of sessions, newest first, and the cursor of the next page (None: no more). Each says
+        whether it is ``archived``; ``archived`` filters them by it (before the page is cut).
 
         The cursor is opaque to clients: the sort key of the last entry shown, so a page does not shift
         when sessions are added meanwhile. An invalid cursor is ``-32602``.
@@ -162,14 +186,15 @@ class SessionStore:
         index = self._load_index()
         if after is None:  # a new listing looks at the directory too; its later pages follow the index
             index = self._reconcile(index)
-        entries = [i for i in index.values() if cwd is None or i.get("cwd") == cwd]
+        entries = [
+            i
+            for i in index.values()
+            if (cwd is None or i.get("cwd") == cwd) and (archived == "include" or (archived == "only") == _archived(i))
+        ]
         entries.sort(key=_sort_key, reverse=True)
         if after is not None:
             entries = [e for e in entries if _sort_key(e) < after]
-        # A title came from a user's prompt, saved by any version (or edited by hand): one visible line.
-        page = [
-            {**e, "title": one_line(e["title"])} if isinstance(e.get("title"), str) else e for e in entries[:page_size]
-        ]
+        page = [_listed(e) for e in entries[:page_size]]
         more = len(entries) > page_size
         return page, (_encode_cursor(_sort_key(page[-1])) if more and page else None)
 
@@ -279,6 +304,20 @@ def _stat(path: Path) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
+def _archived(info: dict[str, Any]) -> bool:
+    return info.get("archived") is True
+
+
+def _listed(info: dict[str, Any]) -> dict[str, Any]:
+    """An index entry as ``session/list`` shows it: its archived mark always (the ``archive`` capability
+    requires it), its title on one visible line (it came from a user's prompt, saved by any version, or was
+    edited by hand)."""
+    listed = {**info, "archived": _archived(info)}
+    if isinstance(info.get("title"), str):
+        listed["title"] = one_line(info["title"])
+    return listed
 
 
 def _sort_key(info: dict[str, Any]) -> tuple[str, str]:

@@ -35,6 +35,7 @@ from refagent.llm.pool import ModelPool, require_key
 from refagent.llm.profiles import ModelProfile, missing_key, scripted_profile
 from refagent.sandbox.confine.confinement import machine_support, remove_stale_cgroups
 from refagent.sandbox.confine.private_tmp import remove_stale_private_dirs
+from refagent.server.auth_status import auth_status
 from refagent.server.handshake import AUTH_METHOD, Started, answer_initialize
 from refagent.server.methods import NOTIFICATIONS, REQUESTS
 from refagent.server.providers import Route, known_provider_profiles, listing, protocol_of, route_from, routed
@@ -260,6 +261,11 @@ class Agent:
                 self._reload()
         return {}
 
+    async def auth_status(self, params: Params) -> dict[str, Any]:
+        """``auth/status`` (unstable): whether a model is set up (:mod:`refagent.server.auth_status`); never
+        ``-32000``, as a client asks it to learn whether it must sign in."""
+        return auth_status(self.settings)
+
     def _reload(self) -> None:
         """Read the configuration again; new sessions and prompts use it (with the editor's routings)."""
         assert self.settings.reload is not None
@@ -342,6 +348,15 @@ class Agent:
 
     async def delete_session(self, params: Params) -> dict[str, Any]:
         return await self.manager().delete_session(typed.SessionParams.parse(params))
+
+    async def archive_session(self, params: Params) -> dict[str, Any]:
+        return await self.manager().archive_session(typed.SessionParams.parse(params))
+
+    async def unarchive_session(self, params: Params) -> dict[str, Any]:
+        return await self.manager().unarchive_session(typed.SessionParams.parse(params))
+
+    async def session_status(self, params: Params) -> dict[str, Any]:
+        return await self.manager().session_status(typed.SessionParams.parse(params))
 
     async def prompt(self, params: Params) -> dict[str, Any]:
         return await self.manager().prompt(typed.PromptParams.parse(params))

@@ -39,25 +39,33 @@ def answer_initialize(settings: Settings, has_store: bool, params: dict[str, Any
     """
     p.required(params, "protocolVersion", int)
     # systemPrompt (unstable): a client's instructions appended to ours, or in place of our built-in ones
-    session: dict[str, Any] = {"close": {}, "additionalDirectories": {}, "systemPrompt": {"mode": {"override": {}}}}
-    if has_store:  # the rest needs sessions on disk
-        session.update({"list": {}, "resume": {}, "delete": {}, "fork": {}, "title": {}})  # fork, title: unstable
+    # status (unstable): whether a session is open here (and what it is doing) or saved
+    session: dict[str, Any] = {
+        "close": {},
+        "additionalDirectories": {},
+        "systemPrompt": {"mode": {"override": {}}},
+        "status": {},
+    }
+    if has_store:  # the rest needs sessions on disk (fork, title, archive: unstable)
+        session.update({"list": {}, "resume": {}, "delete": {}, "fork": {}, "title": {}, "archive": {}})
     capabilities: dict[str, Any] = {
         "loadSession": has_store,
         "promptCapabilities": {"image": settings.active_profile().images, "audio": False, "embeddedContext": True},
         "mcpCapabilities": {"http": True, "sse": True},
         "sessionCapabilities": session,
         "providers": {},  # unstable: the editor may route model requests (refagent.server.providers)
-        # _session/steering, as Claude's and Codex's adapters advertise it (refagent.session.steering)
-        "_meta": {"steering": {"supported": True}},
     }
+    capabilities["auth"] = {"status": {}}  # unstable: whether a model is set up (refagent.server.auth_status)
     if settings.config_file is not None:  # the stored keys can be forgotten
-        capabilities["auth"] = {"logout": {}}
+        capabilities["auth"]["logout"] = {}
     return {
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": capabilities,
         "authMethods": auth_methods(settings, params),
         "agentInfo": {"name": "refagent", "title": "refagent", "version": __version__},
+        # _session/steering, where Claude's and Codex's adapters advertise it and the clients built against
+        # them look: on the result itself, not in agentCapabilities (refagent.session.steering)
+        "_meta": {"steering": {"supported": True}},
     }
 
 

@@ -40,6 +40,7 @@ REQUESTS: Final[Mapping[str, Route]] = {
     "initialize": Route("initialize", early=early_initialize),
     "authenticate": Route("authenticate"),
     "logout": Route("logout"),
+    "auth/status": Route("auth_status"),  # unstable
     "session/new": Route("new_session", early=early_new_session),
     "session/load": Route("load_session", needs_store=True),
     "session/resume": Route("resume_session", needs_store=True),
@@ -47,6 +48,9 @@ REQUESTS: Final[Mapping[str, Route]] = {
     "session/list": Route("list_sessions", needs_store=True),
     "session/close": Route("close_session"),
     "session/delete": Route("delete_session", needs_store=True),
+    "session/archive": Route("archive_session", needs_store=True),  # unstable
+    "session/unarchive": Route("unarchive_session", needs_store=True),  # unstable
+    "session/status": Route("session_status"),  # unstable
     "session/set_title": Route("set_title", needs_store=True),  # unstable
     "session/prompt": Route("prompt"),
     "session/set_mode": Route("set_mode"),

@@ -38,9 +38,10 @@ from refagent.acp.errors import InvalidParams, ResourceNotFound
 from refagent.acp.text import one_line
 from refagent.ids import new_id
 from refagent.llm.pool import ModelPool, require_key
+from refagent.persistence.reader import PLAN
 from refagent.persistence.recorder import load as load_session
 from refagent.persistence.recorder import replay
-from refagent.persistence.replays import COMPACTION, compactions_as_messages, fork_files, retitle
+from refagent.persistence.replays import COMPACTION, fork_files, mark_archived, replay_for, retitle
 from refagent.sandbox.holding import Holding
 from refagent.session.options import new_session_result
 from refagent.session.speaker import speaker
@@ -147,8 +148,11 @@ class SessionManager:
         """``session/load``: replay the visible history, then answer; the conversation goes on."""
         session, stored, after = await self._restore(params)
         shown = stored.shown
-        if not session.compaction_updates and COMPACTION in shown:  # recorded for a client that showed them
-            shown = await anyio.to_thread.run_sync(compactions_as_messages, shown)
+        if COMPACTION in shown or PLAN in shown:  # recorded in the form the client of the moment took them
+            taken = functools.partial(
+                replay_for, compactions=session.compaction_updates, plans_by_id=session.client.takes_plans
+            )
+            shown = await anyio.to_thread.run_sync(taken, shown)
         await session.client.send_recorded(shown)  # the replay file, as it is (refagent.persistence.records)
         for update in replay(stored.held):  # if it could not be repaired after a crash (sent, not recorded)
             await session.client.send_update(update)
@@ -352,10 +356,11 @@ class SessionManager:
     # -- the other session methods --------------------------------------------------------------
 
     async def list_sessions(self, params: ListSessionsParams) -> dict[str, Any]:
-        """``session/list``: the saved sessions (of ``cwd``, if given), newest first, a page at a time."""
+        """``session/list``: the saved sessions (of ``cwd``, if given), newest first, a page at a time; the
+        archived ones only if ``archived`` asks for them, and each saying whether it is."""
         if self.store is None:
             return {"sessions": []}
-        sessions, next_cursor = self.store.list(params.cwd, params.cursor)
+        sessions, next_cursor = self.store.list(params.cwd, params.cursor, archived=params.archived)
         result: dict[str, Any] = {"sessions": sessions}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
@@ -375,6 +380,39 @@ class SessionManager:
         if self.store is not None:
             self.store.delete(session_id)
         return {}
+
+    async def archive_session(self, params: SessionParams) -> dict[str, Any]:
+        """``session/archive`` (unstable): out of ``session/list`` unless asked for, its id and history kept;
+        closed first if open (as ``session/close``). ``-32002`` for a session not saved here."""
+        if (session := self.sessions.get(params.session_id)) is not None:
+            await self._close_and_wait(session)
+        await self._mark_archived(params.session_id, True)
+        return {}
+
+    async def unarchive_session(self, params: SessionParams) -> dict[str, Any]:
+        """``session/unarchive`` (unstable): back in ``session/list``; nothing loaded or resumed (one loaded
+        while archived stays open, saved unarchived from now on). ``-32002`` for a session not saved here."""
+        if (session := self.sessions.get(params.session_id)) is not None and session.log is not None:
+            session.archived = False
+            session.save_state()
+        await self._mark_archived(params.session_id, False)
+        return {}
+
+    async def _mark_archived(self, session_id: str, archived: bool) -> None:
+        assert self.store is not None  # offered only with a store
+        if not await anyio.to_thread.run_sync(mark_archived, self.store, session_id, archived):
+            raise ResourceNotFound(f"Session not found: {session_id[:100]}", {"sessionId": session_id[:100]})
+
+    async def session_status(self, params: SessionParams) -> dict[str, Any]:
+        """``session/status`` (unstable), changing nothing: ``open`` for a session open here, what it does in
+        ``_meta.refagent.turn`` (:attr:`Session.activity`: the schema's status says only whether it is in
+        memory); ``saved`` for one that can be loaded; ``-32002`` (its id in ``data``) for neither."""
+        session_id = params.session_id
+        if (session := self.sessions.get(session_id)) is not None:
+            return {"status": "open", "_meta": {"refagent": {"turn": session.activity}}}
+        if self.store is not None and await anyio.to_thread.run_sync(self.store.exists, session_id):
+            return {"status": "saved"}
+        raise ResourceNotFound(f"Session not found: {session_id[:100]}", {"sessionId": session_id[:100]})
 
     async def set_title(self, params: SetTitleParams) -> dict[str, Any]:
         """``session/set_title`` (unstable): the title a user chose, on one line and at most

@@ -37,6 +37,7 @@ from refagent.session.content import user_message
 from refagent.session.prompt_commands import expand
 from refagent.session.speaker import Say, speaker
 from refagent.session.state import Session
+from refagent.session.steering import NOT_RUNNING
 from refagent.session.system_prompt import make_system_prompt
 from refagent.session.turn import Turn, run_prompt
 from refagent.session.usage import turn_usage
@@ -95,13 +96,15 @@ class Prompting:
             model = self.models.get(session.profile)
             turn = session.new_turn(model, self.max_requests, await _system_prompt(session, sandbox), self.retry)
             session.begin_turn(typed, message_id or new_id("user"))
+            if (plans := workspace.context.plans) is not None:
+                await plans.retire_done()  # a new task: the plans finished before it are done with
             if shown:  # never hidden from the user: which file, and how its prompt begins
                 await speaker(session.send_update)(shown)
             session.steers.open()
             try:
                 return await run_prompt(turn, message), turn
             finally:
-                session.steers.close()  # what the turn did not take is dropped, and said so
+                session.steers.close()  # what the turn did not take has failed, and is answered so
 
         ran = await session.run_turn(run)  # a prompt sent during a turn waits for it
         await self._after(session, typed)
@@ -117,14 +120,19 @@ class Prompting:
 
     async def steer(self, session: Session, blocks: Sequence[ContentBlock]) -> dict[str, Any]:
         """Answer one ``_session/steering`` of ``session`` (:mod:`refagent.session.steering`): queue the
-        message for the running turn and answer with its outcome once known. ``-32600`` with no turn running
-        or for a slash command; the blocks are judged as a prompt's (``-32602``)."""
-        session.steers.require_open()
+        message for the running turn and answer with its outcome once known (``injected`` or ``failed``), or
+        at once ``promptRequired`` with no turn running. ``-32600`` for a slash command; the blocks are
+        judged as a prompt's (``-32602``)."""
+        if not session.steers.running:
+            return dict(NOT_RUNNING)
         if parse_command(blocks, session.prompt_commands) is not None:
             raise InvalidRequest("A slash command cannot steer a turn: send it with session/prompt when the turn ends")
         message = await user_message(blocks, images=session.profile.images, read_text=_reader(session))
         steer = session.steers.add(blocks, message)
-        return {"outcome": await steer.wait()}
+        if steer is None:  # the turn ended while the message was read
+            return dict(NOT_RUNNING)
+        outcome = await steer.wait()
+        return {"outcome": outcome} if outcome == "injected" else {"outcome": outcome, "reason": "turnEnded"}
 
     async def _run_command(self, session: Session, command: Command, blocks: Sequence[ContentBlock]) -> StopReason:
         """Run a slash command other than /init; its answer is an agent message."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 
@@ -106,6 +106,8 @@ class Session:
         """Tokens and the cumulative cost of the session's model responses."""
         self.title: str | None = None
         self.updated_at: str | None = None
+        self.archived = False
+        """Loaded while archived (``session/archive``): it stays so, and is saved so, until unarchived."""
         self.steers = Steers()
         """Messages sent while a turn runs, for that turn (:mod:`refagent.session.steering`)."""
         self._auto_compaction: AutoCompaction | None = None
@@ -158,6 +160,15 @@ class Session:
         return _session_capability(self.client_capabilities, "compaction")
 
     @property
+    def activity(self) -> Literal["idle", "running", "waiting"]:
+        """What ``session/status`` says of it beside ``open``: ``running`` while a turn runs (a prompt's or a
+        slash command's), ``waiting`` while that turn waits on the user's answer (a permission, a form),
+        else ``idle``."""
+        if not self._turn_lock.locked():
+            return "idle"
+        return "waiting" if self.client.asking else "running"
+
+    @property
     def roots(self) -> list[str]:
         """The sandbox boundary: ``[cwd, *additionalDirectories]``."""
         return [self.cwd, *self.additional_directories]
@@ -189,6 +200,7 @@ class Session:
         self.title = stored.title
         self.updated_at = stored.updated_at
         self.turns = stored.turns
+        self.archived = stored.archived
         if stored.mode_id in MODE_IDS:
             self.mode_id = stored.mode_id
         if stored.profile_id in {p.id for p in self.profiles}:
@@ -210,6 +222,8 @@ class Session:
         self.mcp = mcp
         self.changed_files = changed_files
         self.holding = workspace.sandbox.holding
+        if self._saved is not None and workspace.context.plans is not None:  # the plans it had, to go on with
+            workspace.context.plans.restore(self._saved.plan_updates())
 
     def settled(self, problem: str | None = None) -> None:
         """The work after the session's response is done: its workspace is attached, or ``problem`` says why
@@ -312,8 +326,8 @@ class Session:
             self.log.append(record)
 
     def save_state(self) -> None:
-        """Record the session's title, mode, model, reasoning effort, client system prompt, time and turn
-        count, whole (a ``meta`` record)."""
+        """Record the session's title, mode, model, reasoning effort, client system prompt, time, turn count
+        and archived mark, whole (a ``meta`` record)."""
         prompt = self.client_prompt
         self.save(
             {
@@ -325,6 +339,7 @@ class Session:
                 "systemPrompt": {"mode": prompt.mode, "text": prompt.text} if prompt is not None else None,
                 "updatedAt": self.updated_at,
                 "turns": self.turns,
+                "archived": self.archived,
             }
         )
 

@@ -118,7 +118,7 @@ class Turn:
         taken = self.steers.take()
         for steer in taken:
             self.history.append(steer.message)
-            steer.decide("delivered")
+            steer.decide("injected")
         for steer in taken:
             for block in steer.blocks:
                 await self.send_update(updates.user_message_chunk(block, steer.message_id))

@@ -20,6 +20,7 @@ from refagent.sandbox.local import Sandbox
 from refagent.tools.base import BaseTool, Plan, ToolContext
 from refagent.tools.jobs import BackgroundJobs
 from refagent.tools.permissions import Permissions
+from refagent.tools.plans import Plans
 from refagent.tools.runner import ToolRunner
 
 
@@ -69,6 +70,7 @@ def build(
         send_update=send_update,
         questions=EditorQuestions(client, cancel_turn=cancel_turn),
         jobs=jobs,
+        plans=Plans(send_update, by_id=client.takes_plans),
     )
 
     on_changed = sandbox.watcher.note_own_write if sandbox.watcher is not None else None

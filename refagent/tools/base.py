@@ -42,6 +42,7 @@ from refagent.sandbox.seams import (
 
 if TYPE_CHECKING:
     from refagent.tools.jobs import BackgroundJobs
+    from refagent.tools.plans import Plans
 
 __all__ = [
     "CANCEL_NOTE",
@@ -102,6 +103,9 @@ class ToolContext:
     """Asking the user a question (the editor's form or permission dialog); None: no way to ask."""
     jobs: BackgroundJobs | None = None
     """The session's background commands (:mod:`refagent.tools.jobs`); None: none can be started."""
+    plans: Plans | None = None
+    """The session's plans as its client is shown them (:class:`refagent.tools.plans.Plans`); None: the one
+    whole v1 ``plan``."""
 
 
 @dataclass

@@ -42,7 +42,7 @@ async def test_the_terminal_method_only_for_a_client_that_runs_it(
     methods = {m["id"]: m for m in result["authMethods"]}
     assert methods["api-key"].get("type", "agent") == "agent"
     assert "refagent login" in methods["api-key"]["description"]
-    assert result["agentCapabilities"]["auth"] == {"logout": {}}  # a config file to forget keys in
+    assert result["agentCapabilities"]["auth"] == {"logout": {}, "status": {}}  # a config file to forget keys in
     if terminal:
         assert methods["login"]["type"] == "terminal"
         assert methods["login"]["args"] == ["login"]
@@ -59,7 +59,7 @@ async def test_logout_then_a_new_session_needs_a_key(tmp_path: Path, check: Any)
         )
         async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, None)) as agent:
             result = await agent.initialize()
-            assert result["agentCapabilities"]["auth"] == {"logout": {}}
+            assert result["agentCapabilities"]["auth"] == {"logout": {}, "status": {}}
             sid = await agent.new_session(tmp_path)
             assert (await prompt(agent, sid, "hi"))[0]["stopReason"] == "end_turn"
             assert await agent.result("logout", {}) == {}

@@ -393,6 +393,7 @@ def test_a_missing_index_is_rebuilt_with_titles_and_times(tmp_path: Path) -> Non
             "additionalDirectories": ["/work/lib"],
             "title": "Fix the parser",
             "updatedAt": "2030-01-01T00:00:00.000Z",
+            "archived": False,
         }
     ]
     assert (tmp_path / "index.json").exists()
@@ -456,7 +457,13 @@ def test_list_is_newest_first_and_filters_by_cwd(tmp_path: Path) -> None:
     assert ids(store.list(cwd=CWD)[0]) == ["new", "mid", "old"]
     assert ids(store.list(cwd="/work/other")[0]) == ["elsewhere"]
     assert store.list(cwd="/nowhere") == ([], None)
-    assert page[0] == {"sessionId": "new", "cwd": CWD, "title": "New", "updatedAt": "2026-01-03T00:00:00.000Z"}
+    assert page[0] == {
+        "sessionId": "new",
+        "cwd": CWD,
+        "title": "New",
+        "updatedAt": "2026-01-03T00:00:00.000Z",
+        "archived": False,
+    }
 
 
 def test_pages_cover_every_session_once(tmp_path: Path) -> None:
@@ -680,7 +687,7 @@ def test_folding_ignores_fields_of_the_wrong_type(tmp_path: Path) -> None:
     assert (stored.title, stored.mode_id, stored.profile_id, stored.updated_at) == (None, None, None, None)
     assert [c["path"] for c in stored.changes] == ["/p/b.py"]
     assert stored.turns == 0
-    assert store.list()[0] == [{"sessionId": "s1", "cwd": CWD}]
+    assert store.list()[0] == [{"sessionId": "s1", "cwd": CWD, "archived": False}]
 
 
 def test_a_tool_call_update_without_its_call_still_shows() -> None:

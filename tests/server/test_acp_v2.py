@@ -120,6 +120,9 @@ async def test_initialize_in_v2(tmp_path: Path, v2_on: None) -> None:
     assert session["delete"] == {}
     assert session["mcp"] == {"stdio": {}, "http": {}}
     assert "agentCapabilities" not in result
+    # steering where the adapters' clients look, as in v1: on the result, not among the capabilities
+    assert result["_meta"] == {"steering": {"supported": True}}
+    assert "_meta" not in result["capabilities"]
 
 
 async def test_a_prompt_turn_in_v2(tmp_path: Path, project: Path, v2_on: None) -> None:

@@ -135,7 +135,7 @@ async def test_a_config_file_offers_the_agent_method_and_logout_but_no_terminal(
     assert method["id"] == "api-key"
     assert "type" not in method  # the agent method
     assert "refagent login" in method["description"]
-    assert result["agentCapabilities"]["auth"] == {"logout": {}}
+    assert result["agentCapabilities"]["auth"] == {"logout": {}, "status": {}}
 
 
 @pytest.mark.parametrize("capabilities", [{"auth": {"terminal": True}}, {"_meta": {"terminal-auth": True}}])
@@ -157,7 +157,7 @@ async def test_no_configuration_to_sign_in_to_offers_nothing(check: Any, capabil
         result = await editor.initialize(capabilities)
         error = await error_of(editor, "logout", {})
     assert result["authMethods"] == []
-    assert "auth" not in result["agentCapabilities"]
+    assert result["agentCapabilities"]["auth"] == {"status": {}}  # no logout: nothing to forget
     assert error.code == -32601
 
 
@@ -169,7 +169,7 @@ async def test_a_configured_profile_without_a_file_offers_only_the_agent_method(
     [method] = result["authMethods"]
     assert method["id"] == "api-key"
     assert "WORK_KEY" in method["description"]
-    assert "auth" not in result["agentCapabilities"]  # no file: nothing to forget
+    assert result["agentCapabilities"]["auth"] == {"status": {}}  # no file: nothing to forget
     assert error.code == -32601
 
 

@@ -23,7 +23,7 @@ def test_answer_is_valid_and_honest() -> None:
     without = answer_initialize(Settings(store=None), False, {"protocolVersion": 1})
     assert without["agentCapabilities"]["loadSession"] is False
     session = without["agentCapabilities"]["sessionCapabilities"]
-    assert set(session) == {"close", "additionalDirectories", "systemPrompt"}
+    assert set(session) == {"close", "additionalDirectories", "systemPrompt", "status"}
     # a client's system prompt, appended or in place of the built-in instructions (unstable)
     assert without["agentCapabilities"]["sessionCapabilities"]["systemPrompt"] == {"mode": {"override": {}}}
     assert without["authMethods"] == []

@@ -597,6 +597,8 @@ async def test_capabilities_with_a_store(sessions_dir: Path, check: Any) -> None
         "title": {},  # unstable
         "additionalDirectories": {},
         "systemPrompt": {"mode": {"override": {}}},  # unstable
+        "archive": {},  # unstable
+        "status": {},  # unstable
     }
 
 
@@ -608,6 +610,7 @@ async def test_capabilities_without_a_store(project: Path, check: Any) -> None:
             "close": {},
             "additionalDirectories": {},
             "systemPrompt": {"mode": {"override": {}}},  # a session's, saved or not
+            "status": {},  # open or not (unstable)
         }
         sid = await editor.new_session(str(project))
         assert await editor.request("session/close", {"sessionId": sid}) == {}

@@ -1,5 +1,7 @@
-"""Steering (``_session/steering``): a message sent during a turn joins it at its next step, is echoed and
-recorded in place, and is dropped (and said so) when the turn ends first; with no turn it is refused."""
+"""Steering (``_session/steering``), as a client built against Claude's and Codex's adapters sees it: advertised
+on the ``initialize`` result's own ``_meta``; a message sent during a turn joins it at its next step, is
+echoed and recorded in place (``injected``), fails (and says so) when the turn ends first (``failed``), and
+with no turn running is left for a prompt (``promptRequired``)."""
 
 from __future__ import annotations
 
@@ -51,10 +53,18 @@ def settings(tmp_path: Path, model: ScriptedModel) -> Settings:
     return Settings(make_model=lambda profile: model, store=lambda: SessionStore(tmp_path / "sessions"))
 
 
-async def test_steering_is_advertised(tmp_path: Path, check: Any) -> None:
+def steering_supported(result: dict[str, Any]) -> bool:
+    """What a client built against the adapters reads: the result's own ``_meta``, and nothing else."""
+    assert "_meta" not in result["agentCapabilities"]  # some such clients insist on it
+    meta = result.get("_meta")
+    return isinstance(meta, dict) and meta.get("steering", {}).get("supported") is True
+
+
+async def test_steering_is_advertised_on_the_result_not_in_the_capabilities(tmp_path: Path, check: Any) -> None:
     async with connect(settings(tmp_path, ScriptedModel()), check=check) as editor:
-        capabilities = (await editor.initialize())["agentCapabilities"]
-    assert capabilities["_meta"]["steering"] == {"supported": True}
+        result = await editor.initialize()
+    assert steering_supported(result)
+    assert result["_meta"] == {"steering": {"supported": True}}
 
 
 async def test_a_steer_joins_the_turn_after_the_running_tool_call(tmp_path: Path, check: Any) -> None:
@@ -80,7 +90,7 @@ async def test_a_steer_joins_the_turn_after_the_running_tool_call(tmp_path: Path
             await anyio.wait_all_tasks_blocked()  # the steer waits in the queue, the tool call on the user
             held.go.set()
         live = editor.updates(sid)
-    assert outcome == {"prompt": {"stopReason": "end_turn"}, "steer": {"outcome": "delivered"}}
+    assert outcome == {"prompt": {"stopReason": "end_turn"}, "steer": {"outcome": "injected"}}
     # the model's next request has the steer after the tool's result
     second = model.requests[1].messages
     roles = [m["role"] for m in second]
@@ -116,15 +126,21 @@ async def test_a_steer_joins_the_turn_after_the_running_tool_call(tmp_path: Path
     assert history[steer_at - 1]["role"] == "tool"
 
 
-async def test_a_steer_with_no_turn_running_is_refused(tmp_path: Path, check: Any) -> None:
+async def test_a_steer_with_no_turn_running_asks_for_a_prompt(tmp_path: Path, check: Any) -> None:
+    """``promptRequired``, whether the client opted in to it or not: refagent never starts a turn no
+    ``session/prompt`` owns (``startedNewTurn``)."""
     project = tmp_path / "project"
     project.mkdir()
-    async with connect(settings(tmp_path, ScriptedModel([text("hi")])), check=check) as editor:
+    model = ScriptedModel([text("hi")])
+    async with connect(settings(tmp_path, model), check=check) as editor:
         await editor.initialize()
         sid = await editor.new_session(str(project))
-        with pytest.raises(RequestError, match="No turn is running in this session") as refused:
-            await editor.request("_session/steering", steering(sid))
-        assert refused.value.code == -32600
+        plain = await editor.request("_session/steering", steering(sid))
+        opted = {**steering(sid), "_meta": {"steering": {"idleBehavior": "promptRequired"}}}
+        opted_in = await editor.request("_session/steering", opted)
+        assert plain == opted_in == {"outcome": "promptRequired", "reason": "noRunningTurn"}
+        assert model.requests == []  # nothing was taken, no turn started
+        assert not any(u["sessionUpdate"] == "user_message_chunk" for u in editor.updates(sid))
         with pytest.raises(RequestError, match="Session not found"):
             await editor.request("_session/steering", steering("sess_nope"))
         with pytest.raises(RequestError, match="prompt") as bad:
@@ -133,7 +149,7 @@ async def test_a_steer_with_no_turn_running_is_refused(tmp_path: Path, check: An
         assert await editor.prompt(sid, "hello") == {"stopReason": "end_turn"}  # and the agent goes on
 
 
-async def test_cancel_drops_the_steers_not_yet_delivered(tmp_path: Path, check: Any) -> None:
+async def test_cancel_fails_the_steers_not_yet_taken(tmp_path: Path, check: Any) -> None:
     project = tmp_path / "project"
     project.mkdir()
     model = ScriptedModel([[write_call(project / "a.py")], text("never")])
@@ -157,7 +173,7 @@ async def test_cancel_drops_the_steers_not_yet_delivered(tmp_path: Path, check: 
             await editor.cancel(sid)
             held.go.set()
         live = editor.updates(sid)
-    assert outcome == {"prompt": {"stopReason": "cancelled"}, "steer": {"outcome": "dropped"}}
+    assert outcome == {"prompt": {"stopReason": "cancelled"}, "steer": {"outcome": "failed", "reason": "turnEnded"}}
     assert len(model.requests) == 1
     assert not any(u["sessionUpdate"] == "user_message_chunk" for u in live)
 
@@ -197,23 +213,21 @@ async def test_a_steer_after_the_models_last_answer_is_one_more_step() -> None:
 
     turn = turns.Turn(model=model, history=[], send_update=send, steers=steers)
     assert await turn.run({"role": "user", "content": "hi"}) == "end_turn"
-    assert steer.outcome == "delivered"
+    assert steer.outcome == "injected"
     assert [m["role"] for m in model.requests[1].messages] == ["user", "assistant", "user"]
     assert model.requests[1].messages[-1]["content"] == STEER
 
 
-def test_the_queue_refuses_when_closed_or_full_and_drops_on_close() -> None:
+def test_the_queue_takes_nothing_when_closed_refuses_when_full_and_fails_the_rest_on_close() -> None:
     steers = Steers()
-    with pytest.raises(RequestError, match="No turn is running"):
-        steers.add([], {})
+    assert steers.add([], {}) is None
     steers.open()
     waiting = [steers.add([], {}) for _ in range(MAX_PENDING)]
     with pytest.raises(RequestError, match="Too many"):
         steers.add([], {})
     steers.close()
-    assert {s.outcome for s in waiting} == {"dropped"}
-    with pytest.raises(RequestError, match="No turn is running"):
-        steers.add([], {})
+    assert {s.outcome for s in waiting if s is not None} == {"failed"}
+    assert steers.add([], {}) is None
 
 
 # -- a real agent process --------------------------------------------------------------------------------
@@ -228,7 +242,7 @@ async def test_an_agent_process_takes_a_steer_into_its_turn(tmp_path: Path, chec
     script = [Turn(tool_calls=[ToolCall("write_file", {"path": "a.py", "content": "x = 1\n"})]), Turn(text="Done.")]
     with ScriptedOpenAIServer(script, api_key=KEY) as server:
         async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
-            assert (await agent.initialize())["agentCapabilities"]["_meta"]["steering"] == {"supported": True}
+            assert steering_supported(await agent.initialize())
             sid = await agent.new_session(project)
             prompt_id = await agent.send_request("session/prompt", steering(sid, "Write a.py"))
             asked = await agent.wait_for(lambda m: m.get("method") == "session/request_permission")
@@ -238,8 +252,8 @@ async def test_an_agent_process_takes_a_steer_into_its_turn(tmp_path: Path, chec
             await agent.send({"jsonrpc": "2.0", "id": asked["id"], "result": answer})
             steered = await agent.wait_for(lambda m: m.get("id") == steer_id and "method" not in m)
             done = await agent.wait_for(lambda m: m.get("id") == prompt_id and "method" not in m)
-            refused = await agent.request("_session/steering", steering(sid))
-    assert steered["result"] == {"outcome": "delivered"}
+            idle = await agent.request("_session/steering", steering(sid))
+    assert steered["result"] == {"outcome": "injected"}
     assert done["result"]["stopReason"] == "end_turn"
     assert server.chat_requests[-1].body["messages"][-1] == {"role": "user", "content": STEER}
-    assert refused["error"]["code"] == -32600
+    assert idle["result"] == {"outcome": "promptRequired", "reason": "noRunningTurn"}

@@ -229,6 +229,13 @@ def validate_agent_message(message: dict[str, Any], answered: str | None) -> Non
             ) from unstable_error
 
 
+def validate_agent_message_unstable(message: dict[str, Any], answered: str | None) -> None:
+    """:func:`validate_agent_message`, and the whole message against the unstable schema too: the check of
+    tests of unstable features, whose every message (stable ones included) must be valid there as well."""
+    validate_agent_message(message, answered)
+    _validate(message, answered, "unstable")
+
+
 def checked_wire(lines: Iterable[str]) -> Transcript:
     """A client's wire transcript read back (``refagent run --json``, ``open_agent``'s ``transcript``: one
     ``{"from": "client"|"agent", "message"}`` a line), every message the agent sent checked against the

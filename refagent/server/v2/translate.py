@@ -158,8 +158,10 @@ def initialize_result(v1: dict[str, Any], *, has_store: bool) -> dict[str, Any]:
     result: dict[str, Any] = {
         "protocolVersion": V2,
         "info": v1.get("agentInfo") or {"name": "refagent", "version": __version__},
-        "capabilities": {"session": session, "_meta": capabilities.get("_meta", {})},
+        "capabilities": {"session": session},
     }
+    if isinstance(v1.get("_meta"), dict):  # steering, on the result as in v1 (refagent.session.steering)
+        result["_meta"] = v1["_meta"]
     methods = [auth_method(method) for method in v1.get("authMethods") or []]
     if methods:
         result["authMethods"] = methods
