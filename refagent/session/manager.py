@@ -431,9 +431,11 @@ class SessionManager:
         """What answers prompts with the settings as they are now: made once, and again after they change."""
         if self._prompts is None:
             # here: prompting loads with the workspace, after the first session/new answer (loaded by now)
+            from refagent.config.limits import SubagentLimits
             from refagent.session.prompting import Prompting
 
-            self._prompts = Prompting(self.models, self.settings.max_requests, self.store, self.settings.retry)
+            limits = self.settings.subagents or SubagentLimits()
+            self._prompts = Prompting(self.models, self.settings.max_requests, self.store, self.settings.retry, limits)
         return self._prompts
 
     def cancel(self, params: SessionParams) -> None:

@@ -1,0 +1,159 @@
+"""How the editor sees a subagent (:mod:`refagent.session.subagents`) while it works, and after.
+
+An editor that advertises ``clientCapabilities.subagents`` (unstable) sees a child session: announced
+on the parent session with a ``subagent_update`` (its id, the task as title, the instructions as
+description, ``state: running``) before anything of its own, the instructions as a ``session_message`` in
+both sessions (sent by the parent, received by the child), then the child's own updates under its
+``sessionId`` (its messages and tool calls, as a session's), ``state: requires_action`` while a question of
+its waits on the user, and ``state: idle`` with its stop reason when it ends.
+
+Every editor, the others included, sees the parent's ``task`` tool call: while the child works (for an
+editor without the capability) its content lists the child's tool calls as they go and its latest words;
+whenever a question of the child's waits on the user it says so; at the end, the list and the answer.
+That last content is what the session's record keeps of the child, and what ``session/load`` replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+
+from refagent.acp import updates
+from refagent.acp.client import SessionClient
+from refagent.acp.text import cut, one_line
+from refagent.acp.types import ToolCallContent
+from refagent.ids import new_id
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+INTERNAL_ERROR = -32603
+MARKS = {"completed": "✓", "failed": "✗"}
+"""How a child's tool call that ended shows in the list (one still running shows ``…``)."""
+WORDS_CHARS = 2000
+"""What the parent's call shows of the child's latest words while it works."""
+DESCRIPTION_CHARS = 500
+
+
+class ChildView:
+    """What the editor is shown of one subagent: ``send_parent`` sends on the parent session (and records),
+    ``child`` is the child session's client when the editor shows subagents (None: it does not).
+    ``call_id``: the parent's ``task`` call."""
+
+    def __init__(
+        self, *, title: str, prompt: str, call_id: str, child_id: str, send_parent: Send, child: SessionClient | None
+    ) -> None:
+        self.title = title
+        self.prompt = prompt
+        self.call_id = call_id
+        self.child_id = child_id
+        self.send_parent = send_parent
+        self.child = child
+        self.calls: dict[str, tuple[str, str]] = {}
+        """The child's tool calls by id: (title, status), in the order they began."""
+        self.words: dict[str, list[str]] = {}
+        """The child's messages by id, their text as it arrived (the last is its latest)."""
+        self.waiting_on: str | None = None
+        """What question of the child's waits on the user now, if one does."""
+
+    async def opened(self, parent_id: str) -> None:
+        """The child begins: announced (to an editor that shows subagents) with its instructions, sent by
+        the parent session ``parent_id``."""
+        if self.child is None:
+            return
+        description = cut(self.prompt, DESCRIPTION_CHARS)
+        await self.send_parent(self._state("running", title=self.title, description=description))
+        sent, received = new_id("msg"), new_id("msg")
+        content = [updates.text(self.prompt)]
+        await self.send_parent(
+            {
+                "sessionUpdate": "session_message",
+                "messageId": sent,
+                "senderSessionId": parent_id,
+                "recipientSessionId": self.child_id,
+                "recipientMessageId": received,
+                "content": content,
+            }
+        )
+        await self.child.send_update(
+            {
+                "sessionUpdate": "session_message",
+                "messageId": received,
+                "senderSessionId": parent_id,
+                "recipientSessionId": self.child_id,
+                "senderMessageId": sent,
+                "content": content,
+            }
+        )
+
+    async def show(self, update: dict[str, Any]) -> None:
+        """One update of the child's own: to its session (an editor that shows subagents), and into the
+        parent's call when a tool call of the child's begins or ends (an editor that does not)."""
+        if self.child is not None:
+            await self.child.send_update(update)
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk" and update["content"].get("type") == "text":
+            self.words.setdefault(str(update.get("messageId")), []).append(update["content"]["text"])
+        elif kind in ("tool_call", "tool_call_update"):
+            ident = str(update["toolCallId"])
+            title, status = self.calls.get(ident, ("Tool call", "pending"))
+            before = status
+            self.calls[ident] = (str(update.get("title", title)), str(update.get("status", status)))
+            if self.child is None and (kind == "tool_call" or self.calls[ident][1] != before):
+                await self.send_parent(updates.tool_call_update(self.call_id, content=self.content()))
+
+    @asynccontextmanager
+    async def waiting(self, question: str) -> AsyncIterator[None]:
+        """While the child's ``question`` waits on the user: the parent's call (and, to an editor that shows
+        subagents, the child's state) says so."""
+        self.waiting_on = question
+        await self.send_parent(updates.tool_call_update(self.call_id, content=self.content()))
+        if self.child is not None:
+            await self.send_parent(self._state("requires_action"))
+        try:
+            yield
+        finally:
+            self.waiting_on = None
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                await self.send_parent(updates.tool_call_update(self.call_id, content=self.content()))
+                if self.child is not None:
+                    await self.send_parent(self._state("running"))
+
+    async def closed(self, stop: str, reason: str = "") -> None:
+        """The child has ended with ``stop`` (a stop reason, or ``error`` with its ``reason``): to an editor
+        that shows subagents, its state is idle (shielded: it is said when the parent was cancelled too)."""
+        if self.child is None:
+            return
+        idle: dict[str, Any] = {"stopReason": stop}
+        if stop == "error":  # the failure as a JSON-RPC error object (internal error: the agent's own)
+            idle["error"] = {"code": INTERNAL_ERROR, "message": reason}
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+            await self.send_parent(self._state("idle", **idle))
+
+    def content(self, answer: str | None = None) -> list[ToolCallContent]:
+        """The parent's call content: the child's tool calls so far, a question waiting on the user, and its
+        ``answer`` (else, while an editor without subagents watches, its latest words)."""
+        lines = [f"{MARKS.get(status, '…')} {one_line(title)}" for title, status in self.calls.values()]
+        if self.waiting_on is not None:
+            lines.append(f"Waiting for your answer: {one_line(self.waiting_on)}")
+        shown: list[ToolCallContent] = []
+        if lines:
+            shown.append({"type": "content", "content": updates.text("\n".join(lines))})
+        words = answer if answer is not None else self._latest_words() if self.child is None else ""
+        if words:
+            shown.append({"type": "content", "content": updates.text(words)})
+        return shown
+
+    def _latest_words(self) -> str:
+        if not self.words:
+            return ""
+        return cut("".join(list(self.words.values())[-1]), WORDS_CHARS)
+
+    def _state(self, state: str, **fields: Any) -> dict[str, Any]:
+        """A ``subagent_update`` of the child in ``state``: for ``idle``, ``fields`` are the snapshot's (its
+        stop reason); else the update's own (title, description)."""
+        if state == "idle":
+            return {"sessionUpdate": "subagent_update", "sessionId": self.child_id, "state": {"state": state, **fields}}
+        return {"sessionUpdate": "subagent_update", "sessionId": self.child_id, **fields, "state": {"state": state}}

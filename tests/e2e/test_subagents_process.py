@@ -1,0 +1,282 @@
+"""Subagents (the ``task`` tool) in a real ``refagent`` process, over real pipes, against the scripted
+OpenAI-compatible server, each child's requests following a script of their own (``routes``, by the
+child's instructions). A child's permission question reaches the editor named for the child, and is
+answered, rejected, or cancelled with the turn; two children run at once; a child over its budget fails
+its call and the turn goes on; a client that shows subagents sees the child session; a load replays a turn
+with children; ``/undo`` takes back what a child changed. After every turn, no question of the agent's is
+left without an answer or a withdrawal. Every message the agent writes is validated against the ACP
+schema (the unstable one for the subagent updates)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
+from tests.support.helpers_process import AgentProcess
+from tests.support.process_sessions import KEY, config_path, env_for, load, prompt
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+PERMISSION = "session/request_permission"
+
+
+def task(title: str, prompt_text: str, tools: list[str] | None = None) -> ToolCall:
+    args: dict[str, Any] = {"task": title, "prompt": prompt_text}
+    if tools is not None:
+        args["tools"] = tools
+    return ToolCall("task", args)
+
+
+def edit(path: Path, old: str, new: str) -> Turn:
+    return Turn(tool_calls=[ToolCall("edit_file", {"path": str(path), "old_string": old, "new_string": new})])
+
+
+def project_with(tmp_path: Path, text: str = "helo world\n") -> tuple[Path, Path]:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.txt").write_text(text)
+    return project, project / "a.txt"
+
+
+async def start_prompt(agent: AgentProcess, sid: str, text: str) -> int:
+    return await agent.send_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
+
+
+async def reply(agent: AgentProcess, request: dict[str, Any], option_id: str) -> None:
+    outcome = {"outcome": "selected", "optionId": option_id}
+    await agent.send({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": outcome}})
+
+
+async def until_answer(agent: AgentProcess, msg_id: int) -> dict[str, Any]:
+    response = await agent.wait_for(lambda m: m.get("id") == msg_id and "method" not in m)
+    assert "result" in response, f"{response}\n{agent.stderr()[-3000:]}"
+    result: dict[str, Any] = response["result"]
+    return result
+
+
+def unanswered(agent: AgentProcess) -> list[dict[str, Any]]:
+    """The agent's requests the client neither answered nor was told to forget (``$/cancel_request``)."""
+    answered = {m["id"] for m in agent.transcript.sent_by("client") if "id" in m and "method" not in m}
+    withdrawn = {m["params"]["requestId"] for m in agent.agent_messages() if m.get("method") == "$/cancel_request"}
+    return [m for m in agent.agent_messages() if "method" in m and "id" in m and m["id"] not in answered | withdrawn]
+
+
+def task_call(updates: list[dict[str, Any]]) -> dict[str, Any]:
+    """The parent's task call, folded from its updates."""
+    call: dict[str, Any] = {}
+    for update in updates:
+        if update.get("sessionUpdate") in ("tool_call", "tool_call_update") and (
+            update.get("name") == "task" or update.get("toolCallId") == call.get("toolCallId")
+        ):
+            call.update(update)
+    return call
+
+
+def tool_results(server: ScriptedOpenAIServer, key: str = "") -> list[str]:
+    """What the model was told of each tool call, in the last request (of the conversation whose first
+    user message holds ``key``)."""
+    requests = [r for r in server.chat_requests if key in r.body["messages"][1]["content"]] if key else None
+    body = (requests or server.chat_requests)[-1].body
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+async def test_a_child_question_answered_reaches_the_editor_named_for_the_child(tmp_path: Path, check: Any) -> None:
+    project, target = project_with(tmp_path)
+    script = [Turn(tool_calls=[task("Fix the typo", "CHILD-A: fix the typo in a.txt", ["read_file", "edit_file"])])]
+    child = [edit(target, "helo", "hello"), Turn(text="Fixed the typo in a.txt.", usage=(300, 20))]
+    with ScriptedOpenAIServer([*script, Turn(text="All done.")], routes={"CHILD-A": child}, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize()
+            sid = await agent.new_session(project)
+            msg_id = await start_prompt(agent, sid, "Fix the typo, with a helper.")
+            asked = await agent.wait_for(lambda m: m.get("method") == PERMISSION)
+            assert asked["params"]["sessionId"] == sid
+            assert asked["params"]["toolCall"]["title"].startswith("[Fix the typo] ")
+            waiting = task_call(agent.transcript.updates(sid))
+            assert "Waiting for your answer: [Fix the typo]" in waiting["content"][0]["content"]["text"]
+            await reply(agent, asked, "allow")
+            result = await until_answer(agent, msg_id)
+            assert result["stopReason"] == "end_turn"
+            assert target.read_text() == "hello world\n"
+            shown = agent.transcript.updates(sid)
+            call = task_call(shown)
+            assert call["status"] == "completed"
+            assert call["kind"] == "think"
+            assert call["title"] == "Task: Fix the typo"
+            texts = [c["content"]["text"] for c in call["content"]]
+            assert texts[0].startswith("✓ ")
+            assert texts[-1] == "Fixed the typo in a.txt."
+            assert result["usage"]["inputTokens"] >= 300  # the child's tokens are the turn's
+            assert agent.text(sid) == "All done."
+            assert not unanswered(agent)
+
+            # /undo takes back what the child changed, as part of the turn.
+            undone, _ = await prompt(agent, sid, "/undo")
+            assert undone["stopReason"] == "end_turn"
+            assert target.read_text() == "helo world\n"
+        assert tool_results(server) == ["Fixed the typo in a.txt."]
+        child_system = server.chat_requests[1].body["messages"][0]["content"]
+        assert "You are a subagent" in child_system
+
+
+async def test_a_child_question_rejected(tmp_path: Path, check: Any) -> None:
+    project, target = project_with(tmp_path)
+    script = [Turn(tool_calls=[task("Fix it", "CHILD-R: fix a.txt", ["edit_file"])]), Turn(text="Understood.")]
+    child = [edit(target, "helo", "hello"), Turn(text="The user declined the edit.")]
+    with ScriptedOpenAIServer(script, routes={"CHILD-R": child}, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize()
+            sid = await agent.new_session(project)
+            msg_id = await start_prompt(agent, sid, "Fix it.")
+            asked = await agent.wait_for(lambda m: m.get("method") == PERMISSION)
+            await reply(agent, asked, "reject")
+            assert (await until_answer(agent, msg_id))["stopReason"] == "end_turn"
+            assert target.read_text() == "helo world\n"
+            assert task_call(agent.transcript.updates(sid))["status"] == "completed"
+            assert not unanswered(agent)
+        [declined] = tool_results(server, "CHILD-R")
+        assert declined.startswith("Not run: The user declined this call.")
+        assert tool_results(server) == ["The user declined the edit."]
+
+
+async def test_cancel_while_a_child_question_is_open(tmp_path: Path, check: Any) -> None:
+    project, target = project_with(tmp_path)
+    script = [Turn(tool_calls=[task("Fix it", "CHILD-C: fix a.txt", ["edit_file"])]), Turn(text="Still here.")]
+    child = [edit(target, "helo", "hello")]
+    with ScriptedOpenAIServer(script, routes={"CHILD-C": child}, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize()
+            sid = await agent.new_session(project)
+            msg_id = await start_prompt(agent, sid, "Fix it.")
+            asked = await agent.wait_for(lambda m: m.get("method") == PERMISSION)
+            await agent.notify("session/cancel", {"sessionId": sid})
+            withdrawn = await agent.wait_for(lambda m: m.get("method") == "$/cancel_request")
+            assert withdrawn["params"] == {"requestId": asked["id"]}
+            assert (await until_answer(agent, msg_id))["stopReason"] == "cancelled"
+            assert task_call(agent.transcript.updates(sid))["status"] == "failed"
+            assert not unanswered(agent)
+            assert target.read_text() == "helo world\n"
+            # The agent serves the next prompt; the model heard the task was cut off.
+            result, _ = await prompt(agent, sid, "Are you there?")
+            assert result["stopReason"] == "end_turn"
+        [cut] = tool_results(server)
+        assert "cancelled" in cut
+
+
+async def test_two_children_run_at_once(tmp_path: Path, check: Any) -> None:
+    project, one = project_with(tmp_path, "one\n")
+    two = project / "b.txt"
+    two.write_text("two\n")
+    calls = [task("First", "CHILD-1: change one", ["edit_file"]), task("Second", "CHILD-2: change two", ["edit_file"])]
+    routes = {
+        "CHILD-1": [edit(one, "one", "ONE"), Turn(text="Changed one.")],
+        "CHILD-2": [edit(two, "two", "TWO"), Turn(text="Changed two.")],
+    }
+    with ScriptedOpenAIServer([Turn(tool_calls=calls), Turn(text="Both done.")], routes=routes, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize()
+            sid = await agent.new_session(project)
+            msg_id = await start_prompt(agent, sid, "Change both.")
+            # Both children ask before either is answered: they run side by side.
+            first = await agent.wait_for(lambda m: m.get("method") == PERMISSION)
+            second = await agent.wait_for(lambda m: m.get("method") == PERMISSION)
+            titles = sorted(r["params"]["toolCall"]["title"].split("]")[0] for r in (first, second))
+            assert titles == ["[First", "[Second"]
+            await reply(agent, second, "allow")
+            await reply(agent, first, "allow")
+            assert (await until_answer(agent, msg_id))["stopReason"] == "end_turn"
+            assert (one.read_text(), two.read_text()) == ("ONE\n", "TWO\n")
+            assert not unanswered(agent)
+        assert tool_results(server) == ["Changed one.", "Changed two."]  # in the order of the calls
+
+
+async def test_a_child_over_its_budget_fails_its_call_and_the_turn_goes_on(tmp_path: Path, check: Any) -> None:
+    project, target = project_with(tmp_path)
+    config = config_path(tmp_path)
+    config.parent.mkdir(parents=True)
+    config.write_text("[subagents]\nmax_requests = 1\nmax_tokens = 1000\n")
+    calls = [task("Look around", "CHILD-Q: read a.txt"), task("Think hard", "CHILD-T: think")]
+    routes = {
+        "CHILD-Q": [Turn(tool_calls=[ToolCall("read_file", {"path": str(target)})])],
+        "CHILD-T": [Turn(text="A long thought.", usage=(5000, 10))],
+    }
+    script = [Turn(tool_calls=calls), Turn(text="The helpers ran out.")]
+    with ScriptedOpenAIServer(script, routes=routes, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize()
+            sid = await agent.new_session(project)
+            result, shown = await prompt(agent, sid, "Look.")
+            assert result["stopReason"] == "end_turn"
+            failed = [u for u in shown if u.get("sessionUpdate") == "tool_call_update" and u.get("status") == "failed"]
+            assert len(failed) == 2
+            assert agent.text(sid) == "The helpers ran out."
+        requests, tokens = tool_results(server)
+        assert "did not finish: it ran out of model requests (its budget is 1)" in requests
+        assert "did not finish: it used 5,010 tokens, over its budget of 1,000" in tokens
+        assert "A long thought." in tokens  # its last words are kept
+
+
+async def test_a_client_that_shows_subagents_sees_the_child_session(tmp_path: Path, check: Any) -> None:
+    project, target = project_with(tmp_path)
+    script = [Turn(tool_calls=[task("Fix it", "CHILD-S: fix a.txt", ["edit_file"])]), Turn(text="Done.")]
+    child = [edit(target, "helo", "hello"), Turn(text="Fixed.")]
+    with ScriptedOpenAIServer(script, routes={"CHILD-S": child}, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize({"subagents": {}})
+            sid = await agent.new_session(project)
+            msg_id = await start_prompt(agent, sid, "Fix it.")
+            asked = await agent.wait_for(lambda m: m.get("method") == PERMISSION)
+            [announced] = [u for u in agent.transcript.updates(sid) if u["sessionUpdate"] == "subagent_update"][:1]
+            child_id = announced["sessionId"]
+            assert announced["title"] == "Fix it"
+            assert announced["state"] == {"state": "running"}
+            assert asked["params"]["sessionId"] == child_id  # the child's session asks
+            assert asked["params"]["toolCall"]["title"].startswith("[Fix it] ")
+            states = [u["state"] for u in agent.transcript.updates(sid) if u["sessionUpdate"] == "subagent_update"]
+            assert states[-1] == {"state": "requires_action"}
+            await reply(agent, asked, "allow")
+            assert (await until_answer(agent, msg_id))["stopReason"] == "end_turn"
+            states = [u["state"] for u in agent.transcript.updates(sid) if u["sessionUpdate"] == "subagent_update"]
+            assert states[-2:] == [{"state": "running"}, {"state": "idle", "stopReason": "end_turn"}]
+            own = agent.transcript.updates(child_id)
+            assert own[0]["sessionUpdate"] == "session_message"
+            assert own[0]["senderSessionId"] == sid
+            assert agent.text(child_id) == "Fixed."
+            assert any(u["sessionUpdate"] == "tool_call" and u["name"] == "edit_file" for u in own)
+            # The first word of the child comes after its announcement.
+            first_child = next(
+                i for i, m in enumerate(agent.agent_messages()) if m.get("params", {}).get("sessionId") == child_id
+            )
+            first_announce = next(
+                i
+                for i, m in enumerate(agent.agent_messages())
+                if m.get("params", {}).get("update", {}).get("sessionUpdate") == "subagent_update"
+            )
+            assert first_announce < first_child
+            assert not unanswered(agent)
+
+
+async def test_load_after_a_turn_with_children_replays_the_task(tmp_path: Path, check: Any) -> None:
+    project, target = project_with(tmp_path)
+    script = [Turn(tool_calls=[task("Read it", "CHILD-L: read a.txt")]), Turn(text="It says helo.")]
+    child = [Turn(tool_calls=[ToolCall("read_file", {"path": str(target)})]), Turn(text="a.txt says helo world.")]
+    with ScriptedOpenAIServer(script, routes={"CHILD-L": child}, api_key=KEY) as server:
+        env = env_for(tmp_path, server)
+        async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
+            await agent.initialize()
+            sid = await agent.new_session(project)
+            result, shown = await prompt(agent, sid, "What does a.txt say?")
+            assert result["stopReason"] == "end_turn"
+            live = task_call(shown)
+        async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
+            await agent.initialize()
+            _, replayed = await load(agent, sid, project)
+            call = task_call(replayed)
+            assert call["status"] == "completed"
+            assert call["content"] == live["content"]
+            texts = [c["content"]["text"] for c in call["content"]]
+            assert texts[0].startswith("✓ Read")
+            assert texts[-1] == "a.txt says helo world."
