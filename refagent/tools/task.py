@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from refagent.acp.text import cut, one_line
+from refagent.acp.text import one_line
 from refagent.errors import ToolError
 from refagent.tools.args import arg_str
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
@@ -103,8 +103,9 @@ class TaskTool(BaseTool):
 
 
 def task_title(task: str) -> str:
-    """A task as its title: one line, at most :data:`TITLE_CHARS`."""
-    return cut(one_line(" ".join(task.split())), TITLE_CHARS)
+    """A task as its title: one line, at most :data:`TITLE_CHARS` (cut with an ellipsis)."""
+    title = one_line(" ".join(task.split()))
+    return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1].rstrip() + "…"
 
 
 def _tools(value: Any, available: Sequence[str]) -> tuple[str, ...]:

@@ -280,3 +280,79 @@ async def test_load_after_a_turn_with_children_replays_the_task(tmp_path: Path, 
             texts = [c["content"]["text"] for c in call["content"]]
             assert texts[0].startswith("✓ Read")
             assert texts[-1] == "a.txt says helo world."
+
+
+async def test_a_child_question_to_the_user_reaches_the_editors_form(tmp_path: Path, check: Any) -> None:
+    project, _ = project_with(tmp_path)
+    script = [Turn(tool_calls=[task("Pick a db", "CHILD-E: ask which db", ["ask_user"])]), Turn(text="Noted.")]
+    question = ToolCall("ask_user", {"question": "Which database?", "choices": ["SQLite", "PostgreSQL"]})
+    child = [Turn(tool_calls=[question]), Turn(text="The user wants SQLite.")]
+    with ScriptedOpenAIServer(script, routes={"CHILD-E": child}, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize({"elicitation": {"form": {}}})
+            sid = await agent.new_session(project)
+            msg_id = await start_prompt(agent, sid, "Choose.")
+            asked = await agent.wait_for(lambda m: m.get("method") == "elicitation/create")
+            assert asked["params"]["sessionId"] == sid
+            assert asked["params"]["message"] == "[Pick a db] Which database?"
+            waiting = task_call(agent.transcript.updates(sid))
+            assert "Waiting for your answer: [Pick a db] Which database?" in waiting["content"][0]["content"]["text"]
+            await agent.send(
+                {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"answer": "SQLite"}}}
+            )
+            assert (await until_answer(agent, msg_id))["stopReason"] == "end_turn"
+            assert not unanswered(agent)
+        assert tool_results(server, "CHILD-E") == ["The user chose: SQLite"]
+        assert tool_results(server) == ["The user wants SQLite."]
+
+
+async def test_a_child_works_under_the_sessions_mode(tmp_path: Path, check: Any) -> None:
+    project, target = project_with(tmp_path)
+    script = [Turn(tool_calls=[task("Fix it", "CHILD-M: fix a.txt", ["edit_file"])]), Turn(text="Could not.")]
+    child = [edit(target, "helo", "hello"), Turn(text="The edit was refused.")]
+    with ScriptedOpenAIServer(script, routes={"CHILD-M": child}, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize()
+            sid = await agent.new_session(project)
+            await agent.result("session/set_mode", {"sessionId": sid, "modeId": "read-only"})
+            result, _ = await prompt(agent, sid, "Fix it.")
+            assert result["stopReason"] == "end_turn"
+            assert not any(m.get("method") == PERMISSION for m in agent.agent_messages())
+            assert target.read_text() == "helo world\n"
+        [refused] = tool_results(server, "CHILD-M")
+        assert "read-only mode" in refused
+
+
+def offered(server: ScriptedOpenAIServer, key: str) -> set[str]:
+    """The tools offered in the first request of the conversation whose first user message holds ``key``."""
+    body = next(r.body for r in server.chat_requests if key in r.body["messages"][1]["content"])
+    return {t["function"]["name"] for t in body["tools"]}
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+async def test_children_start_children_only_as_deep_as_allowed(tmp_path: Path, check: Any, depth: int) -> None:
+    project, _ = project_with(tmp_path)
+    config = config_path(tmp_path)
+    config.parent.mkdir(parents=True)
+    config.write_text(f"[subagents]\nmax_depth = {depth}\n")
+    script = [Turn(tool_calls=[task("Delegate", "CHILD-D: hand it on", ["task", "read_file"])]), Turn(text="Done.")]
+    routes = {
+        "CHILD-D": [Turn(tool_calls=[task("Deeper", "GRAND-D: answer")]), Turn(text="The grandchild said hi.")],
+        "GRAND-D": [Turn(text="hi")],
+    }
+    with ScriptedOpenAIServer(script, routes=routes, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize()
+            sid = await agent.new_session(project)
+            result, _ = await prompt(agent, sid, "Go.")
+            assert result["stopReason"] == "end_turn"
+        child_results = tool_results(server, "CHILD-D")
+        if depth == 1:  # the model named a tool the child cannot have: its call fails, for it to fix
+            [refused] = tool_results(server)
+            assert "No such tool for a subagent: task" in refused
+            assert not [r for r in server.chat_requests if "CHILD-D" in r.body["messages"][1]["content"]]
+        else:
+            assert offered(server, "CHILD-D") == {"task", "read_file"}
+            assert offered(server, "GRAND-D") == {"read_file", "glob", "grep", "fetch"}  # the last level: no task
+            assert child_results == ["hi"]
+            assert tool_results(server) == ["The grandchild said hi."]
