@@ -55,8 +55,8 @@ class ChildView:
         """The child's tool calls by id: (title, status), in the order they began."""
         self.words: dict[str, list[str]] = {}
         """The child's messages by id, their text as it arrived (the last is its latest)."""
-        self.waiting_on: str | None = None
-        """What question of the child's waits on the user now, if one does."""
+        self.waiting_on: list[str] = []
+        """The questions of the child's that wait on the user now."""
 
     async def opened(self, parent_id: str) -> None:
         """The child begins: announced (to an editor that shows subagents) with its instructions, sent by
@@ -108,17 +108,17 @@ class ChildView:
     async def waiting(self, question: str) -> AsyncIterator[None]:
         """While the child's ``question`` waits on the user: the parent's call (and, to an editor that shows
         subagents, the child's state) says so."""
-        self.waiting_on = question
+        self.waiting_on.append(question)
         await self.send_parent(updates.tool_call_update(self.call_id, content=self.content()))
         if self.child is not None:
             await self.send_parent(self._state("requires_action"))
         try:
             yield
         finally:
-            self.waiting_on = None
+            self.waiting_on.remove(question)
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 await self.send_parent(updates.tool_call_update(self.call_id, content=self.content()))
-                if self.child is not None:
+                if self.child is not None and not self.waiting_on:
                     await self.send_parent(self._state("running"))
 
     async def closed(self, stop: str, reason: str = "") -> None:
@@ -136,8 +136,7 @@ class ChildView:
         """The parent's call content: the child's tool calls so far, a question waiting on the user, and its
         ``answer`` (else, while an editor without subagents watches, its latest words)."""
         lines = [f"{MARKS.get(status, '…')} {one_line(title)}" for title, status in self.calls.values()]
-        if self.waiting_on is not None:
-            lines.append(f"Waiting for your answer: {one_line(self.waiting_on)}")
+        lines += [f"Waiting for your answer: {one_line(question)}" for question in self.waiting_on]
         shown: list[ToolCallContent] = []
         if lines:
             shown.append({"type": "content", "content": updates.text("\n".join(lines))})

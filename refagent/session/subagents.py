@@ -28,7 +28,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -110,7 +112,7 @@ class Subagents:
             send_parent=self.parent.send_update,
             child=child if shows_subagents else None,
         )
-        budget = _Budget(self.limits)
+        budget = _Budget(self.limits, view)
         await view.opened(self.session_id)
         stop, reason = "cancelled", "cancelled"
         try:
@@ -118,16 +120,16 @@ class Subagents:
             turn = Turn(
                 model=self.parent.model,
                 history=history,
-                send_update=lambda update: self._send(update, view, budget),
+                send_update=lambda update: self._send(update, budget),
                 system_prompt=f"{self.parent.system_prompt}\n\n{template('subagent.md')}",
-                tools=self._tools(task, view, child, shown=shows_subagents),
+                tools=self._tools(task, budget, child, shown=shows_subagents),
                 max_requests=self.limits.max_requests,
                 usage=lambda used: self._usage(used, budget),
                 notices=False,  # a child's waits show in its own thread only
                 reasoning_effort=self.parent.reasoning_effort,
                 cache_key=child_id,
             )
-            with anyio.CancelScope(deadline=anyio.current_time() + self.limits.max_seconds) as budget.scope:
+            with budget.scope:
                 stop = await run_prompt(turn, {"role": "user", "content": task.prompt})
             if budget.scope.cancelled_caught:
                 stop, reason = "error", budget.spent or f"it ran out of time ({self.limits.max_seconds:g} s)"
@@ -146,15 +148,15 @@ class Subagents:
         answer = answer or "The subagent ended without an answer."
         return ToolResult(answer, content=view.content(answer), raw_output={"answer": answer})
 
-    async def _send(self, update: dict[str, Any], view: ChildView, budget: _Budget) -> None:
+    async def _send(self, update: dict[str, Any], budget: _Budget) -> None:
         """An update of the child's turn: its usage is the session's (and may end its budget); the rest is
         the child's to show."""
         if update.get("sessionUpdate") == "usage_update":
             await self.parent.send_update(update)
-            if budget.spent and budget.scope is not None:
+            if budget.spent:
                 budget.scope.cancel()
             return
-        await view.show(update)
+        await budget.view.show(update)
 
     def _usage(self, used: Usage, budget: _Budget) -> dict[str, Any]:
         """A child's response: its tokens join the turn's and count against the child's budget; its cost
@@ -163,11 +165,11 @@ class Subagents:
         budget.add(used.prompt_tokens + used.completion_tokens)
         return self.parent.usage(used)
 
-    def _tools(self, task: Task, view: ChildView, child: SessionClient, *, shown: bool) -> Tools:
+    def _tools(self, task: Task, budget: _Budget, child: SessionClient, *, shown: bool) -> Tools:
         """The child's tools: those ``task`` names, run under the session's mode and permission memory, its
         questions named for it and shown as waited on (asked in the ``child``'s session when the editor
         shows subagents, else in the parent's); with ``task`` itself a level deeper."""
-        runner = self.parent.runner
+        runner, view = self.parent.runner, budget.view
         chosen: list[BaseTool] = [t for t in runner.available() if t.name in task.tools and t.name != NAME]
         if NAME in task.tools and self.depth < self.limits.max_depth:
             # The grandchildren are the child's: announced on its session, their calls among its own.
@@ -180,28 +182,48 @@ class Subagents:
         context = dataclasses.replace(
             runner.context,
             send_update=view.show,
-            questions=_NamedQuestions(questions, label, view) if questions is not None else None,
+            questions=_NamedQuestions(questions, label, budget) if questions is not None else None,
             jobs=None,
         )
         ask = child.request_permission if shown else runner.request_permission
 
         async def request_permission(tool_call: dict[str, Any], options: list[PermissionOption]) -> PermissionAnswer:
             named = {**tool_call, "title": f"{label} {tool_call.get('title', '')}".rstrip()}
-            async with view.waiting(named["title"]):
+            async with budget.waiting(named["title"]):
                 return await ask(named, options)
 
         return runner.derived(lambda: chosen, context=context, request_permission=request_permission)
 
 
 class _Budget:
-    """What one child has spent of its tokens, and the scope its budget ends."""
+    """What one child has spent of its tokens and time, and the scope its budget ends. The time the user
+    takes to answer one of its questions is not the child's: its clock stops meanwhile (:meth:`waiting`)."""
 
-    def __init__(self, limits: SubagentLimits) -> None:
+    def __init__(self, limits: SubagentLimits, view: ChildView) -> None:
         self.limit = limits.max_tokens
+        self.view = view
         self.tokens = 0
         self.spent = ""
         """Why the child's budget is spent (empty: it is not)."""
-        self.scope: anyio.CancelScope | None = None
+        self.scope = anyio.CancelScope(deadline=anyio.current_time() + limits.max_seconds)
+        self._waits = 0
+        self._left = 0.0
+
+    @asynccontextmanager
+    async def waiting(self, question: str) -> AsyncIterator[None]:
+        """While the child's ``question`` waits on the user: the parent's call says so, and the child's
+        clock stops."""
+        if self._waits == 0:
+            self._left = self.scope.deadline - anyio.current_time()
+            self.scope.deadline = math.inf
+        self._waits += 1
+        try:
+            async with self.view.waiting(question):
+                yield
+        finally:
+            self._waits -= 1
+            if self._waits == 0:
+                self.scope.deadline = anyio.current_time() + self._left
 
     def add(self, tokens: int) -> None:
         self.tokens += tokens
@@ -212,16 +234,16 @@ class _Budget:
 class _NamedQuestions:
     """A child's questions: named for it, and shown on the parent's call as waited on."""
 
-    def __init__(self, questions: Questions, label: str, view: ChildView) -> None:
+    def __init__(self, questions: Questions, label: str, budget: _Budget) -> None:
         self.questions = questions
         self.label = label
-        self.view = view
+        self.budget = budget
 
     async def ask(
         self, question: str, choices: Any = (), *, allow_other: bool = False, tool_call_id: str | None = None
     ) -> Answer:
         named = f"{self.label} {question}"
-        async with self.view.waiting(named):
+        async with self.budget.waiting(named):
             return await self.questions.ask(named, choices, allow_other=allow_other, tool_call_id=tool_call_id)
 
 

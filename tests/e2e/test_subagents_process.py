@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
+from refagent.testing.openai_server import Fault, ScriptedOpenAIServer, ToolCall, Turn
 from tests.support.helpers_process import AgentProcess
 from tests.support.process_sessions import KEY, config_path, env_for, load, prompt
 
@@ -197,11 +197,12 @@ async def test_a_child_over_its_budget_fails_its_call_and_the_turn_goes_on(tmp_p
     project, target = project_with(tmp_path)
     config = config_path(tmp_path)
     config.parent.mkdir(parents=True)
-    config.write_text("[subagents]\nmax_requests = 1\nmax_tokens = 1000\n")
-    calls = [task("Look around", "CHILD-Q: read a.txt"), task("Think hard", "CHILD-T: think")]
+    config.write_text("[subagents]\nmax_requests = 1\nmax_tokens = 1000\nmax_seconds = 1\n")
+    calls = [task("Look around", "CHILD-Q: read a.txt"), task("Think hard", "CHILD-T: think"), task("Slow", "CHILD-W")]
     routes = {
         "CHILD-Q": [Turn(tool_calls=[ToolCall("read_file", {"path": str(target)})])],
         "CHILD-T": [Turn(text="A long thought.", usage=(5000, 10))],
+        "CHILD-W": [Turn(text="one two three four five six seven eight", chunk_delay=0.5)],
     }
     script = [Turn(tool_calls=calls), Turn(text="The helpers ran out.")]
     with ScriptedOpenAIServer(script, routes=routes, api_key=KEY) as server:
@@ -211,12 +212,13 @@ async def test_a_child_over_its_budget_fails_its_call_and_the_turn_goes_on(tmp_p
             result, shown = await prompt(agent, sid, "Look.")
             assert result["stopReason"] == "end_turn"
             failed = [u for u in shown if u.get("sessionUpdate") == "tool_call_update" and u.get("status") == "failed"]
-            assert len(failed) == 2
+            assert len(failed) == 3
             assert agent.text(sid) == "The helpers ran out."
-        requests, tokens = tool_results(server)
+        requests, tokens, slow = tool_results(server)
         assert "did not finish: it ran out of model requests (its budget is 1)" in requests
         assert "did not finish: it used 5,010 tokens, over its budget of 1,000" in tokens
         assert "A long thought." in tokens  # its last words are kept
+        assert "did not finish: it ran out of time (1 s)" in slow
 
 
 async def test_a_client_that_shows_subagents_sees_the_child_session(tmp_path: Path, check: Any) -> None:
@@ -356,3 +358,39 @@ async def test_children_start_children_only_as_deep_as_allowed(tmp_path: Path, c
             assert offered(server, "GRAND-D") == {"read_file", "glob", "grep", "fetch"}  # the last level: no task
             assert child_results == ["hi"]
             assert tool_results(server) == ["The grandchild said hi."]
+
+
+async def test_a_client_that_shows_subagents_hears_how_a_child_failed(tmp_path: Path, check: Any) -> None:
+    project, target = project_with(tmp_path)
+    config = config_path(tmp_path)
+    config.parent.mkdir(parents=True)
+    config.write_text("[subagents]\nmax_requests = 1\n")
+    calls = [task("Broken", "CHILD-F: fail"), task("Busy", "CHILD-B: read")]
+    routes = {
+        "CHILD-F": [Turn(fault=Fault.status(400, message="This model does not exist."))],
+        "CHILD-B": [Turn(tool_calls=[ToolCall("read_file", {"path": str(target)})])],
+    }
+    with ScriptedOpenAIServer(
+        [Turn(tool_calls=calls), Turn(text="Both failed.")], routes=routes, api_key=KEY
+    ) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize({"subagents": {}})
+            sid = await agent.new_session(project)
+            result, shown = await prompt(agent, sid, "Try.")
+            assert result["stopReason"] == "end_turn"
+            idle = {
+                u["sessionId"]: u["state"]
+                for u in shown
+                if u["sessionUpdate"] == "subagent_update" and u["state"]["state"] == "idle"
+            }
+            titles = {
+                u["sessionId"]: u["title"] for u in shown if u["sessionUpdate"] == "subagent_update" and "title" in u
+            }
+            by_title = {titles[child]: state for child, state in idle.items()}
+            assert by_title["Busy"] == {"state": "idle", "stopReason": "max_turn_requests"}
+            assert by_title["Broken"]["stopReason"] == "error"
+            assert by_title["Broken"]["error"]["code"] == -32603
+            assert "This model does not exist." in by_title["Broken"]["error"]["message"]
+        broken, busy = tool_results(server)
+        assert "did not finish: the model failed" in broken
+        assert "ran out of model requests" in busy
