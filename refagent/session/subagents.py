@@ -29,7 +29,7 @@ import dataclasses
 import functools
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +71,8 @@ class Parent:
     recorded); for a child's children, that child's."""
     usage: Callable[[Usage], dict[str, Any]]
     """The session's ``usage_update`` for a child's response (:meth:`UsageMeter.add_child`)."""
+    send_usage: Callable[[dict[str, Any]], Awaitable[None]]
+    """How that ``usage_update`` goes out: the session's ``send_update``, at every depth."""
     used: list[Usage]
     """The turn's responses' tokens (its prompt response's ``usage``): the children's join them."""
     reasoning_effort: str | None = None
@@ -114,7 +116,7 @@ class Subagents:
         )
         budget = _Budget(self.limits, view)
         await view.opened(self.session_id)
-        stop, reason = "cancelled", "cancelled"
+        stop, reason = "cancelled", "the turn was cancelled"
         try:
             history: list[dict[str, Any]] = []
             turn = Turn(
@@ -137,6 +139,9 @@ class Subagents:
                 stop, reason = "error", f"the model failed: {turn.failure.message}"
             else:
                 reason = _why(stop, self.limits)
+        except Exception as exc:  # a bug: the runner fails the call with it; the child ends as failed
+            stop, reason = "error", f"internal error: {type(exc).__name__}: {exc}"
+            raise
         finally:
             await view.closed(stop, reason)
         answer = _answer(history)
@@ -152,7 +157,7 @@ class Subagents:
         """An update of the child's turn: its usage is the session's (and may end its budget); the rest is
         the child's to show."""
         if update.get("sessionUpdate") == "usage_update":
-            await self.parent.send_update(update)
+            await self.parent.send_usage(update)
             if budget.spent:
                 budget.scope.cancel()
             return
@@ -240,7 +245,7 @@ class _NamedQuestions:
         self.budget = budget
 
     async def ask(
-        self, question: str, choices: Any = (), *, allow_other: bool = False, tool_call_id: str | None = None
+        self, question: str, choices: Sequence[str] = (), *, allow_other: bool = False, tool_call_id: str | None = None
     ) -> Answer:
         named = f"{self.label} {question}"
         async with self.budget.waiting(named):
@@ -283,6 +288,7 @@ def with_subagents(session: Session, turn: Turn, limits: SubagentLimits) -> None
         client=session.client,
         send_update=session.send_update,
         usage=functools.partial(session.meter.add_child, profile=session.profile),
+        send_usage=session.send_update,
         used=turn.used,
         reasoning_effort=turn.reasoning_effort,
     )

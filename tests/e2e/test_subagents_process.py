@@ -346,8 +346,10 @@ async def test_children_start_children_only_as_deep_as_allowed(tmp_path: Path, c
         async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
             await agent.initialize()
             sid = await agent.new_session(project)
-            result, _ = await prompt(agent, sid, "Go.")
+            result, shown = await prompt(agent, sid, "Go.")
             assert result["stopReason"] == "end_turn"
+            # Every response's usage is the session's, a grandchild's too.
+            assert len([u for u in shown if u["sessionUpdate"] == "usage_update"]) == len(server.chat_requests)
         child_results = tool_results(server, "CHILD-D")
         if depth == 1:  # the model named a tool the child cannot have: its call fails, for it to fix
             [refused] = tool_results(server)
