@@ -83,7 +83,10 @@ def tool_results(server: ScriptedOpenAIServer, key: str = "") -> list[str]:
     return [m["content"] for m in body["messages"] if m["role"] == "tool"]
 
 
-async def test_a_child_question_answered_reaches_the_editor_named_for_the_child(tmp_path: Path, check: Any) -> None:
+@pytest.mark.parametrize("back", ["/undo", "/rewind 1"])
+async def test_a_child_question_answered_reaches_the_editor_named_for_the_child(
+    tmp_path: Path, check: Any, back: str
+) -> None:
     project, target = project_with(tmp_path)
     script = [Turn(tool_calls=[task("Fix the typo", "CHILD-A: fix the typo in a.txt", ["read_file", "edit_file"])])]
     child = [edit(target, "helo", "hello"), Turn(text="Fixed the typo in a.txt.", usage=(300, 20))]
@@ -113,10 +116,10 @@ async def test_a_child_question_answered_reaches_the_editor_named_for_the_child(
             assert agent.text(sid) == "All done."
             assert not unanswered(agent)
 
-            # /undo takes back what the child changed, as part of the turn.
-            undone, _ = await prompt(agent, sid, "/undo")
+            # /undo and /rewind take back what the child changed, as part of the turn.
+            undone, said = await prompt(agent, sid, back)
             assert undone["stopReason"] == "end_turn"
-            assert target.read_text() == "helo world\n"
+            assert target.read_text() == "helo world\n", said
         assert tool_results(server) == ["Fixed the typo in a.txt."]
         child_system = server.chat_requests[1].body["messages"][0]["content"]
         assert "You are a subagent" in child_system
