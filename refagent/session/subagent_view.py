@@ -10,7 +10,9 @@ its waits on the user, and ``state: idle`` with its stop reason when it ends.
 Every editor, the others included, sees the parent's ``task`` tool call: while the child works (for an
 editor without the capability) its content lists the child's tool calls as they go and its latest words;
 whenever a question of the child's waits on the user it says so; at the end, the list and the answer.
-That last content is what the session's record keeps of the child, and what ``session/load`` replays.
+That last content is what the session's record keeps of the child, and what ``session/load`` replays. A
+child's call that such an editor was asked about (its permission request names the call) is then updated
+on the parent session too, until it ends, as a call of the session's own would be.
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ class ChildView:
         """The child's messages by id, their text as it arrived (the last is its latest)."""
         self.waiting_on: list[str] = []
         """The questions of the child's that wait on the user now."""
+        self.asked: dict[str, dict[str, Any]] = {}
+        """The child's tool calls the editor was asked about on the parent session (an editor that does
+        not show subagents), by id: the title and kind they were asked with."""
 
     async def opened(self, parent_id: str) -> None:
         """The child begins: announced (to an editor that shows subagents) with its instructions, sent by
@@ -94,6 +99,9 @@ class ChildView:
         if self.child is not None:
             await self.child.send_update(update)
         kind = update.get("sessionUpdate")
+        if kind == "tool_call_update" and update["toolCallId"] in self.asked:
+            # The editor met this call in a question on the parent session: it hears how it goes there too.
+            await self.send_parent({**update, **self.asked[update["toolCallId"]]})
         if kind == "agent_message_chunk" and update["content"].get("type") == "text":
             self.words.setdefault(str(update.get("messageId")), []).append(update["content"]["text"])
         elif kind in ("tool_call", "tool_call_update"):
@@ -103,6 +111,13 @@ class ChildView:
             self.calls[ident] = (str(update.get("title", title)), str(update.get("status", status)))
             if self.child is None and (kind == "tool_call" or self.calls[ident][1] != before):
                 await self.send_parent(updates.tool_call_update(self.call_id, content=self.content()))
+
+    def asking(self, tool_call_id: str, title: str, kind: str | None = None) -> None:
+        """A question about the child's call ``tool_call_id`` goes to the editor on the parent session (an
+        editor that does not show subagents): from now on the call's updates go there too, with the
+        ``title`` (and ``kind``) it was asked with, so the editor sees it end."""
+        if self.child is None:
+            self.asked[tool_call_id] = {"title": title} if kind is None else {"title": title, "kind": kind}
 
     @asynccontextmanager
     async def waiting(self, question: str) -> AsyncIterator[None]:

@@ -40,7 +40,7 @@ from refagent.acp.types import PermissionOption
 from refagent.config.limits import SubagentLimits
 from refagent.ids import new_id
 from refagent.llm.protocol import ModelClient, Usage
-from refagent.sandbox.editor.questions import EditorQuestions
+from refagent.sandbox.editor.questions import EditorQuestions, question_title
 from refagent.session.subagent_view import ChildView
 from refagent.session.system_prompt import template
 from refagent.session.turn import Turn, run_prompt
@@ -194,6 +194,7 @@ class Subagents:
 
         async def request_permission(tool_call: dict[str, Any], options: list[PermissionOption]) -> PermissionAnswer:
             named = {**tool_call, "title": f"{label} {tool_call.get('title', '')}".rstrip()}
+            view.asking(str(named.get("toolCallId")), named["title"], named.get("kind"))
             async with budget.waiting(named["title"]):
                 return await ask(named, options)
 
@@ -248,6 +249,8 @@ class _NamedQuestions:
         self, question: str, choices: Sequence[str] = (), *, allow_other: bool = False, tool_call_id: str | None = None
     ) -> Answer:
         named = f"{self.label} {question}"
+        if tool_call_id is not None:
+            self.budget.view.asking(tool_call_id, question_title(named))
         async with self.budget.waiting(named):
             return await self.questions.ask(named, choices, allow_other=allow_other, tool_call_id=tool_call_id)
 

@@ -75,6 +75,15 @@ def task_call(updates: list[dict[str, Any]]) -> dict[str, Any]:
     return call
 
 
+def folded(updates: list[dict[str, Any]], call_id: str) -> dict[str, Any]:
+    """The tool call ``call_id`` as the updates of one session leave it."""
+    call: dict[str, Any] = {}
+    for update in updates:
+        if update.get("toolCallId") == call_id:
+            call.update(update)
+    return call
+
+
 def tool_results(server: ScriptedOpenAIServer, key: str = "") -> list[str]:
     """What the model was told of each tool call, in the last request (of the conversation whose first
     user message holds ``key``)."""
@@ -104,6 +113,11 @@ async def test_a_child_question_answered_reaches_the_editor_named_for_the_child(
             result = await until_answer(agent, msg_id)
             assert result["stopReason"] == "end_turn"
             assert target.read_text() == "hello world\n"
+            # The call the editor was asked about ends on the session it was asked on.
+            asked_call = folded(agent.transcript.updates(sid), asked["params"]["toolCall"]["toolCallId"])
+            assert asked_call["status"] == "completed"
+            assert asked_call["title"] == asked["params"]["toolCall"]["title"]
+            assert asked_call["kind"] == "edit"
             shown = agent.transcript.updates(sid)
             call = task_call(shown)
             assert call["status"] == "completed"
@@ -137,6 +151,9 @@ async def test_a_child_question_rejected(tmp_path: Path, check: Any) -> None:
             asked = await agent.wait_for(lambda m: m.get("method") == PERMISSION)
             await reply(agent, asked, "reject")
             assert (await until_answer(agent, msg_id))["stopReason"] == "end_turn"
+            assert (
+                folded(agent.transcript.updates(sid), asked["params"]["toolCall"]["toolCallId"])["status"] == "failed"
+            )
             assert target.read_text() == "helo world\n"
             assert task_call(agent.transcript.updates(sid))["status"] == "completed"
             assert not unanswered(agent)
@@ -160,6 +177,9 @@ async def test_cancel_while_a_child_question_is_open(tmp_path: Path, check: Any)
             assert withdrawn["params"] == {"requestId": asked["id"]}
             assert (await until_answer(agent, msg_id))["stopReason"] == "cancelled"
             assert task_call(agent.transcript.updates(sid))["status"] == "failed"
+            assert (
+                folded(agent.transcript.updates(sid), asked["params"]["toolCall"]["toolCallId"])["status"] == "failed"
+            )
             assert not unanswered(agent)
             assert target.read_text() == "helo world\n"
             # The agent serves the next prompt; the model heard the task was cut off.
@@ -266,16 +286,22 @@ async def test_a_client_that_shows_subagents_sees_the_child_session(tmp_path: Pa
 
 async def test_load_after_a_turn_with_children_replays_the_task(tmp_path: Path, check: Any) -> None:
     project, target = project_with(tmp_path)
-    script = [Turn(tool_calls=[task("Read it", "CHILD-L: read a.txt")]), Turn(text="It says helo.")]
-    child = [Turn(tool_calls=[ToolCall("read_file", {"path": str(target)})]), Turn(text="a.txt says helo world.")]
+    script = [Turn(tool_calls=[task("Fix it", "CHILD-L: fix a.txt", ["read_file", "edit_file"])]), Turn(text="Done.")]
+    child = [
+        Turn(tool_calls=[ToolCall("read_file", {"path": str(target)})]),
+        edit(target, "helo", "hello"),
+        Turn(text="a.txt says hello world now."),
+    ]
     with ScriptedOpenAIServer(script, routes={"CHILD-L": child}, api_key=KEY) as server:
         env = env_for(tmp_path, server)
         async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
             await agent.initialize()
             sid = await agent.new_session(project)
-            result, shown = await prompt(agent, sid, "What does a.txt say?")
+            result, shown = await prompt(agent, sid, "Fix a.txt.")  # every permission allowed
             assert result["stopReason"] == "end_turn"
             live = task_call(shown)
+            [asked] = [m for m in agent.agent_messages() if m.get("method") == PERMISSION]
+            asked_id = asked["params"]["toolCall"]["toolCallId"]
         async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
             await agent.initialize()
             _, replayed = await load(agent, sid, project)
@@ -283,8 +309,14 @@ async def test_load_after_a_turn_with_children_replays_the_task(tmp_path: Path, 
             assert call["status"] == "completed"
             assert call["content"] == live["content"]
             texts = [c["content"]["text"] for c in call["content"]]
-            assert texts[0].startswith("✓ Read")
-            assert texts[-1] == "a.txt says helo world."
+            assert texts[0].splitlines()[0].startswith("✓ Read")
+            assert texts[0].splitlines()[1].startswith("✓ Edit")
+            assert texts[-1] == "a.txt says hello world now."
+            # The child's call the user was asked about is replayed where it was shown: ended, named for it.
+            [again] = [u for u in replayed if u.get("toolCallId") == asked_id]
+            assert again["sessionUpdate"] == "tool_call"
+            assert again["status"] == "completed"
+            assert again["title"].startswith("[Fix it] ")
 
 
 async def test_a_child_question_to_the_user_reaches_the_editors_form(tmp_path: Path, check: Any) -> None:
