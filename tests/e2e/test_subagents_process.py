@@ -431,3 +431,45 @@ async def test_a_client_that_shows_subagents_hears_how_a_child_failed(tmp_path: 
         broken, busy = tool_results(server)
         assert "did not finish: the model failed" in broken
         assert "ran out of model requests" in busy
+
+
+async def test_children_beyond_the_limit_wait_for_a_place(tmp_path: Path, check: Any) -> None:
+    project, target = project_with(tmp_path)
+    config = config_path(tmp_path)
+    config.parent.mkdir(parents=True)
+    config.write_text("[subagents]\nmax_running = 1\n")
+    read = Turn(tool_calls=[ToolCall("read_file", {"path": str(target)})])
+    routes = {"CHILD-X": [read, Turn(text="x")], "CHILD-Y": [read, Turn(text="y")]}
+    script = [Turn(tool_calls=[task("X", "CHILD-X"), task("Y", "CHILD-Y")]), Turn(text="Both.")]
+    with ScriptedOpenAIServer(script, routes=routes, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize()
+            sid = await agent.new_session(project)
+            result, _ = await prompt(agent, sid, "Both.")
+            assert result["stopReason"] == "end_turn"
+        children = [r for r in server.chat_requests if "CHILD-" in r.body["messages"][1]["content"]]
+        order = [r.body["messages"][1]["content"] for r in children]
+        assert order == ["CHILD-X", "CHILD-X", "CHILD-Y", "CHILD-Y"]  # one after the other
+        assert children[1].answered <= children[2].received
+        assert tool_results(server) == ["x", "y"]
+
+
+async def test_always_allowed_for_a_child_holds_for_the_session(tmp_path: Path, check: Any) -> None:
+    project, target = project_with(tmp_path, "one two\n")
+    script = [
+        Turn(tool_calls=[task("First edit", "CHILD-1: edit", ["edit_file"])]),
+        edit(target, "two", "TWO"),  # the session's own edit, after the child's
+        Turn(text="Both edits made."),
+    ]
+    routes = {"CHILD-1": [edit(target, "one", "ONE"), Turn(text="Done.")]}
+    with ScriptedOpenAIServer(script, routes=routes, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize()
+            sid = await agent.new_session(project)
+            msg_id = await start_prompt(agent, sid, "Edit twice.")
+            asked = await agent.wait_for(lambda m: m.get("method") == PERMISSION)
+            await reply(agent, asked, "allow-always")
+            assert (await until_answer(agent, msg_id))["stopReason"] == "end_turn"
+            assert target.read_text() == "ONE TWO\n"
+            assert len([m for m in agent.agent_messages() if m.get("method") == PERMISSION]) == 1
+            assert not unanswered(agent)
