@@ -37,6 +37,8 @@ MARKS = {"completed": "✓", "failed": "✗"}
 WORDS_CHARS = 2000
 """What the parent's call shows of the child's latest words while it works."""
 DESCRIPTION_CHARS = 500
+LISTED_CALLS = 40
+"""The child's latest calls the parent's call lists (the earlier ones are counted)."""
 
 
 class ChildView:
@@ -150,7 +152,9 @@ class ChildView:
     def content(self, answer: str | None = None) -> list[ToolCallContent]:
         """The parent's call content: the child's tool calls so far, a question waiting on the user, and its
         ``answer`` (else, while an editor without subagents watches, its latest words)."""
-        lines = [f"{MARKS.get(status, '…')} {one_line(title)}" for title, status in self.calls.values()]
+        calls = list(self.calls.values())
+        lines = [f"({len(calls) - LISTED_CALLS} earlier calls)"] if len(calls) > LISTED_CALLS else []
+        lines += [f"{MARKS.get(status, '…')} {cut(one_line(title), 200)}" for title, status in calls[-LISTED_CALLS:]]
         lines += [f"Waiting for your answer: {one_line(question)}" for question in self.waiting_on]
         shown: list[ToolCallContent] = []
         if lines:

@@ -12,7 +12,7 @@ import pytest
 
 from refagent.config.limits import SubagentLimits
 from refagent.llm.scripted import ScriptedModel, text
-from refagent.session.subagent_view import ChildView
+from refagent.session.subagent_view import LISTED_CALLS, ChildView
 from refagent.session.subagents import _Budget
 from refagent.settings import Settings
 from refagent.testing.memory import connect
@@ -96,3 +96,16 @@ async def test_the_task_call_lists_the_childs_calls_and_its_latest_words() -> No
     assert len(sent) == 5  # a call began or ended: words alone do not resend the list
     [_, answer] = shown.content("The answer.")
     assert answer["content"]["text"] == "The answer."
+
+
+async def test_a_long_list_of_calls_shows_the_latest() -> None:
+    sent: list[dict[str, Any]] = []
+    shown = view(sent)
+    for n in range(LISTED_CALLS + 5):
+        await shown.show(
+            {"sessionUpdate": "tool_call", "toolCallId": f"c{n}", "title": f"Read {n}", "status": "pending"}
+        )
+    lines = shown.content()[0]["content"]["text"].splitlines()
+    assert lines[0] == "(5 earlier calls)"
+    assert lines[1] == "… Read 5"
+    assert len(lines) == LISTED_CALLS + 1
