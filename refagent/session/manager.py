@@ -152,6 +152,9 @@ class SessionManager:
         await session.client.send_recorded(shown)  # the replay file, as it is (refagent.persistence.records)
         for update in replay(stored.held):  # if it could not be repaired after a crash (sent, not recorded)
             await session.client.send_update(update)
+        from refagent.session.subagent_view import replay_children  # here: loaded with the turn's modules
+
+        await replay_children(session.client, stored)  # their own sessions, to a client that shows them
         return Reply(self._state(session), after=after)
 
     async def resume_session(self, params: OpenSessionParams) -> Reply:

@@ -10,7 +10,9 @@ its waits on the user, and ``state: idle`` with its stop reason when it ends.
 Every editor, the others included, sees the parent's ``task`` tool call: while the child works (for an
 editor without the capability) its content lists the child's tool calls as they go and its latest words;
 whenever a question of the child's waits on the user it says so; at the end, the list and the answer.
-That last content is what the session's record keeps of the child, and what ``session/load`` replays. A
+That last content is what the session's history keeps of the child, and what ``session/load`` replays;
+for a client that shows subagents, the child's session is kept in the session's record file when it ends
+and replayed after the session's history (:func:`replay_children`). A
 child's call that such an editor was asked about (its permission request names the call) is then updated
 on the parent session too, until it ends, as a call of the session's own would be.
 """
@@ -28,6 +30,9 @@ from refagent.acp.client import SessionClient
 from refagent.acp.text import cut, one_line
 from refagent.acp.types import ToolCallContent
 from refagent.ids import new_id
+from refagent.persistence.children import child_record, read_children, replayed
+from refagent.persistence.reader import StoredSession
+from refagent.persistence.recorder import VISIBLE, replay
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -47,8 +52,18 @@ class ChildView:
     ``call_id``: the parent's ``task`` call."""
 
     def __init__(
-        self, *, title: str, prompt: str, call_id: str, child_id: str, send_parent: Send, child: SessionClient | None
+        self,
+        *,
+        title: str,
+        prompt: str,
+        call_id: str,
+        child_id: str,
+        send_parent: Send,
+        child: SessionClient | None,
+        record: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
+        """``record``: where the child's session is saved when it ends (the session's record file), if
+        anywhere (:mod:`refagent.persistence.children`)."""
         self.title = title
         self.prompt = prompt
         self.call_id = call_id
@@ -61,6 +76,12 @@ class ChildView:
         """The child's messages by id, their text as it arrived (the last is its latest)."""
         self.waiting_on: list[str] = []
         """The questions of the child's that wait on the user now."""
+        self.record = record
+        self.parent_id = ""
+        self.announced: dict[str, Any] = {}
+        """The child's ``subagent_update`` as it stands (its fields but the kind and the id)."""
+        self.transcript: list[dict[str, Any]] = []
+        """What the child's session showed (an editor that shows subagents), for its record."""
         self.asked: dict[str, dict[str, Any]] = {}
         """The child's tool calls the editor was asked about on the parent session (an editor that does
         not show subagents), by id: the title and kind they were asked with."""
@@ -68,6 +89,7 @@ class ChildView:
     async def opened(self, parent_id: str) -> None:
         """The child begins: announced (to an editor that shows subagents) with its instructions, sent by
         the parent session ``parent_id``."""
+        self.parent_id = parent_id
         if self.child is None:
             return
         description = cut(self.prompt, DESCRIPTION_CHARS)
@@ -84,7 +106,7 @@ class ChildView:
                 "content": content,
             }
         )
-        await self.child.send_update(
+        await self._to_child(
             {
                 "sessionUpdate": "session_message",
                 "messageId": received,
@@ -99,7 +121,7 @@ class ChildView:
         """One update of the child's own: to its session (an editor that shows subagents), and into the
         parent's call when a tool call of the child's begins or ends (an editor that does not)."""
         if self.child is not None:
-            await self.child.send_update(update)
+            await self._to_child(update)
         kind = update.get("sessionUpdate")
         if kind == "tool_call_update" and update["toolCallId"] in self.asked:
             # The editor met this call in a question on the parent session: it hears how it goes there too.
@@ -148,6 +170,9 @@ class ChildView:
             idle["error"] = {"code": INTERNAL_ERROR, "message": reason}
         with anyio.CancelScope(shield=True), anyio.move_on_after(2):
             await self.send_parent(self._state("idle", **idle))
+        if self.record is not None:
+            message, rest = self.transcript[:1], self.transcript[1:]
+            self.record(child_record(self.child_id, self.parent_id, self.announced, [*message, *replay(rest)]))
 
     def content(self, answer: str | None = None) -> list[ToolCallContent]:
         """The parent's call content: the child's tool calls so far, a question waiting on the user, and its
@@ -169,9 +194,31 @@ class ChildView:
             return ""
         return cut("".join(list(self.words.values())[-1]), WORDS_CHARS)
 
+    async def _to_child(self, update: dict[str, Any]) -> None:
+        """Send ``update`` on the child's session (kept for its record)."""
+        assert self.child is not None
+        await self.child.send_update(update)
+        if self.record is not None and (update["sessionUpdate"] in VISIBLE or not self.transcript):
+            self.transcript.append(update)
+
     def _state(self, state: str, **fields: Any) -> dict[str, Any]:
         """A ``subagent_update`` of the child in ``state``: for ``idle``, ``fields`` are the snapshot's (its
-        stop reason); else the update's own (title, description)."""
-        if state == "idle":
-            return {"sessionUpdate": "subagent_update", "sessionId": self.child_id, "state": {"state": state, **fields}}
-        return {"sessionUpdate": "subagent_update", "sessionId": self.child_id, **fields, "state": {"state": state}}
+        stop reason); else the update's own (title, description). Kept as the child's announcement."""
+        update = {"state": {"state": state, **fields}} if state == "idle" else {**fields, "state": {"state": state}}
+        self.announced.update(update)
+        return {"sessionUpdate": "subagent_update", "sessionId": self.child_id, **update}
+
+
+def shows_subagents(client: SessionClient) -> bool:
+    """Whether the client advertised ``subagents`` (an object; omitted or null: it did not)."""
+    return isinstance(client.capabilities.get("subagents"), dict)
+
+
+async def replay_children(client: SessionClient, stored: StoredSession) -> None:
+    """After ``session/load`` has replayed the session's own history: to a client that shows subagents,
+    its subagents' sessions as its record file keeps them (:mod:`refagent.persistence.children`)."""
+    if not shows_subagents(client):
+        return
+    records = await anyio.to_thread.run_sync(read_children, stored.source, stored.data)
+    for session_id, update in replayed(records, client.session_id):
+        await SessionClient(client.peer, session_id, client.capabilities).send_update(update)

@@ -42,6 +42,7 @@ from refagent.ids import new_id
 from refagent.llm.protocol import ModelClient, Usage
 from refagent.sandbox.editor.questions import EditorQuestions, question_title
 from refagent.session.subagent_view import ChildView
+from refagent.session.subagent_view import shows_subagents as shows
 from refagent.session.system_prompt import template
 from refagent.session.turn import Turn, run_prompt
 from refagent.tools.base import Answer, BaseTool, Questions, ToolResult
@@ -76,6 +77,8 @@ class Parent:
     used: list[Usage]
     """The turn's responses' tokens (its prompt response's ``usage``): the children's join them."""
     reasoning_effort: str | None = None
+    record: Callable[[dict[str, Any]], None] | None = None
+    """Where a child's session is saved when it ends: the session's record file (None: not saved)."""
 
 
 class Subagents:
@@ -104,7 +107,7 @@ class Subagents:
 
     async def _run(self, task: Task, call_id: str) -> ToolResult:
         child_id = new_id("sess")
-        shows_subagents = isinstance(self.parent.client.capabilities.get("subagents"), dict)
+        shows_subagents = shows(self.parent.client)
         child = SessionClient(self.parent.client.peer, child_id, self.parent.client.capabilities)
         view = ChildView(
             title=task.title,
@@ -113,6 +116,7 @@ class Subagents:
             child_id=child_id,
             send_parent=self.parent.send_update,
             child=child if shows_subagents else None,
+            record=self.parent.record,
         )
         budget = _Budget(self.limits, view)
         await view.opened(self.session_id)
@@ -294,6 +298,7 @@ def with_subagents(session: Session, turn: Turn, limits: SubagentLimits) -> None
         send_usage=session.send_update,
         used=turn.used,
         reasoning_effort=turn.reasoning_effort,
+        record=session.log.append if session.log is not None else None,
     )
     task = TaskTool(Subagents(parent, limits))
     turn.tools = tools.derived(lambda: [*tools.available(), task])

@@ -282,6 +282,36 @@ async def test_a_client_that_shows_subagents_sees_the_child_session(tmp_path: Pa
             )
             assert first_announce < first_child
             assert not unanswered(agent)
+            live = [u for u in own if u["sessionUpdate"] != "session_message"]
+        env = env_for(tmp_path, server)
+
+        # A load by a client that shows subagents: the session's history, then the child announced and its own.
+        async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
+            await agent.initialize({"subagents": {}})
+            _, replayed = await load(agent, sid, project)
+            [again] = [u for u in replayed if u["sessionUpdate"] == "subagent_update"]
+            assert again["sessionId"] == child_id
+            assert again["title"] == "Fix it"
+            assert again["state"] == {"state": "idle", "stopReason": "end_turn"}
+            assert replayed[-1] is again  # after the session's own history
+            own = agent.transcript.updates(child_id)
+            assert own[0]["sessionUpdate"] == "session_message"
+            assert own[0]["content"] == [{"type": "text", "text": "CHILD-S: fix a.txt"}]
+            assert agent.text(child_id) == "Fixed."
+            [edit_call] = [u for u in own if u["sessionUpdate"] == "tool_call"]
+            assert edit_call["status"] == "completed"  # folded: once, in its final state
+            assert edit_call["toolCallId"] in {u.get("toolCallId") for u in live}
+            messages = agent.agent_messages()
+            announced_at = next(i for i, m in enumerate(messages) if m.get("params", {}).get("update") == again)
+            assert all(m["params"]["sessionId"] != child_id for m in messages[:announced_at] if "params" in m)
+
+        # A client that does not: the task call alone.
+        async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
+            await agent.initialize()
+            _, replayed = await load(agent, sid, project)
+            assert task_call(replayed)["status"] == "completed"
+            assert not any(u["sessionUpdate"] == "subagent_update" for u in replayed)
+            assert not agent.transcript.updates(child_id)
 
 
 async def test_load_after_a_turn_with_children_replays_the_task(tmp_path: Path, check: Any) -> None:
@@ -366,8 +396,10 @@ def offered(server: ScriptedOpenAIServer, key: str) -> set[str]:
     return {t["function"]["name"] for t in body["tools"]}
 
 
-@pytest.mark.parametrize("depth", [1, 2])
-async def test_children_start_children_only_as_deep_as_allowed(tmp_path: Path, check: Any, depth: int) -> None:
+@pytest.mark.parametrize(("depth", "shown"), [(1, False), (2, False), (2, True)])
+async def test_children_start_children_only_as_deep_as_allowed(
+    tmp_path: Path, check: Any, depth: int, shown: bool
+) -> None:
     project, _ = project_with(tmp_path)
     config = config_path(tmp_path)
     config.parent.mkdir(parents=True)
@@ -379,12 +411,18 @@ async def test_children_start_children_only_as_deep_as_allowed(tmp_path: Path, c
     }
     with ScriptedOpenAIServer(script, routes=routes, api_key=KEY) as server:
         async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
-            await agent.initialize()
+            await agent.initialize({"subagents": {}} if shown else None)
             sid = await agent.new_session(project)
-            result, shown = await prompt(agent, sid, "Go.")
+            result, updates = await prompt(agent, sid, "Go.")
             assert result["stopReason"] == "end_turn"
             # Every response's usage is the session's, a grandchild's too.
-            assert len([u for u in shown if u["sessionUpdate"] == "usage_update"]) == len(server.chat_requests)
+            assert len([u for u in updates if u["sessionUpdate"] == "usage_update"]) == len(server.chat_requests)
+            if shown:  # the grandchild is announced on the child's session, not the session's
+                [child] = [u["sessionId"] for u in updates if u["sessionUpdate"] == "subagent_update" and "title" in u]
+                grand = [u for u in agent.transcript.updates(child) if u["sessionUpdate"] == "subagent_update"]
+                assert grand[0]["title"] == "Deeper"
+                assert agent.text(grand[0]["sessionId"]) == "hi"
+                assert not any(u["sessionId"] == grand[0]["sessionId"] for u in updates if "sessionId" in u)
         child_results = tool_results(server, "CHILD-D")
         if depth == 1:  # the model named a tool the child cannot have: its call fails, for it to fix
             [refused] = tool_results(server)
