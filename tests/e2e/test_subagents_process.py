@@ -162,13 +162,14 @@ async def test_a_child_question_rejected(tmp_path: Path, check: Any) -> None:
         assert tool_results(server) == ["The user declined the edit."]
 
 
-async def test_cancel_while_a_child_question_is_open(tmp_path: Path, check: Any) -> None:
+@pytest.mark.parametrize("shown", [False, True], ids=["in-the-task-call", "as-a-session"])
+async def test_cancel_while_a_child_question_is_open(tmp_path: Path, check: Any, shown: bool) -> None:
     project, target = project_with(tmp_path)
     script = [Turn(tool_calls=[task("Fix it", "CHILD-C: fix a.txt", ["edit_file"])]), Turn(text="Still here.")]
     child = [edit(target, "helo", "hello")]
     with ScriptedOpenAIServer(script, routes={"CHILD-C": child}, api_key=KEY) as server:
         async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
-            await agent.initialize()
+            await agent.initialize({"subagents": {}} if shown else None)
             sid = await agent.new_session(project)
             msg_id = await start_prompt(agent, sid, "Fix it.")
             asked = await agent.wait_for(lambda m: m.get("method") == PERMISSION)
@@ -177,9 +178,14 @@ async def test_cancel_while_a_child_question_is_open(tmp_path: Path, check: Any)
             assert withdrawn["params"] == {"requestId": asked["id"]}
             assert (await until_answer(agent, msg_id))["stopReason"] == "cancelled"
             assert task_call(agent.transcript.updates(sid))["status"] == "failed"
-            assert (
-                folded(agent.transcript.updates(sid), asked["params"]["toolCall"]["toolCallId"])["status"] == "failed"
+            asked_in = asked["params"]["sessionId"]  # the session's, or the child's own
+            assert (asked_in != sid) is shown
+            assert folded(agent.transcript.updates(asked_in), asked["params"]["toolCall"]["toolCallId"])["status"] == (
+                "failed"
             )
+            if shown:
+                states = [u["state"] for u in agent.transcript.updates(sid) if u["sessionUpdate"] == "subagent_update"]
+                assert states[-1] == {"state": "idle", "stopReason": "cancelled"}
             assert not unanswered(agent)
             assert target.read_text() == "helo world\n"
             # The agent serves the next prompt; the model heard the task was cut off.
