@@ -15,6 +15,7 @@ the title): a permission request, and ``ask_user``'s form or dialog. While one w
 ``cancelled`` cancels the session's turn, and cancelling the turn cancels every child, whose question the
 editor is then told to withdraw: no question outlives its turn.
 
+A child's clock stops while one of its questions waits on the user: the user's time is not its budget.
 A child that fails (the model failed, it ran out of requests, tokens or time, it was cut off) ends its
 ``task`` call ``failed`` with the reason, which the model reads; the turn goes on. Its usage counts in the
 session's: each response's cost joins the session's ``usage_update``, and its tokens the turn's ``usage``.
@@ -55,7 +56,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_FOR_CHILDREN = frozenset({"command_output", "stop_command"})
-"""Tools a subagent is never given: it has no background commands (they would outlive it)."""
+"""Tools a subagent is never given: it has no background commands (they would outlive it; ``run_command``
+with ``background`` tells it so)."""
 
 
 @dataclasses.dataclass
