@@ -19,6 +19,7 @@ from refagent.logs import logger
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from refagent.config.limits import SubagentLimits
     from refagent.config.loading import Config
     from refagent.llm.protocol import ModelClient
     from refagent.llm.retry import RetryPolicy
@@ -136,6 +137,9 @@ class Settings:
     default_profile: str | None = None
     make_model: Callable[[ModelProfile], ModelClient] = configured_model
     max_requests: int = DEFAULT_MAX_REQUESTS
+    subagents: SubagentLimits | None = None
+    """What the ``task`` tool's subagents may do: depth, how many at once, each one's budget; ``None``: the
+    defaults (:class:`refagent.config.limits.SubagentLimits`)."""
     retry: RetryPolicy | None = None
     """How the model clients retry, and how long a model may be silent (the turn tells the user of a wait
     by it); ``None``: the defaults."""
@@ -201,6 +205,7 @@ class Settings:
             make_model=config.make_model,
             max_requests=config.max_requests or DEFAULT_MAX_REQUESTS,
             retry=config.retry,
+            subagents=config.subagents,
             tools=custom if custom is not None else builtin,
             reload=reload,
             warm_up=config.warm_up(),

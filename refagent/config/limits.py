@@ -11,12 +11,20 @@ the model client retries transient failures: 429, 5xx, lost connections)::
     stall_seconds = 300.0         # seconds a model's stream may send nothing before the attempt fails
                                   # (the user is told of the wait after a quarter of it, at most 15 s)
 
+    [subagents]                   # what the `task` tool's subagents may do (refagent.session.subagents)
+    max_depth = 1                 # levels of subagents under a session's turn (1: a subagent starts none)
+    max_running = 3               # subagents of one turn (or one subagent) that run at once
+    max_requests = 20             # model requests of one subagent
+    max_tokens = 200000           # tokens (input and output, all its requests) of one subagent
+    max_seconds = 600.0           # how long one subagent may run
+
 ``REFAGENT_MAX_REQUESTS`` and ``--max-requests`` override ``max_requests`` (flag over environment over file).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from refagent.config.file import typed
@@ -26,7 +34,7 @@ from refagent.errors import ConfigError
 if TYPE_CHECKING:
     from refagent.llm.retry import RetryPolicy
 
-__all__ = ["RETRY_KEYS", "max_requests", "retry_policy"]
+__all__ = ["RETRY_KEYS", "SUBAGENT_KEYS", "SubagentLimits", "max_requests", "retry_policy", "subagent_limits"]
 
 RETRY_KEYS: dict[str, type] = {
     "attempts": int,
@@ -73,3 +81,42 @@ def max_requests(in_file: int | None, flag: int | None, env: Mapping[str, str]) 
     if value is not None and value < 1:
         raise ConfigError(f"max_requests must be at least 1, not {value}")
     return value
+
+
+@dataclass(frozen=True)
+class SubagentLimits:
+    """What the subagents of a turn may do (the ``[subagents]`` table; the module docstring has the defaults):
+    how deep they nest, how many run at once, and each one's budget of model requests, tokens and time."""
+
+    max_depth: int = 1
+    max_running: int = 3
+    max_requests: int = 20
+    max_tokens: int = 200_000
+    max_seconds: float = 600.0
+
+
+SUBAGENT_KEYS: dict[str, type] = {
+    "max_depth": int,
+    "max_running": int,
+    "max_requests": int,
+    "max_tokens": int,
+    "max_seconds": float,
+}
+
+
+def subagent_limits(table: Any, source: str, warnings: list[str]) -> SubagentLimits:
+    """The limits of the file's ``[subagents]`` table (none: the defaults). Unknown keys go to ``warnings``.
+    Raises :class:`ConfigError` for a value of the wrong type, or a limit below what works (``max_depth``
+    0 turns subagents off)."""
+    if table is None:
+        return SubagentLimits()
+    where = f"{source} [subagents]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: subagents must be a table ([subagents])")
+    warnings += [f"{where}: unknown key {k!r} (ignored)" for k in table if k not in SUBAGENT_KEYS]
+    values = {k: typed(table, k, kind, where) for k, kind in SUBAGENT_KEYS.items() if k in table}
+    for key, value in values.items():
+        least = 0 if key == "max_depth" else 1
+        if value is not None and value < least:
+            raise ConfigError(f"{where}: {key} must be at least {least}")
+    return SubagentLimits(**{k: v for k, v in values.items() if v is not None})

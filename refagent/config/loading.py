@@ -32,7 +32,7 @@ from refagent.config.allowed import configured_servers, fetch_allow, project_ser
 from refagent.config.custom_tools import tool_directories, tool_entries
 from refagent.config.file import choose_path, read_table, typed
 from refagent.config.flags import BASE_URL_ENV, HARBOR_MODEL_ENV, KEY_ENV, MODEL_ENV, PROFILE_ENV, Flags, env_value
-from refagent.config.limits import max_requests, retry_policy
+from refagent.config.limits import SubagentLimits, max_requests, retry_policy, subagent_limits
 from refagent.config.profiles import env_profile, file_profiles, find, named
 from refagent.config.providers import Provider, key_profiles, known, known_facts, provider_profile, split_name
 from refagent.llm.profiles import SCRIPTED, ModelProfile, is_openai_host, scripted_profile
@@ -52,6 +52,7 @@ TOP_KEYS = frozenset(
         "default_profile",
         "max_requests",
         "retry",
+        "subagents",
         "profiles",
         "providers",
         "tools",
@@ -91,6 +92,8 @@ class Config:
     """Directories (``~`` expanded) whose projects the user trusts with their own slash commands."""
     fetch_allow: tuple[str, ...] = ()
     """Hosts, addresses or networks the ``fetch`` tool may reach though they are not public."""
+    subagents: SubagentLimits = field(default_factory=SubagentLimits)
+    """What the ``task`` tool's subagents may do (the ``[subagents]`` table)."""
 
     @property
     def profile(self) -> ModelProfile:
@@ -129,6 +132,7 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
     source = str(path) if data is not None else "the config file"
     profiles: list[ModelProfile] = []
     retry = None
+    subagents = SubagentLimits()
     in_file: int | None = None
     default_id: str | None = None
     tools: list[str] = []
@@ -145,6 +149,7 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
         default_id = typed(data, "default_profile", str, source)
         in_file = typed(data, "max_requests", int, source)
         retry = retry_policy(data.get("retry"), source, warnings)
+        subagents = subagent_limits(data.get("subagents"), source, warnings)
         profiles = file_profiles(data.get("profiles"), source, env, warnings, providers.facts)
         tools = tool_entries(data, source)
         tool_path = tool_directories(data, path, source, warnings)
@@ -209,6 +214,7 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
         project_mcp_servers=project_mcp,
         trusted_projects=trusted,
         fetch_allow=allow,
+        subagents=subagents,
     )
 
 

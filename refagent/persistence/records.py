@@ -29,6 +29,8 @@ Record kinds (``kind``; unknown kinds are skipped, so older agents can read newe
 - ``change``: a file the agent changed in turn ``turn``: ``path``, ``before`` (None: it did not exist),
   ``after`` (None: deleted). The first of a turn for a path holds its state before the turn (``/undo``).
 - ``undo``: the changes of turn ``turn`` were undone.
+- ``child``: a subagent's session, as a client that shows subagents saw it, written when the subagent
+  ended (:mod:`refagent.persistence.children`).
 - ``start``: prompt turn ``turn`` began at message ``at`` of the conversation (``/rewind`` cuts there); a
   ``history`` record forgets the starts before it (the ones it keeps follow it again).
 - ``hold``, ``update``, ``release``: the visible history that cannot go to the replay file yet. A replay

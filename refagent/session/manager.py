@@ -156,6 +156,9 @@ class SessionManager:
         await session.client.send_recorded(shown)  # the replay file, as it is (refagent.persistence.records)
         for update in replay(stored.held):  # if it could not be repaired after a crash (sent, not recorded)
             await session.client.send_update(update)
+        from refagent.session.subagent_view import replay_children  # here: loaded with the turn's modules
+
+        await replay_children(session.client, stored)  # their own sessions, to a client that shows them
         return Reply(self._state(session), after=after)
 
     async def resume_session(self, params: OpenSessionParams) -> Reply:
@@ -469,9 +472,11 @@ class SessionManager:
         """What answers prompts with the settings as they are now: made once, and again after they change."""
         if self._prompts is None:
             # here: prompting loads with the workspace, after the first session/new answer (loaded by now)
+            from refagent.config.limits import SubagentLimits
             from refagent.session.prompting import Prompting
 
-            self._prompts = Prompting(self.models, self.settings.max_requests, self.store, self.settings.retry)
+            limits = self.settings.subagents or SubagentLimits()
+            self._prompts = Prompting(self.models, self.settings.max_requests, self.store, self.settings.retry, limits)
         return self._prompts
 
     def cancel(self, params: SessionParams) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -26,6 +26,7 @@ from refagent.acp import updates
 from refagent.acp.errors import InvalidRequest, RequestError
 from refagent.acp.text import cut, one_line
 from refagent.acp.types import ContentBlock, StopReason
+from refagent.config.limits import SubagentLimits
 from refagent.ids import new_id
 from refagent.llm.pool import ModelPool
 from refagent.llm.retry import RetryPolicy
@@ -38,6 +39,7 @@ from refagent.session.prompt_commands import expand
 from refagent.session.speaker import Say, speaker
 from refagent.session.state import Session
 from refagent.session.steering import NOT_RUNNING
+from refagent.session.subagents import with_subagents
 from refagent.session.system_prompt import make_system_prompt
 from refagent.session.turn import Turn, run_prompt
 from refagent.session.usage import turn_usage
@@ -60,6 +62,8 @@ class Prompting:
     store: SessionStore | None
     retry: RetryPolicy | None = None
     """How long a model may be silent (the turn tells the user of a wait by it); ``None``: the default."""
+    subagents: SubagentLimits = field(default_factory=SubagentLimits)
+    """What the ``task`` tool's subagents may do (:mod:`refagent.session.subagents`)."""
 
     async def prompt(
         self, session: Session, blocks: Sequence[ContentBlock], *, message_id: str | None = None
@@ -95,6 +99,7 @@ class Prompting:
             message = await user_message(blocks, images=session.profile.images, read_text=_reader(session))
             model = self.models.get(session.profile)
             turn = session.new_turn(model, self.max_requests, await _system_prompt(session, sandbox), self.retry)
+            with_subagents(session, turn, self.subagents)
             session.begin_turn(typed, message_id or new_id("user"))
             if (plans := workspace.context.plans) is not None:
                 await plans.retire_done()  # a new task: the plans finished before it are done with

@@ -22,16 +22,26 @@ class UsageMeter:
 
     def __init__(self) -> None:
         self.cost = 0.0
+        self.used = 0
+        """The tokens in the session's context after its last response."""
 
     def update(self, usage: Usage, profile: ModelProfile) -> dict[str, object]:
         """The ``usage_update`` for one response: the tokens it used of the profile's context window and,
         when the profile has prices, the session's cost so far."""
-        cost: tuple[float, str] | None = None
-        if profile.input_price is not None or profile.output_price is not None:
-            self.cost += price(usage, profile)
-            cost = (round(self.cost, 6), profile.currency)
-        used = usage.prompt_tokens + usage.completion_tokens
-        return updates.usage(used, profile.context_window, cost)
+        self.used = usage.prompt_tokens + usage.completion_tokens
+        return updates.usage(self.used, profile.context_window, self._cost(usage, profile))
+
+    def add_child(self, usage: Usage, profile: ModelProfile) -> dict[str, object]:
+        """The ``usage_update`` for one response of a subagent: its cost joins the session's, and the
+        context in use stays the session's own (the subagent's conversation is not in it)."""
+        return updates.usage(self.used, profile.context_window, self._cost(usage, profile))
+
+    def _cost(self, usage: Usage, profile: ModelProfile) -> tuple[float, str] | None:
+        """The session's cost so far with ``usage`` added, when the profile has prices."""
+        if profile.input_price is None and profile.output_price is None:
+            return None
+        self.cost += price(usage, profile)
+        return (round(self.cost, 6), profile.currency)
 
 
 def price(usage: Usage, profile: ModelProfile) -> float:

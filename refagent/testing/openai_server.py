@@ -71,6 +71,10 @@ __all__ = [
 class ScriptedOpenAIServer:
     """Serves ``turns`` in order, one per chat completion request, then ``fallback`` for every later one.
 
+    ``routes``: scripts of their own for the requests whose first user message contains a key (the first
+    key that matches): such a request takes the next turn of that key's list, so that conversations that
+    run at once (subagents) each follow their own script, whatever order their requests come in.
+
     Without a fallback, a request past the end of the script gets a 400 saying so (not retried by clients,
     so a test fails fast). ``api_key``: if set, requests must carry ``Authorization: Bearer <api_key>`` or
     get a 401. ``reject_stream_options``: answer 400 to requests that send ``stream_options`` (without
@@ -81,6 +85,7 @@ class ScriptedOpenAIServer:
         self,
         turns: Sequence[Turn] = (),
         *,
+        routes: Mapping[str, Sequence[Turn]] | None = None,
         fallback: Turn | None = None,
         api_key: str | None = None,
         reject_stream_options: bool = False,
@@ -88,6 +93,7 @@ class ScriptedOpenAIServer:
         port: int = 0,
     ) -> None:
         self._turns = list(turns)
+        self._routes = {key: list(script) for key, script in (routes or {}).items()}
         self._fallback = fallback
         self.api_key = api_key
         self.reject_stream_options = reject_stream_options
@@ -175,12 +181,34 @@ class ScriptedOpenAIServer:
             at = next(i for i in range(len(self._requests) - 1, -1, -1) if self._requests[i] is request)
             self._requests[at] = answered
 
-    def _next_turn(self) -> tuple[int, Turn | None]:
+    def _next_turn(self, body: Mapping[str, Any]) -> tuple[int, Turn | None]:
         with self._lock:
             self._served += 1
+            if self._routes:
+                first = first_user_text(body)
+                route = next((script for key, script in self._routes.items() if key in first), None)
+                if route is not None:
+                    return self._served, route.pop(0) if route else self._fallback
             if self._turns:
                 return self._served, self._turns.pop(0)
             return self._served, self._fallback
+
+
+def first_user_text(body: Mapping[str, Any]) -> str:
+    """The text of a request's first user message, in any API's form (Chat Completions' and Anthropic's
+    ``messages``, the Responses API's ``input``): a string, or its parts' ``text`` joined."""
+    messages = body.get("messages", body.get("input"))
+    if not isinstance(messages, list):
+        return ""
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            return ""
+    return ""
 
 
 def server_wires() -> list[Wire]:
@@ -251,7 +279,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.scripted.reject_stream_options and "stream_options" in body:
             raise Rejection(400, "Unrecognized request argument supplied: stream_options")
         wire.check(body)
-        number, turn = self.scripted._next_turn()
+        number, turn = self.scripted._next_turn(body)
         if turn is None:
             raise Rejection(400, f"the scripted server ran out of turns (request {number})")
         if turn.fault is not None and turn.fault.status_code:

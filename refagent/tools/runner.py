@@ -117,6 +117,33 @@ class ToolRunner:
         self.on_changed = on_changed
         self.before_change = before_change
 
+    def derived(
+        self,
+        tools: Callable[[], Sequence[BaseTool]],
+        *,
+        context: ToolContext | None = None,
+        request_permission: AskPermission | None = None,
+    ) -> ToolRunner:
+        """A runner of ``tools`` under this one's permissions, mode, turn and hooks, with ``context`` and
+        ``request_permission`` in place of its own when given: a turn's runner with the ``task`` tool
+        added, and a subagent's (:mod:`refagent.session.subagents`), share the user's answers this way."""
+        derived = ToolRunner(
+            tools,
+            context or self.context,
+            self.permissions,
+            self.mode,
+            request_permission or self.request_permission,
+            self.cancel_turn,
+            self.on_changed,
+            self.before_change,
+        )
+        derived.alive_after, derived.alive_every = self.alive_after, self.alive_every
+        return derived
+
+    def available(self) -> list[BaseTool]:
+        """The tools as they are now (built-in, custom, and the MCP servers' current ones)."""
+        return list(self._tools())
+
     def specs(self) -> list[ToolSpec]:
         # Once per model request: the calls of its response run against the tools it was offered.
         self.tools = {tool.name: tool for tool in self._tools()}

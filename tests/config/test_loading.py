@@ -16,11 +16,13 @@ import pytest
 from refagent import config
 from refagent.config import DEFAULT_OPENAI_MODEL, Config, add_arguments, load, missing_key
 from refagent.config.clients import make_model
+from refagent.config.limits import SubagentLimits
 from refagent.errors import ConfigError
 from refagent.llm.openai_client import OpenAIModel
 from refagent.llm.profiles import SCRIPTED, ModelProfile, is_local, needs_key, scripted_profile
 from refagent.llm.retry import RetryPolicy
 from refagent.llm.scripted import ScriptedModel
+from refagent.settings import Settings
 
 TWO_PROFILES = """
 default_profile = "local"
@@ -177,6 +179,28 @@ def test_retry_settings(tmp_path: Path) -> None:
     made = model.make_model(model.profile)
     assert isinstance(made, OpenAIModel)
     assert made.retry == loaded.retry
+
+
+def test_subagent_limits(tmp_path: Path) -> None:
+    assert load(None, with_file(write(tmp_path, ""))).subagents == SubagentLimits()
+    path = write(tmp_path, "[subagents]\nmax_depth = 2\nmax_running = 1\nmax_seconds = 30\nmax_turns = 3\n")
+    loaded = load(None, with_file(path))
+    assert loaded.subagents == SubagentLimits(max_depth=2, max_running=1, max_seconds=30.0)
+    assert any("[subagents]: unknown key 'max_turns'" in w for w in loaded.warnings)
+    assert Settings.from_config(loaded).subagents == loaded.subagents
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("max_running = 0", "max_running must be at least 1"),
+        ("max_depth = -1", "max_depth must be at least 0"),
+        ('max_tokens = "many"', "max_tokens must be"),
+    ],
+)
+def test_subagent_limits_that_cannot_work_are_refused(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load(None, with_file(write(tmp_path, f"[subagents]\n{text}\n")))
 
 
 # -- precedence --------------------------------------------------------------------------------

@@ -43,6 +43,15 @@ def test_the_meter_adds_up_the_session_and_reports_the_context() -> None:
     assert update["used"] == 1_000_000
 
 
+def test_a_subagents_cost_joins_the_session_and_the_context_stays_the_sessions() -> None:
+    meter = UsageMeter()
+    meter.update(Usage(1000, 100), PRICED)
+    child = meter.add_child(Usage(1_000_000, 0), PRICED)
+    assert child["used"] == 1100  # the session's context, not the child's
+    assert child["cost"] == {"amount": pytest.approx(3.0 + (1000 * 3 + 100 * 15) * PER_MILLION), "currency": "USD"}
+    assert meter.update(Usage(2000, 0), PRICED)["cost"]["amount"] == pytest.approx(meter.cost, abs=1e-6)
+
+
 def test_a_turns_usage_sums_its_responses() -> None:
     used = [Usage(100, 10, cache_write_tokens=90), Usage(120, 20, cached_tokens=90, reasoning_tokens=5)]
     assert turn_usage(used) == {

@@ -161,7 +161,7 @@ async def test_a_custom_tool_is_offered_to_the_model_and_runs(tools: Tools, chec
         assert await editor.prompt(sid, "shout hello") == {"stopReason": "end_turn"}
         calls = [u for u in editor.updates(sid) if u["sessionUpdate"] == "tool_call"]
         said = editor.text(sid)
-    assert [t.name for t in model.requests[0].tools] == [*BUILTIN, "shout"]
+    assert [t.name for t in model.requests[0].tools] == [*BUILTIN, "shout", "task"]  # task: the turn's own, last
     assert (calls[0]["title"], calls[0]["kind"]) == ("Shout hello", "read")
     assert [m["content"] for m in model.requests[-1].messages if m["role"] == "tool"] == ["HELLO"]
     assert "left out" not in said  # nothing to report
@@ -298,7 +298,7 @@ async def test_the_user_hears_about_a_tool_left_out_in_each_session(tools: Tools
         await editor.request("session/resume", {"sessionId": first, "cwd": str(tools.root), "mcpServers": []})
         assert await editor.prompt(first, "again") == {"stopReason": "end_turn"}
         resumed = editor.text(first)
-    assert [t.name for t in model.requests[0].tools] == [*BUILTIN, "shout"]
+    assert [t.name for t in model.requests[0].tools] == [*BUILTIN, "shout", "task"]  # task: the turn's own, last
     for thread in said:
         assert thread.startswith(f"custom tool '{plain}:Plain' left out: Plain in {plain} (")
         assert thread.count("left out") == 1

@@ -1,0 +1,92 @@
+"""The subagents a session's record file keeps, for a ``session/load`` by a client that shows subagents.
+
+A subagent shown to such a client (:mod:`refagent.session.subagent_view`) is a session of its own, which
+the session's replay file (one session's notifications, :mod:`refagent.persistence.records`) cannot hold.
+When the subagent ends, its session goes to the record file in one ``child`` record::
+
+    {"kind": "child", "sessionId": CHILD, "parent": PARENT, "announce": SUBAGENT_UPDATE, "updates": [...]}
+
+``parent``: the session it was announced on (the session, or, for a subagent's own, that subagent);
+``announce``: its ``subagent_update`` as it last stood (title, description, final state); ``updates``: what
+its session showed, folded as a replay folds a session's (:func:`refagent.persistence.recorder.replay`),
+after the message that gave it its task. A load sends, after the session's own history, each child's
+announcement on its parent and then its updates, a child before the subagents it started. A subagent cut
+off by a crash has no record and is not replayed as a session (its ``task`` call is, in the session's
+history). A fork does not copy them: its ``task`` calls show what its subagents did.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+KIND = "child"
+_PREFIX = b'{"kind":"child",'
+
+
+def child_record(
+    child_id: str, parent_id: str, announce: dict[str, Any], updates: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The ``child`` record of the subagent ``child_id`` announced on ``parent_id`` (``kind`` first, as the
+    reader looks for it)."""
+    return {"kind": KIND, "sessionId": child_id, "parent": parent_id, "announce": announce, "updates": updates}
+
+
+def read_children(source: str, data: bytes | None = None) -> list[dict[str, Any]]:
+    """The ``child`` records of the record file at ``source`` (or its bytes ``data``), in order; a line
+    that is not one, or not whole, is skipped. Reads the whole file: call it off the event loop."""
+    if data is None:
+        try:
+            data = Path(source).read_bytes()
+        except OSError as exc:
+            log.warning("cannot read the subagents of %s: %s", source, exc)
+            return []
+    found = []
+    for line in data.splitlines():
+        if not line.startswith(_PREFIX):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if _whole(record):
+            found.append(record)
+    return found
+
+
+def replayed(records: list[dict[str, Any]], session_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """What a load sends for ``records`` (:func:`read_children`) of the session ``session_id``: each
+    ``(sessionId, update)`` in order, every child announced on its parent before its own updates and after
+    its parent's."""
+    by_parent: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_parent.setdefault(record["parent"], []).append(record)
+    waiting, seen = [session_id], {session_id}
+    while waiting:
+        parent = waiting.pop(0)
+        for record in by_parent.get(parent, []):
+            child = record["sessionId"]
+            if child in seen:  # a record file that says a child twice: the first stands
+                continue
+            seen.add(child)
+            yield parent, {**record["announce"], "sessionUpdate": "subagent_update", "sessionId": child}
+            for update in record["updates"]:
+                yield child, update
+            waiting.append(child)
+
+
+def _whole(record: Any) -> bool:
+    """Whether ``record`` is a ``child`` record with every field of the right type."""
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("sessionId"), str)
+        and isinstance(record.get("parent"), str)
+        and isinstance(record.get("announce"), dict)
+        and isinstance(record.get("updates"), list)
+        and all(isinstance(update, dict) for update in record["updates"])
+    )

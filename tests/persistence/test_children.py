@@ -1,0 +1,44 @@
+"""The subagents a record file keeps: read back whole records only, and replayed each on its parent
+after the parent is announced (a subagent's own subagents after it), each once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from refagent.persistence.children import child_record, read_children, replayed
+
+IDLE = {"state": {"state": "idle", "stopReason": "end_turn"}}
+
+
+def chunk(text: str) -> dict[str, object]:
+    return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+
+
+def test_records_are_read_back_and_the_rest_skipped(tmp_path: Path) -> None:
+    good = child_record("c1", "s1", {"title": "t", **IDLE}, [chunk("hi")])
+    lines = [
+        json.dumps({"kind": "session", "sessionId": "s1"}),
+        json.dumps(good, separators=(",", ":")),
+        '{"kind":"child","sessionId":"c2"',  # cut short by a crash
+        json.dumps(
+            {"kind": "child", "sessionId": "c3", "parent": "s1", "announce": {}, "updates": [1]}, separators=(",", ":")
+        ),
+    ]
+    path = tmp_path / "s1.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert read_children(str(path)) == [good]
+    assert read_children(str(tmp_path / "gone.jsonl")) == []
+
+
+def test_a_child_is_announced_before_its_own_children_and_once() -> None:
+    grandchild = child_record("g1", "c1", {"title": "deeper", **IDLE}, [chunk("g")])  # ends first: recorded first
+    child = child_record("c1", "s1", {"title": "task", **IDLE}, [chunk("c")])
+    other = child_record("x1", "other-session", {**IDLE}, [chunk("x")])
+    sent = list(replayed([grandchild, child, dict(child), other], "s1"))
+    assert sent == [
+        ("s1", {"title": "task", **IDLE, "sessionUpdate": "subagent_update", "sessionId": "c1"}),
+        ("c1", chunk("c")),
+        ("c1", {"title": "deeper", **IDLE, "sessionUpdate": "subagent_update", "sessionId": "g1"}),
+        ("g1", chunk("g")),
+    ]
