@@ -217,7 +217,25 @@ async def test_cancel_ends_the_turn_idle_cancelled(tmp_path: Path, project: Path
     assert (project / "calc.py").read_text().endswith("a - b\n")
 
 
-async def test_resume_replays_from_the_start_in_v2(tmp_path: Path, project: Path, v2_on: None) -> None:
+def _around_response(editor: Editor, method: str, session_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The session's updates the agent sent before its answer to the last ``method`` request, and after."""
+    messages = [m for sender, m in editor.transcript.messages]
+    asked = max(i for i, m in enumerate(messages) if m.get("method") == method and "id" in m)
+    request_id = messages[asked]["id"]
+    answered = next(i for i, m in enumerate(messages) if i > asked and "method" not in m and m["id"] == request_id)
+    ours = [
+        (i, m["params"]["update"])
+        for i, m in enumerate(messages)
+        if i > asked and m.get("method") == "session/update" and m["params"]["sessionId"] == session_id
+    ]
+    return [u for i, u in ours if i < answered], [u for i, u in ours if i > answered]
+
+
+async def test_resume_replays_whole_messages_then_the_state_before_answering(
+    tmp_path: Path, project: Path, v2_on: None
+) -> None:
+    """A resume with ``replayFrom: start`` replays the history as whole messages (the user's under the id its
+    prompt was answered with), then the session's state, all before the response; nothing follows it."""
     model = ScriptedModel([text("Hello there.")])
     async with connect(settings(tmp_path, model), check=validate_agent_message_v2) as editor:
         await editor.request("initialize", V2_INIT)
@@ -226,6 +244,7 @@ async def test_resume_replays_from_the_start_in_v2(tmp_path: Path, project: Path
             "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}
         )
         await idle(editor, sid)
+        live = [u for u in updates(editor, sid) if u["sessionUpdate"] == "agent_message_chunk"]
     async with connect(settings(tmp_path, ScriptedModel()), check=validate_agent_message_v2) as editor:
         await editor.request("initialize", V2_INIT)
         listed = await editor.request("session/list", {})
@@ -234,13 +253,73 @@ async def test_resume_replays_from_the_start_in_v2(tmp_path: Path, project: Path
             "session/resume", {"sessionId": sid, "cwd": str(project), "replayFrom": {"type": "start"}}
         )
         assert "configOptions" in resumed
-        await idle(editor, sid)
-        replayed = updates(editor, sid)
+        assert editor.agent_connection is not None
+        await editor.agent_connection.flush()
+        before, after = _around_response(editor, "session/resume", sid)
         await editor.request("session/close", {"sessionId": sid})
-    user = [u for u in replayed if u["sessionUpdate"] in ("user_message_chunk", "user_message")]
-    assert user[0]["messageId"] == accepted["messageId"]  # replayed under the id the prompt was answered with
-    answer = [u for u in replayed if u["sessionUpdate"] == "agent_message_chunk"]
-    assert "".join(u["content"]["text"] for u in answer) == "Hello there."
+    assert after == []
+    kinds = [u["sessionUpdate"] for u in before]
+    assert not [k for k in kinds if k.endswith("_chunk")]
+    assert kinds[:2] == ["user_message", "agent_message"]
+    assert "available_commands_update" in kinds  # the session's announcements precede the response too
+    assert before[-1] == {"sessionUpdate": "state_update", "state": "idle"}
+    assert before[0] == {
+        "sessionUpdate": "user_message",
+        "messageId": accepted["messageId"],
+        "content": [{"type": "text", "text": "hi"}],
+    }
+    assert len(live) == 2  # streamed in two chunks, replayed as one message under their id
+    assert before[1] == {
+        "sessionUpdate": "agent_message",
+        "messageId": live[0]["messageId"],
+        "content": [{"type": "text", "text": "Hello there."}],
+    }
+
+
+async def test_resume_without_replay_sends_the_state_only(tmp_path: Path, project: Path, v2_on: None) -> None:
+    async with connect(settings(tmp_path, ScriptedModel([text("Hi.")])), check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        sid = (await editor.request("session/new", {"cwd": str(project)}))["sessionId"]
+        await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})
+        await idle(editor, sid)
+    async with connect(settings(tmp_path, ScriptedModel()), check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        await editor.request("session/resume", {"sessionId": sid, "cwd": str(project)})
+        assert editor.agent_connection is not None
+        await editor.agent_connection.flush()
+        before, after = _around_response(editor, "session/resume", sid)
+    assert after == []
+    assert not [u for u in before if "message" in u["sessionUpdate"] or "thought" in u["sessionUpdate"]]
+    assert before[-1] == {"sessionUpdate": "state_update", "state": "idle"}
+
+
+def test_a_replay_sends_each_message_whole_and_a_late_chunk_after_it() -> None:
+    from refagent.server.v2.translate import replayed
+
+    def chunk(kind: str, message_id: str, block: dict[str, Any]) -> dict[str, Any]:
+        return {"sessionUpdate": kind, "messageId": message_id, "content": block}
+
+    image = {"type": "image", "data": "AA==", "mimeType": "image/png"}
+    shown = [
+        chunk("agent_thought_chunk", "t1", {"type": "text", "text": "Let me "}),
+        chunk("agent_thought_chunk", "t1", {"type": "text", "text": "think."}),
+        chunk("agent_message_chunk", "m1", {"type": "text", "text": "See "}),
+        chunk("agent_message_chunk", "m1", image),
+        chunk("agent_message_chunk", "m1", {"type": "text", "text": "this."}),
+        {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "title": "Read"},
+        chunk("agent_thought_chunk", "t1", {"type": "text", "text": " Again."}),
+    ]
+    assert replayed(shown) == [
+        {"sessionUpdate": "agent_thought", "messageId": "t1", "content": [{"type": "text", "text": "Let me think."}]},
+        {
+            "sessionUpdate": "agent_message",
+            "messageId": "m1",
+            "content": [{"type": "text", "text": "See "}, image, {"type": "text", "text": "this."}],
+        },
+        {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "title": "Read"},
+        chunk("agent_thought_chunk", "t1", {"type": "text", "text": " Again."}),
+    ]
+    assert shown[0]["content"] == {"type": "text", "text": "Let me "}  # the input is left as it was
 
 
 async def test_v2_requests_that_cannot_be_answered(tmp_path: Path, v2_on: None) -> None:

@@ -97,18 +97,21 @@ class V2Peer:
                 await self.bridge.state(session_id, "running")
 
     async def send_lines(self, data: bytes) -> None:
-        """Lines the agent wrote itself (a replay): each notification translated, the rest as it is."""
-        out = bytearray()
+        """Lines the agent wrote itself (a history replay, all of one session): each update translated, and
+        the messages sent whole (:func:`translate.replayed`)."""
+        session_id = ""
+        shown: list[dict[str, Any]] = []
         for line in data.splitlines():
-            message = json.loads(line)
-            params = message.get("params")
-            if message.get("method") == "session/update" and isinstance(params, dict):
-                update = translate.update(params["sessionId"], params["update"], self.bridge.kinds(params["sessionId"]))
-                if update is None:
-                    continue
-                message = {**message, "params": {**params, "update": update}}
-            out += jsonrpc.encode(message)
-        await self.connection.send_lines(bytes(out))
+            params = json.loads(line)["params"]  # a replay file holds session/update notifications only
+            session_id = params["sessionId"]
+            update = translate.update(session_id, params["update"], self.bridge.kinds(session_id))
+            if update is not None:
+                shown.append(update)
+        out = b"".join(
+            jsonrpc.encode(jsonrpc.notification("session/update", {"sessionId": session_id, "update": update}))
+            for update in translate.replayed(shown)
+        )
+        await self.connection.send_lines(out)
 
 
 class V2Bridge:
@@ -177,12 +180,27 @@ class V2Bridge:
         v1["sessionId"] = p.required(params, "sessionId", str)
         reply = await (self.agent.load_session(v1) if replay is not None else self.agent.resume_session(v1))
         session_id = v1["sessionId"]
+        await self._settle(session_id, reply)
+        await self.state(session_id, "running" if self._running.get(session_id) else "idle")
+        return Reply(translate.session_result(reply.result, with_id=False), _nothing)
 
-        async def after() -> None:
+    async def _settle(self, session_id: str, reply: Reply) -> None:
+        """Before a resume is answered: the session set up and announced (its commands, its title), so that
+        nothing of it follows the response but what happens in it (the draft: replay, then the current
+        state, then the response). The rest of the after-work (warming the model client up) goes on
+        after the response, in the agent's background tasks."""
+        session = self.agent.sessions.get(session_id)
+        tasks = self.agent.background_tasks
+        if session is None or tasks is None:
             await reply.after()
-            await self.state(session_id, "running" if self._running.get(session_id) else "idle")
+            return
+        after = reply.after
 
-        return Reply(translate.session_result(reply.result, with_id=False), after)
+        async def rest() -> None:
+            await after()
+
+        tasks.start_soon(rest)
+        await session.wait_settled()
 
     def _opening(self, params: Params) -> Params:
         v1 = {key: value for key, value in params.items() if key in ("cwd", "additionalDirectories", "_meta")}
@@ -256,6 +274,10 @@ class V2Bridge:
                 tasks.start_soon(run)
 
         return Reply({"messageId": message_id}, start)
+
+
+async def _nothing() -> None:
+    """The after-work of a response that has none."""
 
 
 _REQUESTS = {

@@ -24,6 +24,12 @@ from refagent.ids import new_id
 
 V2 = 2
 CHUNKS = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
+WHOLE = {
+    "user_message_chunk": "user_message",
+    "agent_message_chunk": "agent_message",
+    "agent_thought_chunk": "agent_thought",
+}
+"""The whole-message update of each chunk kind."""
 SAME = frozenset({"session_info_update", "usage_update", "notice", "compaction_update"})
 """Update kinds whose v1 shape is the v2 one."""
 
@@ -57,6 +63,43 @@ def update(session_id: str, v1: dict[str, Any], kinds: dict[str, str] | None = N
     if kind in SAME:
         return dict(v1)
     return None
+
+
+def replayed(v2: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The v2 updates of a history replay with its messages whole: each run of chunks of one message becomes
+    that message's update (``agent_message`` with all its content, adjacent plain texts joined), sent where
+    its first chunk was. A chunk of a message already sent (its chunks interleaved with another's) stays a
+    chunk, after the whole message it extends, as the draft asks of a replay."""
+    out: list[dict[str, Any]] = []
+    built: dict[int, None] = {}  # ids of the whole messages made here, which later chunks may extend
+    sent: set[tuple[str, str]] = set()
+    for item in v2:
+        whole = WHOLE.get(item.get("sessionUpdate", ""))
+        if whole is None:
+            out.append(item)
+            continue
+        key = (whole, item["messageId"])
+        last = out[-1] if out else None
+        if last is not None and id(last) in built and (last["sessionUpdate"], last["messageId"]) == key:
+            _extend(last["content"], item["content"])
+        elif key in sent:
+            out.append(item)
+        else:
+            sent.add(key)
+            message = _with_meta(item, {"sessionUpdate": whole, "messageId": item["messageId"], "content": []})
+            _extend(message["content"], item["content"])
+            built[id(message)] = None
+            out.append(message)
+    return out
+
+
+def _extend(content: list[dict[str, Any]], block: dict[str, Any]) -> None:
+    """Add ``block`` to a message's ``content``, joined to the text before it when both are plain text."""
+    plain = block.get("type") == "text" and block.keys() == {"type", "text"}
+    if plain and content and content[-1].get("type") == "text" and content[-1].keys() == {"type", "text"}:
+        content[-1] = {"type": "text", "text": content[-1]["text"] + block["text"]}
+    else:
+        content.append(dict(block))
 
 
 def tool_call(v1: dict[str, Any], kind: str | None = None) -> dict[str, Any]:
