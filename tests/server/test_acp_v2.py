@@ -384,3 +384,52 @@ def test_diffs_in_v2_say_what_happened_to_the_file() -> None:
     assert "deleted file mode 100644\n--- a/w/old.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n" in gone["patch"]["text"]
     emptied = diff({"type": "diff", "path": "/w/old.txt", "oldText": "x\n", "newText": ""})
     assert emptied["changes"] == [{"operation": "modify", "path": "/w/old.txt"}]
+
+
+async def test_set_title_and_fork_in_v2(tmp_path: Path, project: Path, v2_on: None) -> None:
+    """The unstable ``session/set_title`` and ``session/fork`` are offered to a v2 client (v1's, answered in
+    v2's terms): a fork starts with the history of the session it copies."""
+    async with connect(settings(tmp_path, ScriptedModel([text("Noted.")])), check=validate_agent_message_v2) as editor:
+        result = await editor.request("initialize", V2_INIT)
+        assert result["capabilities"]["session"]["fork"] == {}
+        assert result["capabilities"]["session"]["title"] == {}
+        assert result["capabilities"]["session"]["systemPrompt"] == {"mode": {"override": {}}}
+        sid = (await editor.request("session/new", {"cwd": str(project)}))["sessionId"]
+        await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "remember"}]})
+        await idle(editor, sid)
+        assert await editor.request("session/set_title", {"sessionId": sid, "title": "  Notes  "}) == {"title": "Notes"}
+        listed = await editor.request("session/list", {})
+        assert [(s["sessionId"], s.get("title")) for s in listed["sessions"]] == [(sid, "Notes")]
+        assert {"sessionUpdate": "session_info_update", "title": "Notes"} in updates(editor, sid)
+        forked = await editor.request("session/fork", {"sessionId": sid, "cwd": str(project)})
+        fork = forked["sessionId"]
+        assert fork != sid
+        assert {o["configId"] for o in forked["configOptions"]} >= {"mode", "model"}
+        with pytest.raises(RequestError) as empty:
+            await editor.request("session/set_title", {"sessionId": sid, "title": "   "})
+        assert empty.value.code == -32602
+        with pytest.raises(RequestError) as unknown:
+            await editor.request("session/fork", {"sessionId": "sess_nope", "cwd": str(project)})
+        assert unknown.value.code == -32002
+    async with connect(settings(tmp_path, ScriptedModel()), check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        await editor.request(
+            "session/resume", {"sessionId": fork, "cwd": str(project), "replayFrom": {"type": "start"}}
+        )
+        replay = updates(editor, fork)
+    said = [u["content"] for u in replay if u["sessionUpdate"] in ("user_message", "agent_message")]
+    assert said == [[{"type": "text", "text": "remember"}], [{"type": "text", "text": "Noted."}]]
+
+
+async def test_without_saved_sessions_v2_offers_neither_fork_nor_title(tmp_path: Path, v2_on: None) -> None:
+    no_store = Settings(make_model=lambda profile: ScriptedModel(), store=lambda: None)
+    async with connect(no_store, check=validate_agent_message_v2) as editor:
+        session = (await editor.request("initialize", V2_INIT))["capabilities"]["session"]
+        assert not {"fork", "title", "delete"} & session.keys()
+        for method, params in (
+            ("session/fork", {"sessionId": "s", "cwd": str(tmp_path)}),
+            ("session/set_title", {"sessionId": "s", "title": "t"}),
+        ):
+            with pytest.raises(RequestError) as missing:
+                await editor.request(method, params)
+            assert missing.value.code == -32601

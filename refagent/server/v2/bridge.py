@@ -62,6 +62,8 @@ class V1Agent(Protocol):
     async def new_session(self, params: Params) -> Reply: ...
     async def load_session(self, params: Params) -> Reply: ...
     async def resume_session(self, params: Params) -> Reply: ...
+    async def fork_session(self, params: Params) -> Reply: ...
+    async def set_title(self, params: Params) -> dict[str, Any]: ...
     async def list_sessions(self, params: Params) -> dict[str, Any]: ...
     async def close_session(self, params: Params) -> dict[str, Any]: ...
     async def delete_session(self, params: Params) -> dict[str, Any]: ...
@@ -202,8 +204,24 @@ class V2Bridge:
         tasks.start_soon(rest)
         await session.wait_settled()
 
+    async def fork_session(self, params: Params) -> Reply:
+        """``session/fork`` (unstable): v1's, its answer in v2's terms."""
+        if self.agent.store is None:
+            raise MethodNotFound("Method not found: session/fork")
+        v1 = self._opening(params)
+        v1["sessionId"] = p.required(params, "sessionId", str)
+        reply = await self.agent.fork_session(v1)
+        return Reply(translate.session_result(reply.result, with_id=True), reply.after)
+
+    async def set_title(self, params: Params) -> dict[str, Any]:
+        """``session/set_title`` (unstable): v1's, whose params and result are v2's."""
+        if self.agent.store is None:
+            raise MethodNotFound("Method not found: session/set_title")
+        return await self.agent.set_title(params)
+
     def _opening(self, params: Params) -> Params:
-        v1 = {key: value for key, value in params.items() if key in ("cwd", "additionalDirectories", "_meta")}
+        kept = ("cwd", "additionalDirectories", "systemPrompt", "_meta")
+        v1 = {key: value for key, value in params.items() if key in kept}
         v1["mcpServers"] = translate.mcp_servers(p.optional(params, "mcpServers", list, []))
         return v1
 
@@ -286,6 +304,8 @@ _REQUESTS = {
     "auth/logout": V2Bridge.logout,
     "session/new": V2Bridge.new_session,
     "session/resume": V2Bridge.resume_session,
+    "session/fork": V2Bridge.fork_session,  # unstable
+    "session/set_title": V2Bridge.set_title,  # unstable
     "session/list": V2Bridge.list_sessions,
     "session/close": V2Bridge.close_session,
     "session/delete": V2Bridge.delete_session,

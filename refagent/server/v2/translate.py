@@ -30,6 +30,9 @@ WHOLE = {
     "agent_thought_chunk": "agent_thought",
 }
 """The whole-message update of each chunk kind."""
+V2_UNSTABLE_SESSION = ("fork", "title")
+"""The unstable session capabilities v1 and v2 share that the bridge serves (``session/fork``,
+``session/set_title``): offered in v2 when v1 offers them."""
 SAME = frozenset({"session_info_update", "usage_update", "notice", "compaction_update"})
 """Update kinds whose v1 shape is the v2 one."""
 
@@ -196,8 +199,12 @@ def initialize_result(v1: dict[str, Any], *, has_store: bool) -> dict[str, Any]:
     if capabilities["promptCapabilities"].get("image"):
         prompt["image"] = {}
     session: dict[str, Any] = {"prompt": prompt, "mcp": {"stdio": {}, "http": {}}, "additionalDirectories": {}}
+    v1_session = capabilities.get("sessionCapabilities") or {}
+    if "systemPrompt" in v1_session:  # unstable, the same shape in both
+        session["systemPrompt"] = v1_session["systemPrompt"]
     if has_store:
         session["delete"] = {}
+        session.update({name: {} for name in V2_UNSTABLE_SESSION if name in v1_session})
     result: dict[str, Any] = {
         "protocolVersion": V2,
         "info": v1.get("agentInfo") or {"name": "refagent", "version": __version__},
