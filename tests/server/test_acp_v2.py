@@ -19,15 +19,10 @@ from refagent.server.v2 import ENV
 from refagent.settings import Settings
 from refagent.testing.memory import Editor, FakeClient, allow_once, connect
 from tests.support.acp_schema_v2 import validate_agent_message_v2
+from tests.support.acp_v2_editor import V2_INIT, idle, updates
 from tests.support.helpers_process import AgentProcess, agent_env
 
 pytestmark = pytest.mark.anyio
-
-V2_INIT = {
-    "protocolVersion": 2,
-    "info": {"name": "v2-editor", "version": "0"},
-    "capabilities": {"auth": {"terminal": {}}},
-}
 
 
 @pytest.fixture
@@ -45,28 +40,6 @@ def project(tmp_path: Path) -> Path:
 
 def settings(tmp_path: Path, model: ScriptedModel) -> Settings:
     return Settings(make_model=lambda profile: model, store=lambda: SessionStore(tmp_path / "sessions"))
-
-
-def updates(editor: Editor, session_id: str) -> list[dict[str, Any]]:
-    return [
-        n["params"]["update"]
-        for n in editor.client.notifications
-        if n["method"] == "session/update" and n["params"]["sessionId"] == session_id
-    ]
-
-
-async def idle(editor: Editor, session_id: str, count: int = 1) -> dict[str, Any]:
-    """Wait for the session's ``count``-th ``idle`` state update; return it."""
-
-    def ended() -> list[dict[str, Any]]:
-        return [
-            u for u in updates(editor, session_id) if u.get("sessionUpdate") == "state_update" and u["state"] == "idle"
-        ]
-
-    with anyio.fail_after(10):
-        while len(ended()) < count:  # noqa: ASYNC110 - notifications arrive on the editor's own task
-            await anyio.sleep(0.01)
-    return ended()[count - 1]
 
 
 def edit_call() -> ToolCallRequest:
@@ -143,7 +116,7 @@ async def test_a_prompt_turn_in_v2(tmp_path: Path, project: Path, v2_on: None) -
         message_id = accepted["messageId"]
         end = await idle(editor, sid)
         seen = updates(editor, sid)
-    assert end == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+    assert end == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn", "background": []}
     assert (project / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
     kinds = [u["sessionUpdate"] for u in seen]
     assert "tool_call" not in kinds
@@ -160,6 +133,9 @@ async def test_a_prompt_turn_in_v2(tmp_path: Path, project: Path, v2_on: None) -
     assert calls[0]["title"]
     assert calls[0]["kind"] == "edit"  # the first update creates the call, whole
     assert calls[-1]["status"] == "completed"
+    executing = next(u for u in calls if u.get("status") == "in_progress")
+    assert executing["capabilities"] == {"cancel": {}}  # while it executes, it may be cancelled alone
+    assert calls[-1]["capabilities"] is None  # and no longer once it has ended
     diffs = [c for u in calls for c in u.get("content") or [] if c["type"] == "diff"]
     assert diffs
     assert diffs[-1]["changes"] == [{"operation": "modify", "path": str(project / "calc.py")}]
@@ -262,7 +238,7 @@ async def test_resume_replays_whole_messages_then_the_state_before_answering(
     assert not [k for k in kinds if k.endswith("_chunk")]
     assert kinds[:2] == ["user_message", "agent_message"]
     assert "available_commands_update" in kinds  # the session's announcements precede the response too
-    assert before[-1] == {"sessionUpdate": "state_update", "state": "idle"}
+    assert before[-1] == {"sessionUpdate": "state_update", "state": "idle", "background": []}
     assert before[0] == {
         "sessionUpdate": "user_message",
         "messageId": accepted["messageId"],
@@ -290,7 +266,7 @@ async def test_resume_without_replay_sends_the_state_only(tmp_path: Path, projec
         before, after = _around_response(editor, "session/resume", sid)
     assert after == []
     assert not [u for u in before if "message" in u["sessionUpdate"] or "thought" in u["sessionUpdate"]]
-    assert before[-1] == {"sessionUpdate": "state_update", "state": "idle"}
+    assert before[-1] == {"sessionUpdate": "state_update", "state": "idle", "background": []}
 
 
 def test_a_replay_sends_each_message_whole_and_a_late_chunk_after_it() -> None:

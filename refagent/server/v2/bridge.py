@@ -29,6 +29,7 @@ from refagent.acp.errors import InvalidParams, MethodNotFound, RequestError, Res
 from refagent.acp.requests import PromptParams
 from refagent.ids import new_id
 from refagent.server.v2 import translate
+from refagent.server.v2.items import FINAL, SessionItems, embedded, terminal_exited, terminal_output, terminal_started
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -81,6 +82,9 @@ class V2Peer:
     async def notify(self, method: str, params: Params) -> None:
         if method == "session/update":
             session_id = params["sessionId"]
+            if params["update"].get("sessionUpdate") in ("tool_call", "tool_call_update"):
+                await self.bridge.tool_call_update(session_id, params["update"])
+                return
             update = translate.update(session_id, params["update"], self.bridge.kinds(session_id))
             if update is not None:
                 await self.connection.notify(method, {"sessionId": session_id, "update": update})
@@ -123,17 +127,73 @@ class V2Bridge:
         self.agent = agent
         self.connection = agent.peer
         agent.peer = V2Peer(agent.peer, self)
-        self._kinds: dict[str, dict[str, str]] = {}
+        self._items: dict[str, SessionItems] = {}
         self._running: dict[str, int] = {}
         """Prompts accepted and not ended, per session (a prompt sent during a turn waits for it)."""
+        self._states: dict[str, str] = {}
+        """The state each session last reported."""
+
+    def items(self, session_id: str) -> SessionItems:
+        """What is kept of the session's live items (:mod:`refagent.server.v2.items`)."""
+        return self._items.setdefault(session_id, SessionItems())
 
     def kinds(self, session_id: str) -> dict[str, str]:
         """The kinds of the session's tool calls so far, by id (for the diffs of deletions)."""
-        return self._kinds.setdefault(session_id, {})
+        return self.items(session_id).kinds
 
-    async def state(self, session_id: str, state: str, **fields: Any) -> None:
-        update = {"sessionUpdate": "state_update", "state": state, **fields}
+    async def state(self, session_id: str, state: str | None = None, **fields: Any) -> None:
+        """Report the session's ``state`` (None: the one it last reported, again: its background work
+        changed), with its background work: every state update lists it, ``[]`` when there is none."""
+        state = state or self._states.get(session_id, "idle")
+        self._states[session_id] = state
+        background = self.items(session_id).background()
+        update = {"sessionUpdate": "state_update", "state": state, **fields, "background": background}
+        await self.notify(session_id, update)
+
+    async def notify(self, session_id: str, update: dict[str, Any]) -> None:
         await self.connection.notify("session/update", {"sessionId": session_id, "update": update})
+
+    async def tool_call_update(self, session_id: str, v1: dict[str, Any]) -> None:
+        """Send a v1 ``tool_call`` or ``tool_call_update`` as v2's, with what v2 adds (module docstring of
+        :mod:`refagent.server.v2.items`): whether the call may be cancelled alone, and the background
+        command it started as a terminal."""
+        items = self.items(session_id)
+        update = translate.tool_call(v1, _kind(items.kinds, v1))
+        call_id = update["toolCallId"]
+        session = self.agent.sessions.get(session_id)
+        workspace = session.workspace if session is not None else None
+        if workspace is not None and call_id in workspace.runner.calls:
+            if call_id not in items.cancellable:
+                items.cancellable.add(call_id)
+                update["capabilities"] = {"cancel": {}}
+        elif call_id in items.cancellable:
+            items.cancellable.discard(call_id)
+            update["capabilities"] = None
+        if call_id in items.cancelled and update.get("status") == "failed":
+            update["status"] = "cancelled"
+        terminal_id = items.by_call.get(call_id)
+        jobs = workspace.jobs if workspace is not None else None
+        if terminal_id is None and jobs is not None and update.get("status") not in FINAL:
+            entry = next((e for e in jobs.entries() if e.call_id == call_id and e.running), None)
+            if entry is not None:  # it started a background command: announced before it is listed
+                terminal = items.add_terminal(entry)
+                await self.notify(session_id, terminal_started(terminal))
+                await self.notify(session_id, embedded(update, terminal))
+                await self.state(session_id)
+                return
+        if terminal_id is not None:
+            terminal = items.terminals[terminal_id]
+            if update.get("status") not in FINAL:  # a frame of its output: the terminal shows it
+                if not terminal.exited and update.get("content"):
+                    await self.notify(session_id, terminal_output(terminal, await terminal.entry.job.output()))
+                return
+            if not terminal.exited:
+                terminal.exited = True
+                await self.notify(session_id, terminal_exited(terminal))
+                await self.notify(session_id, embedded(update, terminal))
+                await self.state(session_id)
+                return
+        await self.notify(session_id, update)
 
     # -- requests ------------------------------------------------------------------------------------
 
@@ -250,6 +310,43 @@ class V2Bridge:
         result = await self.agent.set_config_option(v1)
         return {"configOptions": translate.config_options(result["configOptions"])}
 
+    async def cancel_tool_call(self, params: Params) -> dict[str, Any]:
+        """``tool_call/cancel``: that call alone is cancelled (the turn goes on, and the model reads that the
+        user cancelled it); its last update, ``cancelled``, confirms it. -32602 for a call that is not
+        executing (unknown, ended, or a background command's: its terminal is what may be cancelled)."""
+        session = self._session(params)
+        call_id = p.required(params, "toolCallId", str)
+        workspace = session.workspace
+        if workspace is None or call_id not in workspace.runner.calls:
+            raise InvalidParams(f"Invalid params: no tool call {call_id[:100]!r} is running to be cancelled")
+        self.items(session.id).cancelled.add(call_id)
+        workspace.runner.calls.cancel(call_id)
+        return {}
+
+    async def cancel_terminal(self, params: Params) -> dict[str, Any]:
+        """``terminal/cancel``: the background command is stopped (and everything it started), as ``/stop``
+        does; the ``terminal_update`` with its exit status confirms it. -32602 for a terminal that is not
+        running."""
+        session = self._session(params)
+        terminal_id = p.required(params, "terminalId", str)
+        terminal = self.items(session.id).terminals.get(terminal_id)
+        jobs = session.jobs
+        if terminal is None or terminal.exited or not terminal.entry.running or jobs is None:
+            raise InvalidParams(f"Invalid params: no terminal {terminal_id[:100]!r} is running to be cancelled")
+        tasks = self.agent.background_tasks
+        if tasks is None:
+            await jobs.stop(terminal.entry, "user")
+        else:
+            tasks.start_soon(jobs.stop, terminal.entry, "user")
+        return {}
+
+    def _session(self, params: Params) -> Session:
+        session_id = p.required(params, "sessionId", str)
+        session = self.agent.sessions.get(session_id)
+        if session is None:
+            raise ResourceNotFound(f"Session not found: {session_id[:100]}")
+        return session
+
     async def prompt(self, params: Params) -> Reply:
         """Accept the prompt (its message id at once), then run it in the background (module docstring)."""
         session_id = p.required(params, "sessionId", str)
@@ -294,6 +391,13 @@ class V2Bridge:
         return Reply({"messageId": message_id}, start)
 
 
+def _kind(kinds: dict[str, str], v1: dict[str, Any]) -> str | None:
+    """The call's kind (kept in ``kinds``: only its first update says it)."""
+    if isinstance(v1.get("kind"), str):
+        kinds[v1["toolCallId"]] = v1["kind"]
+    return kinds.get(v1["toolCallId"])
+
+
 async def _nothing() -> None:
     """The after-work of a response that has none."""
 
@@ -311,5 +415,7 @@ _REQUESTS = {
     "session/delete": V2Bridge.delete_session,
     "session/set_config_option": V2Bridge.set_config_option,
     "session/prompt": V2Bridge.prompt,
+    "tool_call/cancel": V2Bridge.cancel_tool_call,
+    "terminal/cancel": V2Bridge.cancel_terminal,
 }
-"""Every v2 request method the agent answers (``tool_call/cancel`` and ``terminal/cancel`` are not offered)."""
+"""Every v2 request method the agent answers (the rest: -32601; docs/acp-v2.md lists which and why)."""

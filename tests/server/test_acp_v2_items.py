@@ -1,0 +1,128 @@
+"""ACP v2's items that v1 has no word for (``REFAGENT_ACP_V2=1``): a tool call cancelled alone
+(``tool_call/cancel``), and a background command shown as a display-only terminal (``terminal_update``),
+listed as background work in ``state_update`` and cancelled alone (``terminal/cancel``). Every message
+is checked against the v2 schemas, strictly."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from refagent.acp.errors import RequestError
+from refagent.llm.protocol import ToolCallRequest
+from refagent.llm.scripted import ScriptedModel, text
+from refagent.persistence.store import SessionStore
+from refagent.server.v2 import ENV
+from refagent.settings import Settings
+from refagent.testing.memory import Editor, connect
+from tests.support.acp_schema_v2 import validate_agent_message_v2
+from tests.support.acp_v2_editor import V2_INIT, idle, until, updates
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def v2_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, "1")
+
+
+def settings(tmp_path: Path, model: ScriptedModel) -> Settings:
+    return Settings(make_model=lambda profile: model, store=lambda: SessionStore(tmp_path / "sessions"))
+
+
+def run(command: str, **extra: Any) -> ToolCallRequest:
+    return ToolCallRequest(id="call_1", name="run_command", arguments=json.dumps({"command": command, **extra}))
+
+
+async def start(editor: Editor, cwd: Path, words: str) -> str:
+    await editor.request("initialize", V2_INIT)
+    sid: str = (await editor.request("session/new", {"cwd": str(cwd)}))["sessionId"]
+    await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": words}]})
+    return sid
+
+
+def of_kind(editor: Editor, sid: str, kind: str) -> list[dict[str, Any]]:
+    return [u for u in updates(editor, sid) if u["sessionUpdate"] == kind]
+
+
+def output(update: dict[str, Any]) -> str:
+    return base64.b64decode(update["output"]["data"], validate=True).decode()
+
+
+async def test_a_tool_call_cancelled_alone_ends_cancelled_and_the_turn_goes_on(tmp_path: Path) -> None:
+    model = ScriptedModel([[run("sleep 30")], text("Understood.")])
+    async with connect(settings(tmp_path, model), check=validate_agent_message_v2) as editor:
+        sid = await start(editor, tmp_path, "wait")
+
+        def cancellable() -> list[dict[str, Any]]:
+            return [u for u in of_kind(editor, sid, "tool_call_update") if u.get("capabilities") == {"cancel": {}}]
+
+        await until(lambda: bool(cancellable()))
+        call_id = cancellable()[0]["toolCallId"]
+        with pytest.raises(RequestError) as unknown:
+            await editor.request("tool_call/cancel", {"sessionId": sid, "toolCallId": "call_nope"})
+        assert unknown.value.code == -32602
+        assert await editor.request("tool_call/cancel", {"sessionId": sid, "toolCallId": call_id}) == {}
+        end = await idle(editor, sid)
+        with pytest.raises(RequestError) as again:  # it has ended: nothing to cancel
+            await editor.request("tool_call/cancel", {"sessionId": sid, "toolCallId": call_id})
+        assert again.value.code == -32602
+        with pytest.raises(RequestError) as no_session:
+            await editor.request("tool_call/cancel", {"sessionId": "sess_nope", "toolCallId": call_id})
+        assert no_session.value.code == -32002
+    assert end["stopReason"] == "end_turn"  # the turn went on: the model answered
+    last = [u for u in of_kind(editor, sid, "tool_call_update") if u["toolCallId"] == call_id][-1]
+    assert last["status"] == "cancelled"
+    assert last["capabilities"] is None
+    (result,) = [m["content"] for m in model.requests[1].messages if m["role"] == "tool"]
+    assert "cancelled" in result
+    states = [u["state"] for u in of_kind(editor, sid, "state_update")]
+    assert states.count("idle") == 1  # cancelling the call did not end the foreground work by itself
+
+
+@pytest.mark.slow  # its output is shown once a second
+async def test_a_background_command_is_a_terminal_and_background_work(tmp_path: Path) -> None:
+    script = "echo started; sleep 0.2; echo more; sleep 60"
+    model = ScriptedModel([[run(script, background=True)], text("It runs.")])
+    async with connect(settings(tmp_path, model), check=validate_agent_message_v2) as editor:
+        sid = await start(editor, tmp_path, "serve")
+        end = await idle(editor, sid)
+        (announced, *_) = of_kind(editor, sid, "terminal_update")
+        terminal_id = announced["terminalId"]
+        await until(lambda: any("more" in output(u) for u in of_kind(editor, sid, "terminal_update") if "output" in u))
+        assert await editor.request("terminal/cancel", {"sessionId": sid, "terminalId": terminal_id}) == {}
+        await until(lambda: any("exitStatus" in u for u in of_kind(editor, sid, "terminal_update")))
+        await until(lambda: of_kind(editor, sid, "state_update")[-1]["background"] == [])
+        with pytest.raises(RequestError) as exited:
+            await editor.request("terminal/cancel", {"sessionId": sid, "terminalId": terminal_id})
+        assert exited.value.code == -32602
+        seen = updates(editor, sid)
+    listed = [{"type": "terminal", "terminalId": terminal_id}]
+    assert announced == {
+        "sessionUpdate": "terminal_update",
+        "terminalId": terminal_id,
+        "command": script,
+        "cwd": str(tmp_path),
+        "capabilities": {"cancel": {}},
+    }
+    first_listing = next(i for i, u in enumerate(seen) if u.get("background") == listed)
+    assert seen.index(announced) < first_listing  # announced before it is listed
+    assert end["background"] == listed  # the turn ended while it runs: idle, with background work
+    calls = [u for u in seen if u["sessionUpdate"] == "tool_call_update"]
+    assert {"type": "terminal", "terminalId": terminal_id} in calls[-1]["content"]
+    assert calls[-1]["status"] == "completed"  # stopped as asked
+    streamed = [
+        u for u in calls if u.get("status") not in ("completed", "failed") and "started\\nmore" in json.dumps(u)
+    ]
+    assert not streamed  # its output went to the terminal, not into the call
+    exit_update = next(u for u in seen if "exitStatus" in u)
+    assert exit_update["capabilities"] is None
+    assert "started\nmore\n" in output(exit_update)
+    assert seen.index(exit_update) < seen.index(calls[-1]) < len(seen) - 1
+    last = seen[-1]
+    assert last["sessionUpdate"] == "state_update"
+    assert last == {"sessionUpdate": "state_update", "state": "idle", "background": []}  # no new stop reason
