@@ -24,7 +24,7 @@ import anyio
 
 from refagent.acp import jsonrpc
 from refagent.acp import params as p
-from refagent.acp.connection import Peer, Reply
+from refagent.acp.connection import Connection, Peer, Reply
 from refagent.acp.errors import InvalidParams, MethodNotFound, RequestError, ResourceNotFound
 from refagent.acp.requests import PromptParams
 from refagent.ids import new_id
@@ -126,6 +126,8 @@ class V2Bridge:
     def __init__(self, agent: V1Agent) -> None:
         self.agent = agent
         self.connection = agent.peer
+        if isinstance(self.connection, Connection):
+            self.connection.batches = True  # v2 has JSON-RPC batches (v1 none)
         agent.peer = V2Peer(agent.peer, self)
         self._items: dict[str, SessionItems] = {}
         self._running: dict[str, int] = {}
