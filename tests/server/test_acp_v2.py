@@ -409,3 +409,34 @@ async def test_without_saved_sessions_v2_offers_neither_fork_nor_title(tmp_path:
             with pytest.raises(RequestError) as missing:
                 await editor.request(method, params)
             assert missing.value.code == -32601
+
+
+async def test_plans_in_v2_carry_their_plan_id(tmp_path: Path, v2_on: None) -> None:
+    entries = [{"content": "Read the code", "status": "in_progress", "priority": "high"}]
+    plan_call = ToolCallRequest(id="call_1", name="update_plan", arguments=json.dumps({"entries": entries}))
+    model = ScriptedModel([[plan_call], text("Planned.")])
+    async with connect(settings(tmp_path, model), check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        sid = (await editor.request("session/new", {"cwd": str(tmp_path)}))["sessionId"]
+        await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "plan"}]})
+        await idle(editor, sid)
+        (update,) = [u for u in updates(editor, sid) if u["sessionUpdate"] == "plan_update"]
+    assert update["plan"]["type"] == "items"
+    assert update["plan"]["planId"]
+    assert update["plan"]["entries"] == entries
+    assert not [u for u in updates(editor, sid) if u["sessionUpdate"] == "plan"]
+
+
+def test_plan_operations_pass_to_v2_by_their_own_ids() -> None:
+    from refagent.server.v2.translate import client_capabilities, update
+
+    assert client_capabilities({})["plan"] == {}  # the v1 machinery may send a v2 client plans by id
+    items = {"type": "items", "planId": "plan_a", "entries": []}
+    assert update("s1", {"sessionUpdate": "plan_update", "plan": items}) == {
+        "sessionUpdate": "plan_update",
+        "plan": items,
+    }
+    removed = {"sessionUpdate": "plan_removed", "planId": "plan_a"}
+    assert update("s1", removed) == removed
+    whole = update("s1", {"sessionUpdate": "plan", "entries": []})
+    assert whole == {"sessionUpdate": "plan_update", "plan": {"type": "items", "planId": "plan_s1", "entries": []}}

@@ -5,7 +5,9 @@ The differences that matter here (the v2 draft, schema 2.0.0-alpha.3 as SDK 2.4.
 
 - ``tool_call`` is gone: the first ``tool_call_update`` creates the call, with every field;
 - a diff is ``{changes: [{operation, path}], patch: {format: "git_patch", text}}``, not the two texts;
-- ``plan`` is ``plan_update {plan: {type: "items", planId, entries}}``;
+- ``plan`` is ``plan_update {plan: {type: "items", planId, entries}}``: v1's one plan of a session gets the
+  session's plan id; v1's plan operations (unstable ``plan_update`` and ``plan_removed``, each plan by its
+  own id) are v2's as they are, and a v2 client takes them (its v1 capabilities say ``plan``);
 - a command is ``{type: "command", name, description, input: {type: "text", hint}}``;
 - a config option is named by ``configId``, and set with a typed value (``{type: "id", value}``);
 - modes are gone (``current_mode_update`` is dropped: the ``mode`` config option says it);
@@ -33,7 +35,7 @@ WHOLE = {
 V2_UNSTABLE_SESSION = ("fork", "title")
 """The unstable session capabilities v1 and v2 share that the bridge serves (``session/fork``,
 ``session/set_title``): offered in v2 when v1 offers them."""
-SAME = frozenset({"session_info_update", "usage_update", "notice", "compaction_update"})
+SAME = frozenset({"session_info_update", "usage_update", "notice", "compaction_update", "plan_update", "plan_removed"})
 """Update kinds whose v1 shape is the v2 one."""
 
 
@@ -230,9 +232,9 @@ def auth_method(v1: dict[str, Any]) -> dict[str, Any]:
 
 def client_capabilities(v2: dict[str, Any]) -> dict[str, Any]:
     """The v1 client capabilities a v2 client amounts to: no ``fs`` or ``terminal`` (v2 has none: the agent
-    uses its own disk and processes), the notices and compactions v2 has as updates, and the terminal
-    sign-in if the client offers it."""
-    capabilities: dict[str, Any] = {"session": {"notices": {}, "compaction": {}}}
+    uses its own disk and processes), the notices, compactions and plans by id v2 has as updates, and the
+    terminal sign-in if the client offers it."""
+    capabilities: dict[str, Any] = {"session": {"notices": {}, "compaction": {}}, "plan": {}}
     auth = v2.get("auth")
     if isinstance(auth, dict) and isinstance(auth.get("terminal"), dict):
         capabilities["auth"] = {"terminal": True}
