@@ -4,6 +4,7 @@ session machinery; every message the agent sends it is checked against the v2 dr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from refagent import cli
 from refagent.acp.errors import RequestError
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
@@ -171,7 +173,12 @@ async def test_config_options_and_their_values_in_v2(tmp_path: Path, v2_on: None
         assert gone.value.code == -32601  # modes are config options only in v2
 
 
-async def test_cancel_ends_the_turn_idle_cancelled(tmp_path: Path, project: Path, v2_on: None) -> None:
+@pytest.mark.parametrize("ending", ["session/cancel", "session/close"])
+async def test_cancel_and_close_end_the_turn_idle_cancelled(
+    tmp_path: Path, project: Path, v2_on: None, ending: str
+) -> None:
+    """``session/cancel`` (``_meta`` and all) or ``session/close`` during a turn: it ends with one ``idle``
+    that says ``cancelled``, and no state follows it."""
     held = anyio.Event()
 
     async def never(params: dict[str, Any]) -> dict[str, Any]:
@@ -187,9 +194,15 @@ async def test_cancel_ends_the_turn_idle_cancelled(tmp_path: Path, project: Path
         await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "fix"}]})
         with anyio.fail_after(10):
             await held.wait()
-        await editor.notify("session/cancel", {"sessionId": sid})
+        if ending == "session/cancel":
+            await editor.notify("session/cancel", {"sessionId": sid, "_meta": {"why": "test"}})
+        else:
+            assert await editor.request("session/close", {"sessionId": sid}) == {}
         end = await idle(editor, sid)
+        await editor.request("session/list", {})  # what the agent sent before this answer has arrived
+        states = [u for u in updates(editor, sid) if u["sessionUpdate"] == "state_update"]
     assert end["stopReason"] == "cancelled"
+    assert states[-1] is end
     assert (project / "calc.py").read_text().endswith("a - b\n")
 
 
@@ -440,3 +453,23 @@ def test_plan_operations_pass_to_v2_by_their_own_ids() -> None:
     assert update("s1", removed) == removed
     whole = update("s1", {"sessionUpdate": "plan", "entries": []})
     assert whole == {"sessionUpdate": "plan_update", "plan": {"type": "items", "planId": "plan_s1", "entries": []}}
+
+
+async def test_providers_in_v2(tmp_path: Path, v2_on: None) -> None:
+    """The unstable ``providers/*`` are v1's, whose params and results are v2's."""
+    config = tmp_path / "config.toml"
+    config.write_text('[profiles.work]\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "k"\nmodel = "m"\n')
+    loaded = dataclasses.replace(
+        cli.load_settings(cli.build_parser().parse_args(["--config", str(config)])), store=None
+    )
+    async with connect(loaded, check=validate_agent_message_v2) as editor:
+        assert (await editor.request("initialize", V2_INIT))["capabilities"]["providers"] == {}
+        (work,) = (await editor.request("providers/list", {}))["providers"]
+        assert work["providerId"] == "work"
+        route = {"providerId": "work", "apiType": "anthropic", "baseUrl": "http://127.0.0.1:9/gateway"}
+        assert await editor.request("providers/set", route) == {}
+        (work,) = (await editor.request("providers/list", {}))["providers"]
+        assert work["current"] == {"apiType": "anthropic", "baseUrl": "http://127.0.0.1:9/gateway"}
+        assert await editor.request("providers/disable", {"providerId": "work"}) == {}
+        (work,) = (await editor.request("providers/list", {}))["providers"]
+        assert work["current"] is None

@@ -212,6 +212,8 @@ def initialize_result(v1: dict[str, Any], *, has_store: bool) -> dict[str, Any]:
         "info": v1.get("agentInfo") or {"name": "refagent", "version": __version__},
         "capabilities": {"session": session, "_meta": capabilities.get("_meta", {})},
     }
+    if isinstance(capabilities.get("providers"), dict):  # unstable, the same in both
+        result["capabilities"]["providers"] = capabilities["providers"]
     methods = [auth_method(method) for method in v1.get("authMethods") or []]
     if methods:
         result["authMethods"] = methods
