@@ -29,7 +29,7 @@ from refagent.acp.errors import InvalidParams, MethodNotFound, RequestError, Res
 from refagent.acp.requests import PromptParams
 from refagent.ids import new_id
 from refagent.server.v2 import translate
-from refagent.server.v2.items import FINAL, SessionItems, embedded, terminal_exited, terminal_output, terminal_started
+from refagent.server.v2.items import SessionItems
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -159,43 +159,13 @@ class V2Bridge:
         """Send a v1 ``tool_call`` or ``tool_call_update`` as v2's, with what v2 adds (module docstring of
         :mod:`refagent.server.v2.items`): whether the call may be cancelled alone, and the background
         command it started as a terminal."""
-        items = self.items(session_id)
-        update = translate.tool_call(v1, _kind(items.kinds, v1))
-        call_id = update["toolCallId"]
         session = self.agent.sessions.get(session_id)
         workspace = session.workspace if session is not None else None
-        if workspace is not None and call_id in workspace.runner.calls:
-            if call_id not in items.cancellable:
-                items.cancellable.add(call_id)
-                update["capabilities"] = {"cancel": {}}
-        elif call_id in items.cancellable:
-            items.cancellable.discard(call_id)
-            update["capabilities"] = None
-        if call_id in items.cancelled and update.get("status") == "failed":
-            update["status"] = "cancelled"
-        terminal_id = items.by_call.get(call_id)
-        jobs = workspace.jobs if workspace is not None else None
-        if terminal_id is None and jobs is not None and update.get("status") not in FINAL:
-            entry = next((e for e in jobs.entries() if e.call_id == call_id and e.running), None)
-            if entry is not None:  # it started a background command: announced before it is listed
-                terminal = items.add_terminal(entry)
-                await self.notify(session_id, terminal_started(terminal))
-                await self.notify(session_id, embedded(update, terminal))
-                await self.state(session_id)
-                return
-        if terminal_id is not None:
-            terminal = items.terminals[terminal_id]
-            if update.get("status") not in FINAL:  # a frame of its output: the terminal shows it
-                if not terminal.exited and update.get("content"):
-                    await self.notify(session_id, terminal_output(terminal, await terminal.entry.job.output()))
-                return
-            if not terminal.exited:
-                terminal.exited = True
-                await self.notify(session_id, terminal_exited(terminal))
-                await self.notify(session_id, embedded(update, terminal))
-                await self.state(session_id)
-                return
-        await self.notify(session_id, update)
+
+        async def send(update: dict[str, Any]) -> None:
+            await self.notify(session_id, update)
+
+        await self.items(session_id).show_call(v1, workspace, send, lambda: self.state(session_id))
 
     # -- requests ------------------------------------------------------------------------------------
 
@@ -402,13 +372,6 @@ class V2Bridge:
                 tasks.start_soon(run)
 
         return Reply({"messageId": message_id}, start)
-
-
-def _kind(kinds: dict[str, str], v1: dict[str, Any]) -> str | None:
-    """The call's kind (kept in ``kinds``: only its first update says it)."""
-    if isinstance(v1.get("kind"), str):
-        kinds[v1["toolCallId"]] = v1["kind"]
-    return kinds.get(v1["toolCallId"])
 
 
 async def _nothing() -> None:

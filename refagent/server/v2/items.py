@@ -14,10 +14,17 @@ for them that v1 has no word for:
 from __future__ import annotations
 
 import base64
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from refagent.tools.jobs import Entry
+from refagent.server.v2 import translate
+
+if TYPE_CHECKING:  # annotations: the workspace's modules load after the first session's response
+    from refagent.session.workspace import Workspace
+    from refagent.tools.jobs import Entry
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 SHOWN_BYTES = 64 << 10
 """A terminal's output snapshot: its last 64 KiB."""
@@ -49,6 +56,49 @@ class SessionItems:
     def background(self) -> list[dict[str, Any]]:
         """The background work running now, as ``state_update`` lists it."""
         return [{"type": "terminal", "terminalId": t.terminal_id} for t in self.terminals.values() if not t.exited]
+
+    async def show_call(
+        self, v1: dict[str, Any], workspace: Workspace | None, send: Send, restate: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Send (``send``) a v1 ``tool_call`` or ``tool_call_update`` of the session as v2's, with what v2
+        adds (module docstring): whether the call may be cancelled alone, and the background command it
+        started as a terminal (``restate``: the session's state again, when its background work changes)."""
+        if isinstance(v1.get("kind"), str):
+            self.kinds[v1["toolCallId"]] = v1["kind"]
+        update = translate.tool_call(v1, self.kinds.get(v1["toolCallId"]))
+        call_id = update["toolCallId"]
+        if workspace is not None and call_id in workspace.runner.calls:
+            if call_id not in self.cancellable:
+                self.cancellable.add(call_id)
+                update["capabilities"] = {"cancel": {}}
+        elif call_id in self.cancellable:
+            self.cancellable.discard(call_id)
+            update["capabilities"] = None
+        if call_id in self.cancelled and update.get("status") == "failed":
+            update["status"] = "cancelled"
+        terminal_id = self.by_call.get(call_id)
+        jobs = workspace.jobs if workspace is not None else None
+        if terminal_id is None and jobs is not None and update.get("status") not in FINAL:
+            entry = next((e for e in jobs.entries() if e.call_id == call_id and e.running), None)
+            if entry is not None:  # it started a background command: announced before it is listed
+                terminal = self.add_terminal(entry)
+                await send(terminal_started(terminal))
+                await send(embedded(update, terminal))
+                await restate()
+                return
+        if terminal_id is not None:
+            terminal = self.terminals[terminal_id]
+            if update.get("status") not in FINAL:  # a frame of its output: the terminal shows it
+                if not terminal.exited and update.get("content"):
+                    await send(terminal_output(terminal, await terminal.entry.job.output()))
+                return
+            if not terminal.exited:
+                terminal.exited = True
+                await send(terminal_exited(terminal))
+                await send(embedded(update, terminal))
+                await restate()
+                return
+        await send(update)
 
     def add_terminal(self, entry: Entry) -> Terminal:
         terminal = Terminal(f"term_{entry.call_id}", entry)
