@@ -473,3 +473,23 @@ async def test_providers_in_v2(tmp_path: Path, v2_on: None) -> None:
         assert await editor.request("providers/disable", {"providerId": "work"}) == {}
         (work,) = (await editor.request("providers/list", {}))["providers"]
         assert work["current"] is None
+
+
+async def test_an_unknown_permission_outcome_does_not_run_the_call_and_the_turn_ends(
+    tmp_path: Path, project: Path, v2_on: None
+) -> None:
+    """A ``_``-prefixed outcome (an extension the agent does not know) is no permission: the call is not
+    run, and the turn goes on to its end."""
+
+    async def extension(params: dict[str, Any]) -> dict[str, Any]:
+        return {"outcome": {"outcome": "_vendor/unknown"}}
+
+    model = ScriptedModel([[edit_call()], text("Could not.")])
+    client = FakeClient(permission=extension)
+    async with connect(settings(tmp_path, model), client=client, check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        sid = (await editor.request("session/new", {"cwd": str(project)}))["sessionId"]
+        await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "fix"}]})
+        end = await idle(editor, sid)
+    assert end["stopReason"] == "end_turn"
+    assert (project / "calc.py").read_text().endswith("a - b\n")
