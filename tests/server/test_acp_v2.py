@@ -493,3 +493,55 @@ async def test_an_unknown_permission_outcome_does_not_run_the_call_and_the_turn_
         end = await idle(editor, sid)
     assert end["stopReason"] == "end_turn"
     assert (project / "calc.py").read_text().endswith("a - b\n")
+
+
+def _objects_only(node: Any, where: str = "capabilities") -> list[str]:
+    """Where ``node`` (capabilities) holds a marker that is not an object (a boolean, say)."""
+    if not isinstance(node, dict):
+        return [where]
+    return [bad for key, value in node.items() for bad in _objects_only(value, f"{where}.{key}")]
+
+
+async def test_what_the_kit_checks_of_a_v2_session(tmp_path: Path, project: Path, v2_on: None) -> None:
+    """The rows of the ACP test kit's v2 suite that a plain session exercises, in one connection: object
+    markers only, no terminal sign-in for a client that did not offer it, ``mcpServers`` optional, distinct
+    message ids, a ``resource_link`` and a ``_meta`` taken, ``session/list`` filtered, an unknown session
+    deleted silently, extra directories on new and resume, and extensions (a ``_`` request is answered, a
+    ``_`` notification is not)."""
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    model = ScriptedModel([text("One."), text("Two.")])
+    async with connect(settings(tmp_path, model), check=validate_agent_message_v2) as editor:
+        result = await editor.request("initialize", {"protocolVersion": 2, "info": {"name": "kit", "version": "0"}})
+        assert [m for m in result.get("authMethods", []) if m["type"] == "terminal"] == []
+        assert _objects_only({k: v for k, v in result["capabilities"].items() if k != "_meta"}) == []
+        omitted = (await editor.request("session/new", {"cwd": str(project)}))["sessionId"]
+        empty = await editor.request(
+            "session/new", {"cwd": str(project), "mcpServers": [], "additionalDirectories": [str(extra)]}
+        )
+        assert omitted != empty["sessionId"]
+        link = {"type": "resource_link", "uri": (project / "calc.py").as_uri(), "name": "calc.py"}
+        first = await editor.request(
+            "session/prompt", {"sessionId": omitted, "prompt": [{"type": "text", "text": "see"}, link], "_meta": {}}
+        )
+        await idle(editor, omitted)
+        second = await editor.request(
+            "session/prompt", {"sessionId": omitted, "prompt": [{"type": "text", "text": "see"}]}
+        )
+        await idle(editor, omitted, 2)
+        assert first["messageId"] != second["messageId"]
+        assert (await editor.request("session/list", {"cwd": str(tmp_path / "nowhere")})) == {"sessions": []}
+        listed = (await editor.request("session/list", {"cwd": str(project)}))["sessions"]
+        assert {s["cwd"] for s in listed} == {str(project)}
+        assert await editor.request("session/delete", {"sessionId": "never-created"}) == {}
+        resumed = await editor.request(
+            "session/resume", {"sessionId": omitted, "cwd": str(project), "additionalDirectories": [str(extra)]}
+        )
+        assert "configOptions" in resumed
+        await editor.notify("_kit/notice", {})
+        with pytest.raises(RequestError) as extension:
+            await editor.request("_kit/ask", {})
+        assert extension.value.code == -32601
+    replies = [m for sender, m in editor.transcript.messages if sender == "agent" and "method" not in m]
+    asked = [m for sender, m in editor.transcript.messages if sender == "client" and "id" in m and "method" in m]
+    assert len(replies) == len(asked)  # every request answered once, the notifications not at all
