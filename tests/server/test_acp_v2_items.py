@@ -113,12 +113,14 @@ async def test_a_background_command_is_a_terminal_and_background_work(tmp_path: 
     assert seen.index(announced) < first_listing  # announced before it is listed
     assert end["background"] == listed  # the turn ended while it runs: idle, with background work
     calls = [u for u in seen if u["sessionUpdate"] == "tool_call_update"]
+    returned = next(u for u in calls if {"type": "terminal", "terminalId": terminal_id} in u.get("content", []))
+    assert returned["status"] == "completed"  # it returned control to the model; the terminal lives on
+    assert seen.index(announced) < seen.index(returned) < first_listing
     assert {"type": "terminal", "terminalId": terminal_id} in calls[-1]["content"]
-    assert calls[-1]["status"] == "completed"  # stopped as asked
-    streamed = [
-        u for u in calls if u.get("status") not in ("completed", "failed") and "started\\nmore" in json.dumps(u)
-    ]
-    assert not streamed  # its output went to the terminal, not into the call
+    assert "Stopped by the user." in json.dumps(calls[-1]["content"])
+    assert "status" not in calls[-1]  # the call ended long ago: the end is the terminal's
+    streamed = [u for u in calls[:-1] if "started\\nmore" in json.dumps(u)]
+    assert not streamed  # while it ran, its output went to the terminal, not into the call
     exit_update = next(u for u in seen if "exitStatus" in u)
     assert exit_update["capabilities"] is None
     assert "started\nmore\n" in output(exit_update)

@@ -9,9 +9,12 @@ question waits on the user, ``idle`` with the stop reason when the last prompt q
 error that ended it, as the ``error`` stop reason). The user's message is echoed as ``user_message`` under
 that id, and recorded under it, so a replay shows it so.
 
-``session/resume`` with ``replayFrom: {type: "start"}`` is v1's ``session/load`` (the history replayed);
-without, v1's ``session/resume``. ``auth/login`` and ``auth/logout`` are ``authenticate`` and ``logout``.
-The client has no file system or terminals in v2: the sessions use the sandbox's own.
+``session/resume`` with ``replayFrom: {type: "start"}`` is v1's ``session/load`` (the history replayed,
+each message whole); without, v1's ``session/resume``. Either way the session is set up and says its
+state before the response. ``auth/login`` and ``auth/logout`` are ``authenticate`` and ``logout``;
+``session/fork``, ``session/set_title`` and ``providers/*`` are v1's. ``tool_call/cancel`` and
+``terminal/cancel`` reach what v1 has no word for (:mod:`refagent.server.v2.items`). The client has no
+file system or terminals in v2: the sessions use the sandbox's own.
 """
 
 from __future__ import annotations

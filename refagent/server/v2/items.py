@@ -7,8 +7,10 @@ for them that v1 has no word for:
 - a background command (``run_command`` with ``background: true``, :mod:`refagent.tools.jobs`) is a
   display-only terminal (``terminal_update``: its command, directory, output and, at the end, its exit
   status) that the client may cancel (``terminal/cancel``), embedded in the call that started it and
-  listed as background work in every ``state_update`` while it runs. Its output, which v1 streams into
-  the call's text, goes to the terminal instead.
+  listed as background work in every ``state_update`` while it runs. The call is ``completed`` once it
+  has returned control to the model (v1 keeps it in progress while the command runs, and ends it with
+  the command); the command's output, which v1 streams into the call's text, goes to the terminal, and
+  its end to the terminal's exit status (the call's content says it in words too).
 """
 
 from __future__ import annotations
@@ -83,7 +85,9 @@ class SessionItems:
             if entry is not None:  # it started a background command: announced before it is listed
                 terminal = self.add_terminal(entry)
                 await send(terminal_started(terminal))
-                await send(embedded(update, terminal))
+                # The call has returned control to the model: it is done, and its process lives on as the
+                # terminal (v1 keeps the call in progress instead, having no terminal of its own to show).
+                await send(embedded({**update, "status": "completed"}, terminal))
                 await restate()
                 return
         if terminal_id is not None:
@@ -95,7 +99,8 @@ class SessionItems:
             if not terminal.exited:
                 terminal.exited = True
                 await send(terminal_exited(terminal))
-                await send(embedded(update, terminal))
+                ended = {key: value for key, value in update.items() if key != "status"}  # said by the terminal
+                await send(embedded(ended, terminal))
                 await restate()
                 return
         await send(update)
