@@ -18,7 +18,7 @@ from refagent.llm.scripted import ScriptedModel, text
 from refagent.persistence.store import SessionStore
 from refagent.server.v2 import ENV
 from refagent.settings import Settings
-from refagent.testing.memory import Editor, connect
+from refagent.testing.memory import Editor, FakeClient, connect
 from tests.support.acp_schema_v2 import validate_agent_message_v2
 from tests.support.acp_v2_editor import V2_INIT, idle, until, updates
 
@@ -128,3 +128,56 @@ async def test_a_background_command_is_a_terminal_and_background_work(tmp_path: 
     last = seen[-1]
     assert last["sessionUpdate"] == "state_update"
     assert last == {"sessionUpdate": "state_update", "state": "idle", "background": []}  # no new stop reason
+
+
+async def test_a_question_is_a_form_to_a_v2_client_that_shows_forms(tmp_path: Path) -> None:
+    """``ask_user`` to a v2 client that advertises form elicitation: ``elicitation/create`` (the shape v1
+    and v2 share), the session ``requires_action`` while it waits; the answer reaches the model."""
+    asked: list[dict[str, Any]] = []
+
+    async def answer(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return {"action": "accept", "content": {"answer": "SQLite"}}
+
+    question = {"question": "Which database?", "choices": ["PostgreSQL", "SQLite"]}
+    ask = ToolCallRequest(id="call_1", name="ask_user", arguments=json.dumps(question))
+    model = ScriptedModel([[ask], text("SQLite it is.")])
+    client = FakeClient(elicitation=answer)
+    forms = {**V2_INIT, "capabilities": {"elicitation": {"form": {}}}}
+    async with connect(settings(tmp_path, model), client=client, check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", forms)
+        sid = (await editor.request("session/new", {"cwd": str(tmp_path)}))["sessionId"]
+        await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "pick"}]})
+        end = await idle(editor, sid)
+        states = [u["state"] for u in of_kind(editor, sid, "state_update")]
+    assert end["stopReason"] == "end_turn"
+    (form,) = asked
+    assert form["mode"] == "form"
+    assert form["message"] == "Which database?"
+    assert form["requestedSchema"]["properties"]["answer"]["enum"] == ["PostgreSQL", "SQLite"]
+    assert states == ["running", "requires_action", "running", "idle"]
+    (result,) = [m["content"] for m in model.requests[1].messages if m["role"] == "tool"]
+    assert "SQLite" in result
+
+
+async def test_without_forms_a_question_is_a_permission_request(tmp_path: Path) -> None:
+    chose: list[dict[str, Any]] = []
+
+    async def choose(params: dict[str, Any]) -> dict[str, Any]:
+        chose.append(params)
+        second = params["options"][1]["optionId"]
+        return {"outcome": {"outcome": "selected", "optionId": second}}
+
+    question = {"question": "Which database?", "choices": ["PostgreSQL", "SQLite"]}
+    ask = ToolCallRequest(id="call_1", name="ask_user", arguments=json.dumps(question))
+    model = ScriptedModel([[ask], text("SQLite it is.")])
+    async with connect(
+        settings(tmp_path, model), client=FakeClient(permission=choose), check=validate_agent_message_v2
+    ) as editor:
+        sid = await start(editor, tmp_path, "pick")
+        await idle(editor, sid)
+    (question_asked,) = chose
+    assert [o["name"] for o in question_asked["options"]][:2] == ["PostgreSQL", "SQLite"]
+    assert not editor.client.elicitation_requests  # no form to a client that did not offer them
+    (result,) = [m["content"] for m in model.requests[1].messages if m["role"] == "tool"]
+    assert "SQLite" in result

@@ -95,12 +95,16 @@ class V2Peer:
         await self.connection.notify(method, params)
 
     async def request(self, method: str, params: Params) -> Any:
-        if method != "session/request_permission":
+        """A question to the user (a permission, or a form: ``elicitation/create``, whose shape v1 and v2
+        share) holds the session's turn: ``requires_action`` while it waits, ``running`` after."""
+        session_id = params.get("sessionId")
+        if method not in ("session/request_permission", "elicitation/create") or not isinstance(session_id, str):
             return await self.connection.request(method, params)
-        session_id = params["sessionId"]
+        if method == "session/request_permission":
+            params = translate.permission_request(params)
         await self.bridge.state(session_id, "requires_action")
         try:
-            return await self.connection.request(method, translate.permission_request(params))
+            return await self.connection.request(method, params)
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 await self.bridge.state(session_id, "running")

@@ -235,11 +235,13 @@ def auth_method(v1: dict[str, Any]) -> dict[str, Any]:
 def client_capabilities(v2: dict[str, Any]) -> dict[str, Any]:
     """The v1 client capabilities a v2 client amounts to: no ``fs`` or ``terminal`` (v2 has none: the agent
     uses its own disk and processes), the notices, compactions and plans by id v2 has as updates, and the
-    terminal sign-in if the client offers it."""
+    terminal sign-in and the forms (elicitation) the client offers."""
     capabilities: dict[str, Any] = {"session": {"notices": {}, "compaction": {}}, "plan": {}}
     auth = v2.get("auth")
     if isinstance(auth, dict) and isinstance(auth.get("terminal"), dict):
         capabilities["auth"] = {"terminal": True}
+    if isinstance(v2.get("elicitation"), dict):  # the same shape in both, and so are the requests
+        capabilities["elicitation"] = v2["elicitation"]
     return capabilities
 
 
