@@ -181,3 +181,18 @@ async def test_without_forms_a_question_is_a_permission_request(tmp_path: Path) 
     assert not editor.client.elicitation_requests  # no form to a client that did not offer them
     (result,) = [m["content"] for m in model.requests[1].messages if m["role"] == "tool"]
     assert "SQLite" in result
+
+
+async def test_a_resume_ends_the_terminals_of_the_session_it_reopens(tmp_path: Path) -> None:
+    """Resumed on the same connection, the session is opened again and its background commands are
+    stopped: each terminal says it has exited before the state that no longer lists it."""
+    model = ScriptedModel([[run("sleep 60", background=True)], text("It runs.")])
+    async with connect(settings(tmp_path, model), check=validate_agent_message_v2) as editor:
+        sid = await start(editor, tmp_path, "serve")
+        end = await idle(editor, sid)
+        (listed,) = end["background"]
+        await editor.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path)})
+        seen = updates(editor, sid)
+    exited = next(i for i, u in enumerate(seen) if u.get("terminalId") == listed["terminalId"] and "exitStatus" in u)
+    assert seen[-1] == {"sessionUpdate": "state_update", "state": "idle", "background": []}
+    assert exited < len(seen) - 1

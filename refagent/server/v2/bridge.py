@@ -222,6 +222,8 @@ class V2Bridge:
         reply = await (self.agent.load_session(v1) if replay is not None else self.agent.resume_session(v1))
         session_id = v1["sessionId"]
         await self._settle(session_id, reply)
+        for ended in self.items(session_id).reopened():
+            await self.notify(session_id, ended)
         await self.state(session_id, "running" if self._running.get(session_id) else "idle")
         return Reply(translate.session_result(reply.result, with_id=False), _nothing)
 

@@ -105,6 +105,17 @@ class SessionItems:
                 return
         await send(update)
 
+    def reopened(self) -> list[dict[str, Any]]:
+        """The session was opened again (a resume): its background commands were stopped with it. The
+        ``terminal_update`` that says each live one has exited, to send before the state that no longer
+        lists it."""
+        ended = []
+        for terminal in self.terminals.values():
+            if not terminal.exited:
+                terminal.exited = True
+                ended.append(terminal_exited(terminal))
+        return ended
+
     def add_terminal(self, entry: Entry) -> Terminal:
         terminal = Terminal(f"term_{entry.call_id}", entry)
         self.terminals[terminal.terminal_id] = terminal
@@ -132,18 +143,14 @@ def terminal_output(terminal: Terminal, output: str) -> dict[str, Any]:
 
 def terminal_exited(terminal: Terminal) -> dict[str, Any]:
     """The ``terminal_update`` of a background command's end: its last output and how it exited."""
+    update: dict[str, Any] = {"sessionUpdate": "terminal_update", "terminalId": terminal.terminal_id}
     result = terminal.entry.job.result
-    assert result is not None  # sent once it has ended
+    if result is None:  # killed with its session, its end not yet seen: exited, how unknown
+        return {**update, "exitStatus": {}, "capabilities": None}
     status: dict[str, Any] = {"exitCode": result.exit_code}
     if result.signal:
         status["signal"] = result.signal
-    return {
-        "sessionUpdate": "terminal_update",
-        "terminalId": terminal.terminal_id,
-        "output": snapshot(result.output),
-        "exitStatus": status,
-        "capabilities": None,
-    }
+    return {**update, "output": snapshot(result.output), "exitStatus": status, "capabilities": None}
 
 
 def snapshot(output: str) -> dict[str, Any]:
