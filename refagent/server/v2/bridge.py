@@ -178,7 +178,7 @@ class V2Bridge:
 
     async def handle_request(self, method: str, params: Params) -> Any:
         handler = _REQUESTS.get(method)
-        if handler is None and method.startswith("_"):  # extensions (_session/steering) are the same in v2
+        if handler is None and (method.startswith("_") or method in _SAME):
             return await self.agent.handle_v1_request(method, params)
         if handler is None:
             raise MethodNotFound(f"Method not found: {method[:100]}")
@@ -291,17 +291,6 @@ class V2Bridge:
         result = await self.agent.set_config_option(v1)
         return {"configOptions": translate.config_options(result["configOptions"])}
 
-    # providers/list, providers/set, providers/disable (unstable): v1's, whose params and results are v2's
-
-    async def list_providers(self, params: Params) -> Any:
-        return await self.agent.handle_v1_request("providers/list", params)
-
-    async def set_provider(self, params: Params) -> Any:
-        return await self.agent.handle_v1_request("providers/set", params)
-
-    async def disable_provider(self, params: Params) -> Any:
-        return await self.agent.handle_v1_request("providers/disable", params)
-
     async def cancel_tool_call(self, params: Params) -> dict[str, Any]:
         """``tool_call/cancel``: that call alone is cancelled (the turn goes on, and the model reads that the
         user cancelled it); its last update, ``cancelled``, confirms it. -32602 for a call that is not
@@ -400,10 +389,12 @@ _REQUESTS = {
     "session/delete": V2Bridge.delete_session,
     "session/set_config_option": V2Bridge.set_config_option,
     "session/prompt": V2Bridge.prompt,
-    "providers/list": V2Bridge.list_providers,  # unstable
-    "providers/set": V2Bridge.set_provider,  # unstable
-    "providers/disable": V2Bridge.disable_provider,  # unstable
     "tool_call/cancel": V2Bridge.cancel_tool_call,
     "terminal/cancel": V2Bridge.cancel_terminal,
 }
-"""Every v2 request method the agent answers (the rest: -32601; docs/acp-v2.md lists which and why)."""
+"""Every v2 request method the agent answers by translating it (the rest: -32601, but for :data:`_SAME`
+and extensions; docs/acp-v2.md lists which and why)."""
+
+_SAME = frozenset({"providers/list", "providers/set", "providers/disable"})
+"""Methods (unstable) whose params and results are the same in v1 and v2: v1's answer them. (So are
+extensions, ``_session/steering``.)"""
