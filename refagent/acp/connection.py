@@ -14,6 +14,11 @@ sends is written after the response. It does not run if the response is never wr
 away, or the input ended first). Other requests are served meanwhile, and what they send may come between
 the response and what ``after`` sends: a handler that must not overtake ``after`` waits for it itself.
 
+Batches (ACP v2, once negotiated: :attr:`Connection.batches`): a line that is an array of messages runs
+them side by side, and their answers go out together as one array once all are ready (nothing for a batch
+of notifications); an empty array is one invalid request. ACP v1 has no batches: there, an array is an
+invalid request.
+
 The connection knows nothing of stdio or of ACP's methods: it reads lines from any async iterable of bytes
 and writes bytes through any async ``write`` callable (see :mod:`refagent.server.stdio` and
 :mod:`refagent.testing.memory`).
@@ -120,6 +125,9 @@ class Connection:
         """Our requests withdrawn with ``$/cancel_request`` (the latest :data:`_WITHDRAWN`): the peer still
         answers them, as ACP requires, and that answer is expected, not news."""
         self._running: dict[jsonrpc.RequestId, anyio.CancelScope] = {}
+        self.batches = False
+        """Whether a line that is an array is a batch (ACP v2, once negotiated); else it is an invalid
+        request, as ACP v1 has no batches."""
         self._closed = False
         self._written = anyio.Event()  # the writer has drained and closed the outbox
 
@@ -250,32 +258,75 @@ class Connection:
                         item.written.set()
 
     async def _dispatch(self, handler: Handler, line: bytes, tg: TaskGroup) -> None:
-        message = jsonrpc.parse_line(line)
-        if isinstance(message, jsonrpc.Request):
-            scope = anyio.CancelScope()
-            if message.id in self._running:
-                log.warning("request id %r reused while the first is still running", message.id)
-            self._running[message.id] = scope
-            tg.start_soon(self._run_request, handler, message, scope)
-        elif isinstance(message, jsonrpc.Notification):
-            if message.method == CANCEL_REQUEST:
-                self._cancel_incoming(message.params.get("requestId"))
-            else:
-                tg.start_soon(self._run_notification, handler, message)
-        elif isinstance(message, jsonrpc.Response):
-            pending = self._pending.get(message.id)
-            if pending is None or pending.event.is_set():
-                if self._withdrawn.pop(message.id, "unknown") is None:  # hashable: ids are str, int or None
-                    log.debug("late answer to withdrawn request %r ignored", message.id)
-                else:
-                    log.warning("response to an unknown request id %r ignored", message.id)
+        if self.batches and line.lstrip()[:1] == b"[":
+            batch = jsonrpc.parse_batch(line)
+            if isinstance(batch, list):
+                tg.start_soon(self._run_batch, handler, batch)
                 return
-            pending.result, pending.error = message.result, message.error
-            pending.event.set()
+            message: jsonrpc.Message = batch
+        else:
+            message = jsonrpc.parse_line(line)
+        if isinstance(message, jsonrpc.Request):
+            tg.start_soon(self._run_request, handler, message, self._scope_of(message))
+        elif isinstance(message, jsonrpc.Notification):
+            self._notified(handler, message, tg)
+        elif isinstance(message, jsonrpc.Response):
+            self._answered(message)
         else:
             log.warning("invalid message: %s", message.error.message)
             if message.answer:
                 await self._send(jsonrpc.error_response(message.id, message.error))
+
+    def _scope_of(self, request: jsonrpc.Request) -> anyio.CancelScope:
+        """A new scope for ``request``, by which ``$/cancel_request`` finds it."""
+        scope = anyio.CancelScope()
+        if request.id in self._running:
+            log.warning("request id %r reused while the first is still running", request.id)
+        self._running[request.id] = scope
+        return scope
+
+    def _notified(self, handler: Handler, notification: jsonrpc.Notification, tg: TaskGroup) -> None:
+        if notification.method == CANCEL_REQUEST:
+            self._cancel_incoming(notification.params.get("requestId"))
+        else:
+            tg.start_soon(self._run_notification, handler, notification)
+
+    def _answered(self, response: jsonrpc.Response) -> None:
+        pending = self._pending.get(response.id)
+        if pending is None or pending.event.is_set():
+            if self._withdrawn.pop(response.id, "unknown") is None:  # hashable: ids are str, int or None
+                log.debug("late answer to withdrawn request %r ignored", response.id)
+            else:
+                log.warning("response to an unknown request id %r ignored", response.id)
+            return
+        pending.result, pending.error = response.result, response.error
+        pending.event.set()
+
+    async def _run_batch(self, handler: Handler, messages: list[jsonrpc.Message]) -> None:
+        """A v2 batch: its requests and notifications run side by side; once every request is answered,
+        the answers go out together, as one array (none at all for a batch without requests), each
+        invalid entry answered there under a null id; then each answer's after-work, in order."""
+        answers: dict[int, tuple[bytes, Callable[[], Awaitable[None]] | None]] = {}
+
+        async def answer(index: int, request: jsonrpc.Request, scope: anyio.CancelScope) -> None:
+            answers[index] = await self._answer(handler, request, scope)
+
+        async with anyio.create_task_group() as tg:
+            for index, message in enumerate(messages):
+                if isinstance(message, jsonrpc.Request):
+                    tg.start_soon(answer, index, message, self._scope_of(message))
+                elif isinstance(message, jsonrpc.Notification):
+                    self._notified(handler, message, tg)
+                elif isinstance(message, jsonrpc.Response):
+                    self._answered(message)
+                elif message.answer:
+                    log.warning("invalid message in a batch: %s", message.error.message)
+                    answers[index] = (jsonrpc.encode(jsonrpc.error_response(message.id, message.error)), None)
+        if not answers:
+            return
+        ordered = [answers[index] for index in sorted(answers)]
+        data = jsonrpc.join_batch([encoded for encoded, _ in ordered])
+        await self._send_then(data, [after for _, after in ordered if after is not None])
 
     def _cancel_incoming(self, request_id: object) -> None:
         if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
@@ -285,6 +336,13 @@ class Connection:
             scope.cancel()
 
     async def _run_request(self, handler: Handler, request: jsonrpc.Request, scope: anyio.CancelScope) -> None:
+        data, after = await self._answer(handler, request, scope)
+        await self._send_then(data, [after] if after is not None else [])
+
+    async def _answer(
+        self, handler: Handler, request: jsonrpc.Request, scope: anyio.CancelScope
+    ) -> tuple[bytes, Callable[[], Awaitable[None]] | None]:
+        """The encoded response to ``request``, and the work to do once it is written (None: none)."""
         response: dict[str, Any]
         after: Callable[[], Awaitable[None]] | None = None
         try:
@@ -310,19 +368,24 @@ class Connection:
             log.exception("the result of %s is not JSON", request.method)
             error = InternalError(f"Internal error while handling {request.method}; see the agent's log")
             data, after = jsonrpc.encode(jsonrpc.error_response(request.id, error)), None
-        if after is None:
+        return data, after
+
+    async def _send_then(self, data: bytes, afters: list[Callable[[], Awaitable[None]]]) -> None:
+        """Send ``data`` (responses); once it is written, run ``afters`` in order."""
+        if not afters:
             await self._send_encoded(data)
             return
         written = anyio.Event()
         if not await self._send_encoded(data, written):
             return
         await written.wait()  # the response is out: the after-work cannot hold it back
-        if self._closed:
-            return  # the client is gone (the write failed, or the input ended): nothing more reaches it
-        try:
-            await after()
-        except Exception:
-            log.exception("error after answering %s", request.method)
+        for after in afters:
+            if self._closed:
+                return  # the client is gone (the write failed, or the input ended): nothing more reaches it
+            try:
+                await after()
+            except Exception:
+                log.exception("error after answering a request")
 
     async def _run_notification(self, handler: Handler, notification: jsonrpc.Notification) -> None:
         try:

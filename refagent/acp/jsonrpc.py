@@ -1,10 +1,11 @@
 """JSON-RPC 2.0 framing for ACP, without I/O (the h11 split: this module only turns bytes into messages
 and messages into bytes).
 
-ACP's stdio transport carries one JSON object per line (``\\n``-delimited, no embedded newlines, no
-batches in v1). :func:`parse_line` classifies a line as a :class:`Request`, :class:`Notification` or
-:class:`Response`, or as :class:`Invalid` with the error to answer and the id to answer it under.
-:func:`encode` writes the compact single-line form.
+ACP's stdio transport carries one JSON object per line (``\\n``-delimited, no embedded newlines; no
+batches in v1, while v2 allows an array of them on one line). :func:`parse_line` classifies a line as a
+:class:`Request`, :class:`Notification` or :class:`Response`, or as :class:`Invalid` with the error to
+answer and the id to answer it under (:func:`parse_batch`: each message of a v2 batch). :func:`encode`
+writes the compact single-line form (:func:`join_batch`: a batch of them).
 
 Both directions carry Unicode text only: a lone surrogate escape (``"\\ud83d"``, half an emoji) is valid
 JSON syntax, but no UTF-8 encoder, and no strict parser (serde_json, in Zed), takes the string it stands
@@ -116,6 +117,26 @@ def _valid_id(value: object) -> bool:
 
 def parse_line(line: bytes | str) -> Message:
     """Classify one line of input. Never raises."""
+    decoded = _decode(line)
+    return decoded if isinstance(decoded, Invalid) else parse_message(decoded)
+
+
+def parse_batch(line: bytes | str) -> list[Message] | Invalid:
+    """Classify one line of input that may be a batch (ACP v2: a JSON array of messages, each classified as
+    :func:`parse_message` does; an entry that is not a message is an :class:`Invalid` under a null id). A
+    line that is not an array is one message, in a list of one; an empty array is invalid. Never raises."""
+    decoded = _decode(line)
+    if isinstance(decoded, Invalid):
+        return decoded
+    if not isinstance(decoded, list):
+        return [parse_message(decoded)]
+    if not decoded:
+        return Invalid(None, InvalidRequest("Invalid Request: an empty batch"))
+    return [parse_message(item) for item in decoded]
+
+
+def _decode(line: bytes | str) -> object:
+    """The JSON value of ``line``, or the :class:`Invalid` to answer it with."""
     if line == LINE_TOO_LONG:
         return Invalid(None, InvalidRequest(f"Invalid Request: a message longer than {MAX_LINE_BYTES >> 20} MiB"))
     try:
@@ -128,7 +149,7 @@ def parse_line(line: bytes | str) -> Message:
             obj = _cleaned(obj)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         return Invalid(None, ParseError(f"Parse error: {_short(exc)}"))
-    return parse_message(obj)
+    return obj
 
 
 def _reject_constant(name: str) -> Any:
@@ -166,6 +187,11 @@ def parse_message(obj: object) -> Message:
             return Response(msg_id, error=RequestError.from_wire(obj["error"]))
         return Response(msg_id, result=obj.get("result"))
     return Invalid(msg_id, InvalidRequest("Invalid request: neither a request, a notification nor a response"))
+
+
+def join_batch(encoded: list[bytes]) -> bytes:
+    """Messages :func:`encode` wrote, as one batch (ACP v2): their array, on one line."""
+    return b"[" + b",".join(line[:-1] for line in encoded) + b"]\n"
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -60,6 +60,8 @@ class Entry:
     call_id: str
     job: Job
     started: float = field(default_factory=time.monotonic)
+    cwd: str = ""
+    """The directory it runs in (absolute)."""
     stopped_by: Stopper | None = None
     told: bool = False
     """The model knows it has ended (it stopped it, read it after its end, or was told)."""
@@ -167,7 +169,7 @@ class BackgroundJobs:
             )
         job = await terminals.start(command, cwd, tasks, sandbox=level, time_limit=time_limit)
         self._count += 1
-        entry = Entry(f"job-{self._count}", command, level, call_id, job)
+        entry = Entry(f"job-{self._count}", command, level, call_id, job, cwd=cwd)
         self._entries[entry.id] = entry
         self._forget_old()
         tasks.start_soon(self._follow, entry)

@@ -41,6 +41,7 @@ from refagent.ids import new_id
 from refagent.llm.protocol import ToolCallRequest, ToolSpec
 from refagent.tools.base import CANCEL_NOTE, BaseTool, Plan, ToolContext, ToolResult, cancel_note
 from refagent.tools.permissions import AskPermission, Permissions, runs_later
+from refagent.tools.running import RunningCalls
 from refagent.tools.text import for_a_person
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,8 @@ class ToolRunner:
         before_change: Callable[[str, Plan], None] | None = None,
     ) -> None:
         """``on_changed(path)`` after a change (the watcher); ``before_change(kind, plan)`` just before a
-        mutating plan runs (the session records what it will change, for ``/undo``)."""
+        mutating plan runs (the session records what it will change, for ``/undo``). :attr:`calls`: the
+        calls executing now, each cancellable alone."""
         # A callable gives the current tools (MCP servers come and go, and change their lists).
         self._tools = tools if callable(tools) else (lambda: tools)
         self.tools = {tool.name: tool for tool in self._tools()}
@@ -116,6 +118,7 @@ class ToolRunner:
         self.cancel_turn = cancel_turn
         self.on_changed = on_changed
         self.before_change = before_change
+        self.calls = RunningCalls()
 
     def derived(
         self,
@@ -138,6 +141,7 @@ class ToolRunner:
             self.before_change,
         )
         derived.alive_after, derived.alive_every = self.alive_after, self.alive_every
+        derived.calls = self.calls  # a child's call is cancelled alone as the session's are (tool_call/cancel)
         return derived
 
     def available(self) -> list[BaseTool]:
@@ -186,26 +190,29 @@ class ToolRunner:
             if refusal is not None:
                 await self._finish(announced, call_id, ToolResult(refusal, failed=True))
                 return for_model(f"Not run: {refusal}")
-            if announced:
-                await send(updates.tool_call_update(call_id, status="in_progress"))
-            if plan.mutating and self.before_change is not None:
-                self.before_change(plan.kind or tool.kind, plan)  # before the change: the way back survives a crash
-            try:
-                awaited = Awaited()
-                alive = functools.partial(self._alive, announced, call_id, planned, plan.progress, awaited)
-                async with heartbeat(alive, after=self.alive_after, every=self.alive_every) as running:
-                    try:
-                        with watching(awaited):
-                            result = await plan.execute()
-                    finally:  # the title said how long it had run: the call's own title again, at the end
-                        restore = planned if running.beats else None
-            except anyio.get_cancelled_exc_class() as exc:
-                if cancel_note(exc) is None:  # the tool did not say: say the truth we know
-                    exc.add_note(CANCEL_NOTE + CANCELLED_WHILE_RUNNING)
-                raise
-            finally:
-                if plan.mutating:
-                    self._changed(plan)
+            with self.calls.running(call_id) as alone:  # cancellable on its own from here (tool_call/cancel)
+                if announced:
+                    await send(updates.tool_call_update(call_id, status="in_progress"))
+                if plan.mutating and self.before_change is not None:
+                    self.before_change(plan.kind or tool.kind, plan)  # before the change: the way back survives a crash
+                try:
+                    awaited = Awaited()
+                    alive = functools.partial(self._alive, announced, call_id, planned, plan.progress, awaited)
+                    async with heartbeat(alive, after=self.alive_after, every=self.alive_every) as running:
+                        try:
+                            with alone, watching(awaited):
+                                result = await plan.execute()
+                        finally:  # the title said how long it had run: the call's own title again, at the end
+                            restore = planned if running.beats else None
+                except anyio.get_cancelled_exc_class() as exc:
+                    if cancel_note(exc) is None:  # the tool did not say: say the truth we know
+                        exc.add_note(CANCEL_NOTE + CANCELLED_WHILE_RUNNING)
+                    raise
+                finally:
+                    if plan.mutating:
+                        self._changed(plan)
+            if alone.cancelled_caught:  # this call alone was cancelled: the turn goes on, and the model knows
+                result = ToolResult(f"Cancelled. {CANCELLED_WHILE_RUNNING}", failed=True)
         except ToolError as exc:
             await self._finish(announced, call_id, ToolResult(f"Error: {exc}", failed=True), restore)
             return for_model(f"Error: {exc}")

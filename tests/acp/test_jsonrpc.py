@@ -123,6 +123,38 @@ def test_batch_is_named_in_the_message() -> None:
     assert "batch" in msg.error.message
 
 
+def test_a_v2_batch_is_its_messages_each_classified() -> None:
+    batch = jsonrpc.parse_batch(
+        line([{"jsonrpc": "2.0", "id": "a", "method": "m"}, {"jsonrpc": "2.0", "method": "n"}, 7])
+    )
+    assert isinstance(batch, list)
+    request, notification, invalid = batch
+    assert isinstance(request, Request)
+    assert request.id == "a"
+    assert isinstance(notification, Notification)
+    assert isinstance(invalid, Invalid)
+    assert (invalid.id, invalid.error.code, invalid.answer) == (None, INVALID_REQUEST, True)
+    empty = jsonrpc.parse_batch(b"[]")
+    assert isinstance(empty, Invalid)
+    assert (empty.id, empty.error.code) == (None, INVALID_REQUEST)
+    broken = jsonrpc.parse_batch(b'[{"jsonrpc": "2.0", "id": 1, "method": ')
+    assert isinstance(broken, Invalid)
+    assert broken.error.code == PARSE_ERROR
+    (alone,) = jsonrpc.parse_batch(line({"jsonrpc": "2.0", "method": "n"}))  # not an array: one message
+    assert isinstance(alone, Notification)
+
+
+def test_a_batch_of_answers_is_one_line() -> None:
+    answers = [encode(jsonrpc.result_response(1, {})), encode(jsonrpc.result_response("b", {"x": "\u00e9"}))]
+    data = jsonrpc.join_batch(answers)
+    assert data.count(b"\n") == 1
+    assert data.endswith(b"\n")
+    assert json.loads(data) == [
+        {"jsonrpc": "2.0", "id": 1, "result": {}},
+        {"jsonrpc": "2.0", "id": "b", "result": {"x": "\u00e9"}},
+    ]
+
+
 @pytest.mark.parametrize("version", ["1.0", 2.0, 2, None, "2.0 "])
 def test_bad_jsonrpc_version_is_answered_under_its_id(version: Any) -> None:
     msg = parse_line(line({"jsonrpc": version, "id": 4, "method": "m"}))

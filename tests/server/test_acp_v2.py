@@ -4,6 +4,7 @@ session machinery; every message the agent sends it is checked against the v2 dr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from refagent import cli
 from refagent.acp.errors import RequestError
 from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
@@ -19,15 +21,10 @@ from refagent.server.v2 import ENV
 from refagent.settings import Settings
 from refagent.testing.memory import Editor, FakeClient, allow_once, connect
 from tests.support.acp_schema_v2 import validate_agent_message_v2
+from tests.support.acp_v2_editor import V2_INIT, idle, updates
 from tests.support.helpers_process import AgentProcess, agent_env
 
 pytestmark = pytest.mark.anyio
-
-V2_INIT = {
-    "protocolVersion": 2,
-    "info": {"name": "v2-editor", "version": "0"},
-    "capabilities": {"auth": {"terminal": {}}},
-}
 
 
 @pytest.fixture
@@ -45,28 +42,6 @@ def project(tmp_path: Path) -> Path:
 
 def settings(tmp_path: Path, model: ScriptedModel) -> Settings:
     return Settings(make_model=lambda profile: model, store=lambda: SessionStore(tmp_path / "sessions"))
-
-
-def updates(editor: Editor, session_id: str) -> list[dict[str, Any]]:
-    return [
-        n["params"]["update"]
-        for n in editor.client.notifications
-        if n["method"] == "session/update" and n["params"]["sessionId"] == session_id
-    ]
-
-
-async def idle(editor: Editor, session_id: str, count: int = 1) -> dict[str, Any]:
-    """Wait for the session's ``count``-th ``idle`` state update; return it."""
-
-    def ended() -> list[dict[str, Any]]:
-        return [
-            u for u in updates(editor, session_id) if u.get("sessionUpdate") == "state_update" and u["state"] == "idle"
-        ]
-
-    with anyio.fail_after(10):
-        while len(ended()) < count:  # noqa: ASYNC110 - notifications arrive on the editor's own task
-            await anyio.sleep(0.01)
-    return ended()[count - 1]
 
 
 def edit_call() -> ToolCallRequest:
@@ -146,7 +121,7 @@ async def test_a_prompt_turn_in_v2(tmp_path: Path, project: Path, v2_on: None) -
         message_id = accepted["messageId"]
         end = await idle(editor, sid)
         seen = updates(editor, sid)
-    assert end == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+    assert end == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn", "background": []}
     assert (project / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
     kinds = [u["sessionUpdate"] for u in seen]
     assert "tool_call" not in kinds
@@ -163,6 +138,9 @@ async def test_a_prompt_turn_in_v2(tmp_path: Path, project: Path, v2_on: None) -
     assert calls[0]["title"]
     assert calls[0]["kind"] == "edit"  # the first update creates the call, whole
     assert calls[-1]["status"] == "completed"
+    executing = next(u for u in calls if u.get("status") == "in_progress")
+    assert executing["capabilities"] == {"cancel": {}}  # while it executes, it may be cancelled alone
+    assert calls[-1]["capabilities"] is None  # and no longer once it has ended
     diffs = [c for u in calls for c in u.get("content") or [] if c["type"] == "diff"]
     assert diffs
     assert diffs[-1]["changes"] == [{"operation": "modify", "path": str(project / "calc.py")}]
@@ -198,7 +176,12 @@ async def test_config_options_and_their_values_in_v2(tmp_path: Path, v2_on: None
         assert gone.value.code == -32601  # modes are config options only in v2
 
 
-async def test_cancel_ends_the_turn_idle_cancelled(tmp_path: Path, project: Path, v2_on: None) -> None:
+@pytest.mark.parametrize("ending", ["session/cancel", "session/close"])
+async def test_cancel_and_close_end_the_turn_idle_cancelled(
+    tmp_path: Path, project: Path, v2_on: None, ending: str
+) -> None:
+    """``session/cancel`` (``_meta`` and all) or ``session/close`` during a turn: it ends with one ``idle``
+    that says ``cancelled``, and no state follows it."""
     held = anyio.Event()
 
     async def never(params: dict[str, Any]) -> dict[str, Any]:
@@ -214,13 +197,37 @@ async def test_cancel_ends_the_turn_idle_cancelled(tmp_path: Path, project: Path
         await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "fix"}]})
         with anyio.fail_after(10):
             await held.wait()
-        await editor.notify("session/cancel", {"sessionId": sid})
+        if ending == "session/cancel":
+            await editor.notify("session/cancel", {"sessionId": sid, "_meta": {"why": "test"}})
+        else:
+            assert await editor.request("session/close", {"sessionId": sid}) == {}
         end = await idle(editor, sid)
+        await editor.request("session/list", {})  # what the agent sent before this answer has arrived
+        states = [u for u in updates(editor, sid) if u["sessionUpdate"] == "state_update"]
     assert end["stopReason"] == "cancelled"
+    assert states[-1] is end
     assert (project / "calc.py").read_text().endswith("a - b\n")
 
 
-async def test_resume_replays_from_the_start_in_v2(tmp_path: Path, project: Path, v2_on: None) -> None:
+def _around_response(editor: Editor, method: str, session_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The session's updates the agent sent before its answer to the last ``method`` request, and after."""
+    messages = [m for sender, m in editor.transcript.messages]
+    asked = max(i for i, m in enumerate(messages) if m.get("method") == method and "id" in m)
+    request_id = messages[asked]["id"]
+    answered = next(i for i, m in enumerate(messages) if i > asked and "method" not in m and m["id"] == request_id)
+    ours = [
+        (i, m["params"]["update"])
+        for i, m in enumerate(messages)
+        if i > asked and m.get("method") == "session/update" and m["params"]["sessionId"] == session_id
+    ]
+    return [u for i, u in ours if i < answered], [u for i, u in ours if i > answered]
+
+
+async def test_resume_replays_whole_messages_then_the_state_before_answering(
+    tmp_path: Path, project: Path, v2_on: None
+) -> None:
+    """A resume with ``replayFrom: start`` replays the history as whole messages (the user's under the id its
+    prompt was answered with), then the session's state, all before the response; nothing follows it."""
     model = ScriptedModel([text("Hello there.")])
     async with connect(settings(tmp_path, model), check=validate_agent_message_v2) as editor:
         await editor.request("initialize", V2_INIT)
@@ -229,6 +236,7 @@ async def test_resume_replays_from_the_start_in_v2(tmp_path: Path, project: Path
             "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}
         )
         await idle(editor, sid)
+        live = [u for u in updates(editor, sid) if u["sessionUpdate"] == "agent_message_chunk"]
     async with connect(settings(tmp_path, ScriptedModel()), check=validate_agent_message_v2) as editor:
         await editor.request("initialize", V2_INIT)
         listed = await editor.request("session/list", {})
@@ -237,13 +245,73 @@ async def test_resume_replays_from_the_start_in_v2(tmp_path: Path, project: Path
             "session/resume", {"sessionId": sid, "cwd": str(project), "replayFrom": {"type": "start"}}
         )
         assert "configOptions" in resumed
-        await idle(editor, sid)
-        replayed = updates(editor, sid)
+        assert editor.agent_connection is not None
+        await editor.agent_connection.flush()
+        before, after = _around_response(editor, "session/resume", sid)
         await editor.request("session/close", {"sessionId": sid})
-    user = [u for u in replayed if u["sessionUpdate"] in ("user_message_chunk", "user_message")]
-    assert user[0]["messageId"] == accepted["messageId"]  # replayed under the id the prompt was answered with
-    answer = [u for u in replayed if u["sessionUpdate"] == "agent_message_chunk"]
-    assert "".join(u["content"]["text"] for u in answer) == "Hello there."
+    assert after == []
+    kinds = [u["sessionUpdate"] for u in before]
+    assert not [k for k in kinds if k.endswith("_chunk")]
+    assert kinds[:2] == ["user_message", "agent_message"]
+    assert "available_commands_update" in kinds  # the session's announcements precede the response too
+    assert before[-1] == {"sessionUpdate": "state_update", "state": "idle", "background": []}
+    assert before[0] == {
+        "sessionUpdate": "user_message",
+        "messageId": accepted["messageId"],
+        "content": [{"type": "text", "text": "hi"}],
+    }
+    assert len(live) == 2  # streamed in two chunks, replayed as one message under their id
+    assert before[1] == {
+        "sessionUpdate": "agent_message",
+        "messageId": live[0]["messageId"],
+        "content": [{"type": "text", "text": "Hello there."}],
+    }
+
+
+async def test_resume_without_replay_sends_the_state_only(tmp_path: Path, project: Path, v2_on: None) -> None:
+    async with connect(settings(tmp_path, ScriptedModel([text("Hi.")])), check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        sid = (await editor.request("session/new", {"cwd": str(project)}))["sessionId"]
+        await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})
+        await idle(editor, sid)
+    async with connect(settings(tmp_path, ScriptedModel()), check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        await editor.request("session/resume", {"sessionId": sid, "cwd": str(project)})
+        assert editor.agent_connection is not None
+        await editor.agent_connection.flush()
+        before, after = _around_response(editor, "session/resume", sid)
+    assert after == []
+    assert not [u for u in before if "message" in u["sessionUpdate"] or "thought" in u["sessionUpdate"]]
+    assert before[-1] == {"sessionUpdate": "state_update", "state": "idle", "background": []}
+
+
+def test_a_replay_sends_each_message_whole_and_a_late_chunk_after_it() -> None:
+    from refagent.server.v2.translate import replayed
+
+    def chunk(kind: str, message_id: str, block: dict[str, Any]) -> dict[str, Any]:
+        return {"sessionUpdate": kind, "messageId": message_id, "content": block}
+
+    image = {"type": "image", "data": "AA==", "mimeType": "image/png"}
+    shown = [
+        chunk("agent_thought_chunk", "t1", {"type": "text", "text": "Let me "}),
+        chunk("agent_thought_chunk", "t1", {"type": "text", "text": "think."}),
+        chunk("agent_message_chunk", "m1", {"type": "text", "text": "See "}),
+        chunk("agent_message_chunk", "m1", image),
+        chunk("agent_message_chunk", "m1", {"type": "text", "text": "this."}),
+        {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "title": "Read"},
+        chunk("agent_thought_chunk", "t1", {"type": "text", "text": " Again."}),
+    ]
+    assert replayed(shown) == [
+        {"sessionUpdate": "agent_thought", "messageId": "t1", "content": [{"type": "text", "text": "Let me think."}]},
+        {
+            "sessionUpdate": "agent_message",
+            "messageId": "m1",
+            "content": [{"type": "text", "text": "See "}, image, {"type": "text", "text": "this."}],
+        },
+        {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "title": "Read"},
+        chunk("agent_thought_chunk", "t1", {"type": "text", "text": " Again."}),
+    ]
+    assert shown[0]["content"] == {"type": "text", "text": "Let me "}  # the input is left as it was
 
 
 async def test_v2_requests_that_cannot_be_answered(tmp_path: Path, v2_on: None) -> None:
@@ -308,3 +376,175 @@ def test_diffs_in_v2_say_what_happened_to_the_file() -> None:
     assert "deleted file mode 100644\n--- a/w/old.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n" in gone["patch"]["text"]
     emptied = diff({"type": "diff", "path": "/w/old.txt", "oldText": "x\n", "newText": ""})
     assert emptied["changes"] == [{"operation": "modify", "path": "/w/old.txt"}]
+
+
+async def test_set_title_and_fork_in_v2(tmp_path: Path, project: Path, v2_on: None) -> None:
+    """The unstable ``session/set_title`` and ``session/fork`` are offered to a v2 client (v1's, answered in
+    v2's terms): a fork starts with the history of the session it copies."""
+    async with connect(settings(tmp_path, ScriptedModel([text("Noted.")])), check=validate_agent_message_v2) as editor:
+        result = await editor.request("initialize", V2_INIT)
+        assert result["capabilities"]["session"]["fork"] == {}
+        assert result["capabilities"]["session"]["title"] == {}
+        assert result["capabilities"]["session"]["systemPrompt"] == {"mode": {"override": {}}}
+        sid = (await editor.request("session/new", {"cwd": str(project)}))["sessionId"]
+        await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "remember"}]})
+        await idle(editor, sid)
+        assert await editor.request("session/set_title", {"sessionId": sid, "title": "  Notes  "}) == {"title": "Notes"}
+        listed = await editor.request("session/list", {})
+        assert [(s["sessionId"], s.get("title")) for s in listed["sessions"]] == [(sid, "Notes")]
+        assert {"sessionUpdate": "session_info_update", "title": "Notes"} in updates(editor, sid)
+        forked = await editor.request("session/fork", {"sessionId": sid, "cwd": str(project)})
+        fork = forked["sessionId"]
+        assert fork != sid
+        assert {o["configId"] for o in forked["configOptions"]} >= {"mode", "model"}
+        with pytest.raises(RequestError) as empty:
+            await editor.request("session/set_title", {"sessionId": sid, "title": "   "})
+        assert empty.value.code == -32602
+        with pytest.raises(RequestError) as unknown:
+            await editor.request("session/fork", {"sessionId": "sess_nope", "cwd": str(project)})
+        assert unknown.value.code == -32002
+    async with connect(settings(tmp_path, ScriptedModel()), check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        await editor.request(
+            "session/resume", {"sessionId": fork, "cwd": str(project), "replayFrom": {"type": "start"}}
+        )
+        replay = updates(editor, fork)
+    said = [u["content"] for u in replay if u["sessionUpdate"] in ("user_message", "agent_message")]
+    assert said == [[{"type": "text", "text": "remember"}], [{"type": "text", "text": "Noted."}]]
+
+
+async def test_without_saved_sessions_v2_offers_neither_fork_nor_title(tmp_path: Path, v2_on: None) -> None:
+    no_store = Settings(make_model=lambda profile: ScriptedModel(), store=lambda: None)
+    async with connect(no_store, check=validate_agent_message_v2) as editor:
+        session = (await editor.request("initialize", V2_INIT))["capabilities"]["session"]
+        assert not {"fork", "title", "delete"} & session.keys()
+        for method, params in (
+            ("session/fork", {"sessionId": "s", "cwd": str(tmp_path)}),
+            ("session/set_title", {"sessionId": "s", "title": "t"}),
+        ):
+            with pytest.raises(RequestError) as missing:
+                await editor.request(method, params)
+            assert missing.value.code == -32601
+
+
+async def test_plans_in_v2_carry_their_plan_id(tmp_path: Path, v2_on: None) -> None:
+    entries = [{"content": "Read the code", "status": "in_progress", "priority": "high"}]
+    plan_call = ToolCallRequest(id="call_1", name="update_plan", arguments=json.dumps({"entries": entries}))
+    model = ScriptedModel([[plan_call], text("Planned.")])
+    async with connect(settings(tmp_path, model), check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        sid = (await editor.request("session/new", {"cwd": str(tmp_path)}))["sessionId"]
+        await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "plan"}]})
+        await idle(editor, sid)
+        (update,) = [u for u in updates(editor, sid) if u["sessionUpdate"] == "plan_update"]
+    assert update["plan"]["type"] == "items"
+    assert update["plan"]["planId"]
+    assert update["plan"]["entries"] == entries
+    assert not [u for u in updates(editor, sid) if u["sessionUpdate"] == "plan"]
+
+
+def test_plan_operations_pass_to_v2_by_their_own_ids() -> None:
+    from refagent.server.v2.translate import client_capabilities, update
+
+    assert client_capabilities({})["plan"] == {}  # the v1 machinery may send a v2 client plans by id
+    items = {"type": "items", "planId": "plan_a", "entries": []}
+    assert update("s1", {"sessionUpdate": "plan_update", "plan": items}) == {
+        "sessionUpdate": "plan_update",
+        "plan": items,
+    }
+    removed = {"sessionUpdate": "plan_removed", "planId": "plan_a"}
+    assert update("s1", removed) == removed
+    whole = update("s1", {"sessionUpdate": "plan", "entries": []})
+    assert whole == {"sessionUpdate": "plan_update", "plan": {"type": "items", "planId": "plan_s1", "entries": []}}
+
+
+async def test_providers_in_v2(tmp_path: Path, v2_on: None) -> None:
+    """The unstable ``providers/*`` are v1's, whose params and results are v2's."""
+    config = tmp_path / "config.toml"
+    config.write_text('[profiles.work]\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "k"\nmodel = "m"\n')
+    loaded = dataclasses.replace(
+        cli.load_settings(cli.build_parser().parse_args(["--config", str(config)])), store=None
+    )
+    async with connect(loaded, check=validate_agent_message_v2) as editor:
+        assert (await editor.request("initialize", V2_INIT))["capabilities"]["providers"] == {}
+        (work,) = (await editor.request("providers/list", {}))["providers"]
+        assert work["providerId"] == "work"
+        route = {"providerId": "work", "apiType": "anthropic", "baseUrl": "http://127.0.0.1:9/gateway"}
+        assert await editor.request("providers/set", route) == {}
+        (work,) = (await editor.request("providers/list", {}))["providers"]
+        assert work["current"] == {"apiType": "anthropic", "baseUrl": "http://127.0.0.1:9/gateway"}
+        assert await editor.request("providers/disable", {"providerId": "work"}) == {}
+        (work,) = (await editor.request("providers/list", {}))["providers"]
+        assert work["current"] is None
+
+
+async def test_an_unknown_permission_outcome_does_not_run_the_call_and_the_turn_ends(
+    tmp_path: Path, project: Path, v2_on: None
+) -> None:
+    """A ``_``-prefixed outcome (an extension the agent does not know) is no permission: the call is not
+    run, and the turn goes on to its end."""
+
+    async def extension(params: dict[str, Any]) -> dict[str, Any]:
+        return {"outcome": {"outcome": "_vendor/unknown"}}
+
+    model = ScriptedModel([[edit_call()], text("Could not.")])
+    client = FakeClient(permission=extension)
+    async with connect(settings(tmp_path, model), client=client, check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        sid = (await editor.request("session/new", {"cwd": str(project)}))["sessionId"]
+        await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "fix"}]})
+        end = await idle(editor, sid)
+    assert end["stopReason"] == "end_turn"
+    assert (project / "calc.py").read_text().endswith("a - b\n")
+
+
+def _objects_only(node: Any, where: str = "capabilities") -> list[str]:
+    """Where ``node`` (capabilities) holds a marker that is not an object (a boolean, say)."""
+    if not isinstance(node, dict):
+        return [where]
+    return [bad for key, value in node.items() for bad in _objects_only(value, f"{where}.{key}")]
+
+
+async def test_what_the_kit_checks_of_a_v2_session(tmp_path: Path, project: Path, v2_on: None) -> None:
+    """The rows of the ACP test kit's v2 suite that a plain session exercises, in one connection: object
+    markers only, no terminal sign-in for a client that did not offer it, ``mcpServers`` optional, distinct
+    message ids, a ``resource_link`` and a ``_meta`` taken, ``session/list`` filtered, an unknown session
+    deleted silently, extra directories on new and resume, and extensions (a ``_`` request is answered, a
+    ``_`` notification is not)."""
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    model = ScriptedModel([text("One."), text("Two.")])
+    async with connect(settings(tmp_path, model), check=validate_agent_message_v2) as editor:
+        result = await editor.request("initialize", {"protocolVersion": 2, "info": {"name": "kit", "version": "0"}})
+        assert [m for m in result.get("authMethods", []) if m["type"] == "terminal"] == []
+        assert _objects_only({k: v for k, v in result["capabilities"].items() if k != "_meta"}) == []
+        omitted = (await editor.request("session/new", {"cwd": str(project)}))["sessionId"]
+        empty = await editor.request(
+            "session/new", {"cwd": str(project), "mcpServers": [], "additionalDirectories": [str(extra)]}
+        )
+        assert omitted != empty["sessionId"]
+        link = {"type": "resource_link", "uri": (project / "calc.py").as_uri(), "name": "calc.py"}
+        first = await editor.request(
+            "session/prompt", {"sessionId": omitted, "prompt": [{"type": "text", "text": "see"}, link], "_meta": {}}
+        )
+        await idle(editor, omitted)
+        second = await editor.request(
+            "session/prompt", {"sessionId": omitted, "prompt": [{"type": "text", "text": "see"}]}
+        )
+        await idle(editor, omitted, 2)
+        assert first["messageId"] != second["messageId"]
+        assert (await editor.request("session/list", {"cwd": str(tmp_path / "nowhere")})) == {"sessions": []}
+        listed = (await editor.request("session/list", {"cwd": str(project)}))["sessions"]
+        assert {s["cwd"] for s in listed} == {str(project)}
+        assert await editor.request("session/delete", {"sessionId": "never-created"}) == {}
+        resumed = await editor.request(
+            "session/resume", {"sessionId": omitted, "cwd": str(project), "additionalDirectories": [str(extra)]}
+        )
+        assert "configOptions" in resumed
+        await editor.notify("_kit/notice", {})
+        with pytest.raises(RequestError) as extension:
+            await editor.request("_kit/ask", {})
+        assert extension.value.code == -32601
+    replies = [m for sender, m in editor.transcript.messages if sender == "agent" and "method" not in m]
+    asked = [m for sender, m in editor.transcript.messages if sender == "client" and "id" in m and "method" in m]
+    assert len(replies) == len(asked)  # every request answered once, the notifications not at all

@@ -155,6 +155,23 @@ class AgentProcess:
         assert message is not None
         return message
 
+    async def receive_any(self) -> dict[str, Any] | list[dict[str, Any]]:
+        """The agent's next line: a message, or (ACP v2) a batch, each of its messages validated by the
+        transcript as if it came alone. Fails at EOF."""
+        with anyio.fail_after(TIMEOUT):
+            line = await self._stdout.receive_until(b"\n", MAX_LINE)
+        if not line.lstrip().startswith(b"["):
+            message = self.transcript.record("agent", line)
+            assert message is not None
+            return message
+        batch = json.loads(line)
+        assert isinstance(batch, list), line
+        assert batch, "the agent sent an empty batch"
+        for item in batch:
+            assert isinstance(item, dict), f"the agent sent a batch of non-objects: {line[:200]!r}"
+            self.transcript.record("agent", json.dumps(item).encode())
+        return batch
+
     async def wait_for(self, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         """Read messages until one satisfies ``predicate``; fail at EOF."""
         while True:

@@ -9,9 +9,12 @@ question waits on the user, ``idle`` with the stop reason when the last prompt q
 error that ended it, as the ``error`` stop reason). The user's message is echoed as ``user_message`` under
 that id, and recorded under it, so a replay shows it so.
 
-``session/resume`` with ``replayFrom: {type: "start"}`` is v1's ``session/load`` (the history replayed);
-without, v1's ``session/resume``. ``auth/login`` and ``auth/logout`` are ``authenticate`` and ``logout``.
-The client has no file system or terminals in v2: the sessions use the sandbox's own.
+``session/resume`` with ``replayFrom: {type: "start"}`` is v1's ``session/load`` (the history replayed,
+each message whole); without, v1's ``session/resume``. Either way the session is set up and says its
+state before the response. ``auth/login`` and ``auth/logout`` are ``authenticate`` and ``logout``;
+``session/fork``, ``session/set_title`` and ``providers/*`` are v1's. ``tool_call/cancel`` and
+``terminal/cancel`` reach what v1 has no word for (:mod:`refagent.server.v2.items`). The client has no
+file system or terminals in v2: the sessions use the sandbox's own.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ import anyio
 
 from refagent.acp import jsonrpc
 from refagent.acp import params as p
-from refagent.acp.connection import Peer, Reply
+from refagent.acp.connection import Connection, Peer, Reply
 from refagent.acp.errors import InvalidParams, MethodNotFound, RequestError, ResourceNotFound
 from refagent.acp.requests import PromptParams
 from refagent.ids import new_id
 from refagent.server.v2 import translate
+from refagent.server.v2.items import SessionItems
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -62,6 +66,8 @@ class V1Agent(Protocol):
     async def new_session(self, params: Params) -> Reply: ...
     async def load_session(self, params: Params) -> Reply: ...
     async def resume_session(self, params: Params) -> Reply: ...
+    async def fork_session(self, params: Params) -> Reply: ...
+    async def set_title(self, params: Params) -> dict[str, Any]: ...
     async def list_sessions(self, params: Params) -> dict[str, Any]: ...
     async def close_session(self, params: Params) -> dict[str, Any]: ...
     async def delete_session(self, params: Params) -> dict[str, Any]: ...
@@ -79,6 +85,9 @@ class V2Peer:
     async def notify(self, method: str, params: Params) -> None:
         if method == "session/update":
             session_id = params["sessionId"]
+            if params["update"].get("sessionUpdate") in ("tool_call", "tool_call_update"):
+                await self.bridge.tool_call_update(session_id, params["update"])
+                return
             update = translate.update(session_id, params["update"], self.bridge.kinds(session_id))
             if update is not None:
                 await self.connection.notify(method, {"sessionId": session_id, "update": update})
@@ -86,29 +95,36 @@ class V2Peer:
         await self.connection.notify(method, params)
 
     async def request(self, method: str, params: Params) -> Any:
-        if method != "session/request_permission":
+        """A question to the user (a permission, or a form: ``elicitation/create``, whose shape v1 and v2
+        share) holds the session's turn: ``requires_action`` while it waits, ``running`` after."""
+        session_id = params.get("sessionId")
+        if method not in ("session/request_permission", "elicitation/create") or not isinstance(session_id, str):
             return await self.connection.request(method, params)
-        session_id = params["sessionId"]
+        if method == "session/request_permission":
+            params = translate.permission_request(params)
         await self.bridge.state(session_id, "requires_action")
         try:
-            return await self.connection.request(method, translate.permission_request(params))
+            return await self.connection.request(method, params)
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 await self.bridge.state(session_id, "running")
 
     async def send_lines(self, data: bytes) -> None:
-        """Lines the agent wrote itself (a replay): each notification translated, the rest as it is."""
-        out = bytearray()
+        """Lines the agent wrote itself (a history replay, all of one session): each update translated, and
+        the messages sent whole (:func:`translate.replayed`)."""
+        session_id = ""
+        shown: list[dict[str, Any]] = []
         for line in data.splitlines():
-            message = json.loads(line)
-            params = message.get("params")
-            if message.get("method") == "session/update" and isinstance(params, dict):
-                update = translate.update(params["sessionId"], params["update"], self.bridge.kinds(params["sessionId"]))
-                if update is None:
-                    continue
-                message = {**message, "params": {**params, "update": update}}
-            out += jsonrpc.encode(message)
-        await self.connection.send_lines(bytes(out))
+            params = json.loads(line)["params"]  # a replay file holds session/update notifications only
+            session_id = params["sessionId"]
+            update = translate.update(session_id, params["update"], self.bridge.kinds(session_id))
+            if update is not None:
+                shown.append(update)
+        out = b"".join(
+            jsonrpc.encode(jsonrpc.notification("session/update", {"sessionId": session_id, "update": update}))
+            for update in translate.replayed(shown)
+        )
+        await self.connection.send_lines(out)
 
 
 class V2Bridge:
@@ -117,24 +133,52 @@ class V2Bridge:
     def __init__(self, agent: V1Agent) -> None:
         self.agent = agent
         self.connection = agent.peer
+        if isinstance(self.connection, Connection):
+            self.connection.batches = True  # v2 has JSON-RPC batches (v1 none)
         agent.peer = V2Peer(agent.peer, self)
-        self._kinds: dict[str, dict[str, str]] = {}
+        self._items: dict[str, SessionItems] = {}
         self._running: dict[str, int] = {}
         """Prompts accepted and not ended, per session (a prompt sent during a turn waits for it)."""
+        self._states: dict[str, str] = {}
+        """The state each session last reported."""
+
+    def items(self, session_id: str) -> SessionItems:
+        """What is kept of the session's live items (:mod:`refagent.server.v2.items`)."""
+        return self._items.setdefault(session_id, SessionItems())
 
     def kinds(self, session_id: str) -> dict[str, str]:
         """The kinds of the session's tool calls so far, by id (for the diffs of deletions)."""
-        return self._kinds.setdefault(session_id, {})
+        return self.items(session_id).kinds
 
-    async def state(self, session_id: str, state: str, **fields: Any) -> None:
-        update = {"sessionUpdate": "state_update", "state": state, **fields}
+    async def state(self, session_id: str, state: str | None = None, **fields: Any) -> None:
+        """Report the session's ``state`` (None: the one it last reported, again: its background work
+        changed), with its background work: every state update lists it, ``[]`` when there is none."""
+        state = state or self._states.get(session_id, "idle")
+        self._states[session_id] = state
+        background = self.items(session_id).background()
+        update = {"sessionUpdate": "state_update", "state": state, **fields, "background": background}
+        await self.notify(session_id, update)
+
+    async def notify(self, session_id: str, update: dict[str, Any]) -> None:
         await self.connection.notify("session/update", {"sessionId": session_id, "update": update})
+
+    async def tool_call_update(self, session_id: str, v1: dict[str, Any]) -> None:
+        """Send a v1 ``tool_call`` or ``tool_call_update`` as v2's, with what v2 adds (module docstring of
+        :mod:`refagent.server.v2.items`): whether the call may be cancelled alone, and the background
+        command it started as a terminal."""
+        session = self.agent.sessions.get(session_id)
+        workspace = session.workspace if session is not None else None
+
+        async def send(update: dict[str, Any]) -> None:
+            await self.notify(session_id, update)
+
+        await self.items(session_id).show_call(v1, workspace, send, lambda: self.state(session_id))
 
     # -- requests ------------------------------------------------------------------------------------
 
     async def handle_request(self, method: str, params: Params) -> Any:
         handler = _REQUESTS.get(method)
-        if handler is None and method.startswith("_"):  # extensions (_session/steering) are the same in v2
+        if handler is None and (method.startswith("_") or method in _SAME):
             return await self.agent.handle_v1_request(method, params)
         if handler is None:
             raise MethodNotFound(f"Method not found: {method[:100]}")
@@ -177,15 +221,48 @@ class V2Bridge:
         v1["sessionId"] = p.required(params, "sessionId", str)
         reply = await (self.agent.load_session(v1) if replay is not None else self.agent.resume_session(v1))
         session_id = v1["sessionId"]
+        await self._settle(session_id, reply)
+        for ended in self.items(session_id).reopened():
+            await self.notify(session_id, ended)
+        await self.state(session_id, "running" if self._running.get(session_id) else "idle")
+        return Reply(translate.session_result(reply.result, with_id=False), _nothing)
 
-        async def after() -> None:
+    async def _settle(self, session_id: str, reply: Reply) -> None:
+        """Before a resume is answered: the session set up and announced (its commands, its title), so that
+        nothing of it follows the response but what happens in it (the draft: replay, then the current
+        state, then the response). The rest of the after-work (warming the model client up) goes on
+        after the response, in the agent's background tasks."""
+        session = self.agent.sessions.get(session_id)
+        tasks = self.agent.background_tasks
+        if session is None or tasks is None:
             await reply.after()
-            await self.state(session_id, "running" if self._running.get(session_id) else "idle")
+            return
+        after = reply.after
 
-        return Reply(translate.session_result(reply.result, with_id=False), after)
+        async def rest() -> None:
+            await after()
+
+        tasks.start_soon(rest)
+        await session.wait_settled()
+
+    async def fork_session(self, params: Params) -> Reply:
+        """``session/fork`` (unstable): v1's, its answer in v2's terms."""
+        if self.agent.store is None:
+            raise MethodNotFound("Method not found: session/fork")
+        v1 = self._opening(params)
+        v1["sessionId"] = p.required(params, "sessionId", str)
+        reply = await self.agent.fork_session(v1)
+        return Reply(translate.session_result(reply.result, with_id=True), reply.after)
+
+    async def set_title(self, params: Params) -> dict[str, Any]:
+        """``session/set_title`` (unstable): v1's, whose params and result are v2's."""
+        if self.agent.store is None:
+            raise MethodNotFound("Method not found: session/set_title")
+        return await self.agent.set_title(params)
 
     def _opening(self, params: Params) -> Params:
-        v1 = {key: value for key, value in params.items() if key in ("cwd", "additionalDirectories", "_meta")}
+        kept = ("cwd", "additionalDirectories", "systemPrompt", "_meta")
+        v1 = {key: value for key, value in params.items() if key in kept}
         v1["mcpServers"] = translate.mcp_servers(p.optional(params, "mcpServers", list, []))
         return v1
 
@@ -213,6 +290,43 @@ class V2Bridge:
         }
         result = await self.agent.set_config_option(v1)
         return {"configOptions": translate.config_options(result["configOptions"])}
+
+    async def cancel_tool_call(self, params: Params) -> dict[str, Any]:
+        """``tool_call/cancel``: that call alone is cancelled (the turn goes on, and the model reads that the
+        user cancelled it); its last update, ``cancelled``, confirms it. -32602 for a call that is not
+        executing (unknown, ended, or a background command's: its terminal is what may be cancelled)."""
+        session = self._session(params)
+        call_id = p.required(params, "toolCallId", str)
+        workspace = session.workspace
+        if workspace is None or call_id not in workspace.runner.calls:
+            raise InvalidParams(f"Invalid params: no tool call {call_id[:100]!r} is running to be cancelled")
+        self.items(session.id).cancelled.add(call_id)
+        workspace.runner.calls.cancel(call_id)
+        return {}
+
+    async def cancel_terminal(self, params: Params) -> dict[str, Any]:
+        """``terminal/cancel``: the background command is stopped (and everything it started), as ``/stop``
+        does; the ``terminal_update`` with its exit status confirms it. -32602 for a terminal that is not
+        running."""
+        session = self._session(params)
+        terminal_id = p.required(params, "terminalId", str)
+        terminal = self.items(session.id).terminals.get(terminal_id)
+        jobs = session.jobs
+        if terminal is None or terminal.exited or not terminal.entry.running or jobs is None:
+            raise InvalidParams(f"Invalid params: no terminal {terminal_id[:100]!r} is running to be cancelled")
+        tasks = self.agent.background_tasks
+        if tasks is None:
+            await jobs.stop(terminal.entry, "user")
+        else:
+            tasks.start_soon(jobs.stop, terminal.entry, "user")
+        return {}
+
+    def _session(self, params: Params) -> Session:
+        session_id = p.required(params, "sessionId", str)
+        session = self.agent.sessions.get(session_id)
+        if session is None:
+            raise ResourceNotFound(f"Session not found: {session_id[:100]}")
+        return session
 
     async def prompt(self, params: Params) -> Reply:
         """Accept the prompt (its message id at once), then run it in the background (module docstring)."""
@@ -258,16 +372,29 @@ class V2Bridge:
         return Reply({"messageId": message_id}, start)
 
 
+async def _nothing() -> None:
+    """The after-work of a response that has none."""
+
+
 _REQUESTS = {
     "initialize": V2Bridge.initialize,
     "auth/login": V2Bridge.login,
     "auth/logout": V2Bridge.logout,
     "session/new": V2Bridge.new_session,
     "session/resume": V2Bridge.resume_session,
+    "session/fork": V2Bridge.fork_session,  # unstable
+    "session/set_title": V2Bridge.set_title,  # unstable
     "session/list": V2Bridge.list_sessions,
     "session/close": V2Bridge.close_session,
     "session/delete": V2Bridge.delete_session,
     "session/set_config_option": V2Bridge.set_config_option,
     "session/prompt": V2Bridge.prompt,
+    "tool_call/cancel": V2Bridge.cancel_tool_call,
+    "terminal/cancel": V2Bridge.cancel_terminal,
 }
-"""Every v2 request method the agent answers (``tool_call/cancel`` and ``terminal/cancel`` are not offered)."""
+"""Every v2 request method the agent answers by translating it (the rest: -32601, but for :data:`_SAME`
+and extensions; docs/acp-v2.md lists which and why)."""
+
+_SAME = frozenset({"providers/list", "providers/set", "providers/disable"})
+"""Methods (unstable) whose params and results are the same in v1 and v2: v1's answer them. (So are
+extensions, ``_session/steering``.)"""

@@ -5,7 +5,9 @@ The differences that matter here (the v2 draft, schema 2.0.0-alpha.3 as SDK 2.4.
 
 - ``tool_call`` is gone: the first ``tool_call_update`` creates the call, with every field;
 - a diff is ``{changes: [{operation, path}], patch: {format: "git_patch", text}}``, not the two texts;
-- ``plan`` is ``plan_update {plan: {type: "items", planId, entries}}``;
+- ``plan`` is ``plan_update {plan: {type: "items", planId, entries}}``: v1's one plan of a session gets the
+  session's plan id; v1's plan operations (unstable ``plan_update`` and ``plan_removed``, each plan by its
+  own id) are v2's as they are, and a v2 client takes them (its v1 capabilities say ``plan``);
 - a command is ``{type: "command", name, description, input: {type: "text", hint}}``;
 - a config option is named by ``configId``, and set with a typed value (``{type: "id", value}``);
 - modes are gone (``current_mode_update`` is dropped: the ``mode`` config option says it);
@@ -24,7 +26,16 @@ from refagent.ids import new_id
 
 V2 = 2
 CHUNKS = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
-SAME = frozenset({"session_info_update", "usage_update", "notice", "compaction_update"})
+WHOLE = {
+    "user_message_chunk": "user_message",
+    "agent_message_chunk": "agent_message",
+    "agent_thought_chunk": "agent_thought",
+}
+"""The whole-message update of each chunk kind."""
+V2_UNSTABLE_SESSION = ("fork", "title")
+"""The unstable session capabilities v1 and v2 share that the bridge serves (``session/fork``,
+``session/set_title``): offered in v2 when v1 offers them."""
+SAME = frozenset({"session_info_update", "usage_update", "notice", "compaction_update", "plan_update", "plan_removed"})
 """Update kinds whose v1 shape is the v2 one."""
 
 
@@ -57,6 +68,43 @@ def update(session_id: str, v1: dict[str, Any], kinds: dict[str, str] | None = N
     if kind in SAME:
         return dict(v1)
     return None
+
+
+def replayed(v2: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The v2 updates of a history replay with its messages whole: each run of chunks of one message becomes
+    that message's update (``agent_message`` with all its content, adjacent plain texts joined), sent where
+    its first chunk was. A chunk of a message already sent (its chunks interleaved with another's) stays a
+    chunk, after the whole message it extends, as the draft asks of a replay."""
+    out: list[dict[str, Any]] = []
+    built: dict[int, None] = {}  # ids of the whole messages made here, which later chunks may extend
+    sent: set[tuple[str, str]] = set()
+    for item in v2:
+        whole = WHOLE.get(item.get("sessionUpdate", ""))
+        if whole is None:
+            out.append(item)
+            continue
+        key = (whole, item["messageId"])
+        last = out[-1] if out else None
+        if last is not None and id(last) in built and (last["sessionUpdate"], last["messageId"]) == key:
+            _extend(last["content"], item["content"])
+        elif key in sent:
+            out.append(item)
+        else:
+            sent.add(key)
+            message = _with_meta(item, {"sessionUpdate": whole, "messageId": item["messageId"], "content": []})
+            _extend(message["content"], item["content"])
+            built[id(message)] = None
+            out.append(message)
+    return out
+
+
+def _extend(content: list[dict[str, Any]], block: dict[str, Any]) -> None:
+    """Add ``block`` to a message's ``content``, joined to the text before it when both are plain text."""
+    plain = block.get("type") == "text" and block.keys() == {"type", "text"}
+    if plain and content and content[-1].get("type") == "text" and content[-1].keys() == {"type", "text"}:
+        content[-1] = {"type": "text", "text": content[-1]["text"] + block["text"]}
+    else:
+        content.append(dict(block))
 
 
 def tool_call(v1: dict[str, Any], kind: str | None = None) -> dict[str, Any]:
@@ -153,13 +201,19 @@ def initialize_result(v1: dict[str, Any], *, has_store: bool) -> dict[str, Any]:
     if capabilities["promptCapabilities"].get("image"):
         prompt["image"] = {}
     session: dict[str, Any] = {"prompt": prompt, "mcp": {"stdio": {}, "http": {}}, "additionalDirectories": {}}
+    v1_session = capabilities.get("sessionCapabilities") or {}
+    if "systemPrompt" in v1_session:  # unstable, the same shape in both
+        session["systemPrompt"] = v1_session["systemPrompt"]
     if has_store:
         session["delete"] = {}
+        session.update({name: {} for name in V2_UNSTABLE_SESSION if name in v1_session})
     result: dict[str, Any] = {
         "protocolVersion": V2,
         "info": v1.get("agentInfo") or {"name": "refagent", "version": __version__},
         "capabilities": {"session": session},
     }
+    if isinstance(capabilities.get("providers"), dict):  # unstable, the same in both
+        result["capabilities"]["providers"] = capabilities["providers"]
     if isinstance(v1.get("_meta"), dict):  # steering, on the result as in v1 (refagent.session.steering)
         result["_meta"] = v1["_meta"]
     methods = [auth_method(method) for method in v1.get("authMethods") or []]
@@ -182,12 +236,14 @@ def auth_method(v1: dict[str, Any]) -> dict[str, Any]:
 
 def client_capabilities(v2: dict[str, Any]) -> dict[str, Any]:
     """The v1 client capabilities a v2 client amounts to: no ``fs`` or ``terminal`` (v2 has none: the agent
-    uses its own disk and processes), the notices and compactions v2 has as updates, and the terminal
-    sign-in if the client offers it."""
-    capabilities: dict[str, Any] = {"session": {"notices": {}, "compaction": {}}}
+    uses its own disk and processes), the notices, compactions and plans by id v2 has as updates, and the
+    terminal sign-in and the forms (elicitation) the client offers."""
+    capabilities: dict[str, Any] = {"session": {"notices": {}, "compaction": {}}, "plan": {}}
     auth = v2.get("auth")
     if isinstance(auth, dict) and isinstance(auth.get("terminal"), dict):
         capabilities["auth"] = {"terminal": True}
+    if isinstance(v2.get("elicitation"), dict):  # the same shape in both, and so are the requests
+        capabilities["elicitation"] = v2["elicitation"]
     return capabilities
 
 
