@@ -548,3 +548,36 @@ async def test_what_the_kit_checks_of_a_v2_session(tmp_path: Path, project: Path
     replies = [m for sender, m in editor.transcript.messages if sender == "agent" and "method" not in m]
     asked = [m for sender, m in editor.transcript.messages if sender == "client" and "id" in m and "method" in m]
     assert len(replies) == len(asked)  # every request answered once, the notifications not at all
+
+
+async def test_archive_status_and_auth_status_in_v2(tmp_path: Path, project: Path, v2_on: None) -> None:
+    """The unstable ``session/archive``, ``session/unarchive``, ``session/status`` and ``auth/status`` are
+    offered to a v2 client as v1's are (the same shapes), and a session's status carries the foreground
+    state v2 adds: the snapshot of its last ``state_update``."""
+    async with connect(settings(tmp_path, ScriptedModel([text("Done.")])), check=validate_agent_message_v2) as editor:
+        capabilities = (await editor.request("initialize", V2_INIT))["capabilities"]
+        assert (capabilities["session"]["archive"], capabilities["session"]["status"]) == ({}, {})
+        assert capabilities["auth"] == {"status": {}}
+        assert (await editor.request("auth/status", {}))["state"] in ("authenticated", "not_required")
+        sid = (await editor.request("session/new", {"cwd": str(project)}))["sessionId"]
+        status = await editor.request("session/status", {"sessionId": sid})
+        assert (status["status"], status["state"]) == ("open", {"state": "idle", "background": []})
+        await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+        await idle(editor, sid)
+        assert await editor.request("session/archive", {"sessionId": sid}) == {}
+        assert (await editor.request("session/status", {"sessionId": sid}))["status"] == "saved"  # closed first
+        assert (await editor.request("session/list", {}))["sessions"] == []
+        listed = await editor.request("session/list", {"archived": "only"})
+        assert [(s["sessionId"], s["archived"]) for s in listed["sessions"]] == [(sid, True)]
+        assert await editor.request("session/unarchive", {"sessionId": sid}) == {}
+        assert [s["sessionId"] for s in (await editor.request("session/list", {}))["sessions"]] == [sid]
+        with pytest.raises(RequestError) as unknown:
+            await editor.request("session/status", {"sessionId": "sess_nope"})
+        assert (unknown.value.code, unknown.value.data) == (-32002, {"sessionId": "sess_nope"})
+    no_store = Settings(make_model=lambda profile: ScriptedModel(), store=lambda: None)
+    async with connect(no_store, check=validate_agent_message_v2) as editor:
+        session = (await editor.request("initialize", V2_INIT))["capabilities"]["session"]
+        assert "archive" not in session
+        with pytest.raises(RequestError) as missing:
+            await editor.request("session/archive", {"sessionId": "s"})
+        assert missing.value.code == -32601

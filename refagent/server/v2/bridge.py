@@ -68,6 +68,10 @@ class V1Agent(Protocol):
     async def resume_session(self, params: Params) -> Reply: ...
     async def fork_session(self, params: Params) -> Reply: ...
     async def set_title(self, params: Params) -> dict[str, Any]: ...
+    async def archive_session(self, params: Params) -> dict[str, Any]: ...
+    async def unarchive_session(self, params: Params) -> dict[str, Any]: ...
+    async def session_status(self, params: Params) -> dict[str, Any]: ...
+    async def auth_status(self, params: Params) -> dict[str, Any]: ...
     async def list_sessions(self, params: Params) -> dict[str, Any]: ...
     async def close_session(self, params: Params) -> dict[str, Any]: ...
     async def delete_session(self, params: Params) -> dict[str, Any]: ...
@@ -254,6 +258,32 @@ class V2Bridge:
         reply = await self.agent.fork_session(v1)
         return Reply(translate.session_result(reply.result, with_id=True), reply.after)
 
+    async def archive_session(self, params: Params) -> dict[str, Any]:
+        """``session/archive`` (unstable): v1's, whose params and result are v2's."""
+        if self.agent.store is None:
+            raise MethodNotFound("Method not found: session/archive")
+        return await self.agent.archive_session(params)
+
+    async def unarchive_session(self, params: Params) -> dict[str, Any]:
+        """``session/unarchive`` (unstable): v1's, whose params and result are v2's."""
+        if self.agent.store is None:
+            raise MethodNotFound("Method not found: session/unarchive")
+        return await self.agent.unarchive_session(params)
+
+    async def session_status(self, params: Params) -> dict[str, Any]:
+        """``session/status`` (unstable): v1's, and for a session open here the foreground state v2 adds (the
+        same snapshot as its last ``state_update``, with its background work); no side effect."""
+        result = await self.agent.session_status(params)
+        session_id = p.required(params, "sessionId", str)
+        if result.get("status") == "open":
+            state = self._states.get(session_id, "idle")
+            result["state"] = {"state": state, "background": self.items(session_id).background()}
+        return result
+
+    async def auth_status(self, params: Params) -> dict[str, Any]:
+        """``auth/status`` (unstable): v1's, whose params and result are v2's."""
+        return await self.agent.auth_status(params)
+
     async def set_title(self, params: Params) -> dict[str, Any]:
         """``session/set_title`` (unstable): v1's, whose params and result are v2's."""
         if self.agent.store is None:
@@ -384,6 +414,10 @@ _REQUESTS = {
     "session/resume": V2Bridge.resume_session,
     "session/fork": V2Bridge.fork_session,  # unstable
     "session/set_title": V2Bridge.set_title,  # unstable
+    "session/archive": V2Bridge.archive_session,  # unstable
+    "session/unarchive": V2Bridge.unarchive_session,  # unstable
+    "session/status": V2Bridge.session_status,  # unstable
+    "auth/status": V2Bridge.auth_status,  # unstable
     "session/list": V2Bridge.list_sessions,
     "session/close": V2Bridge.close_session,
     "session/delete": V2Bridge.delete_session,

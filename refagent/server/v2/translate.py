@@ -32,9 +32,10 @@ WHOLE = {
     "agent_thought_chunk": "agent_thought",
 }
 """The whole-message update of each chunk kind."""
-V2_UNSTABLE_SESSION = ("fork", "title")
-"""The unstable session capabilities v1 and v2 share that the bridge serves (``session/fork``,
-``session/set_title``): offered in v2 when v1 offers them."""
+V2_UNSTABLE_SESSION = ("fork", "title", "archive")
+"""The unstable session capabilities v1 and v2 share that the bridge serves with saved sessions
+(``session/fork``, ``session/set_title``, ``session/archive`` and ``session/unarchive``): offered in v2
+when v1 offers them."""
 SAME = frozenset({"session_info_update", "usage_update", "notice", "compaction_update", "plan_update", "plan_removed"})
 """Update kinds whose v1 shape is the v2 one."""
 
@@ -212,8 +213,12 @@ def initialize_result(v1: dict[str, Any], *, has_store: bool) -> dict[str, Any]:
         "info": v1.get("agentInfo") or {"name": "refagent", "version": __version__},
         "capabilities": {"session": session},
     }
+    if "status" in v1_session:  # unstable: session/status, with or without saved sessions
+        session["status"] = {}
     if isinstance(capabilities.get("providers"), dict):  # unstable, the same in both
         result["capabilities"]["providers"] = capabilities["providers"]
+    if isinstance((capabilities.get("auth") or {}).get("status"), dict):  # unstable: auth/status
+        result["capabilities"]["auth"] = {"status": {}}
     if isinstance(v1.get("_meta"), dict):  # steering, on the result as in v1 (refagent.session.steering)
         result["_meta"] = v1["_meta"]
     methods = [auth_method(method) for method in v1.get("authMethods") or []]
