@@ -104,6 +104,10 @@ class _Search(BaseTool):
         return f"{self.verb} `{shown(args.get('pattern', ''))}`" + (f" in {shown(where)}" if where else "")
 
 
+EVERY_FILE = frozenset({"*", "**", "**/*"})
+"""Glob patterns that match every file (a pattern without a slash matches names at any depth)."""
+
+
 class Glob(_Search):
     name = "glob"
     description = (
@@ -138,7 +142,11 @@ class Glob(_Search):
         title = f"{self.verb} `{shown(pattern)}`" + (f" in {resolved.display}" if prefix else "")
 
         async def execute() -> ToolResult:
-            globs = [pattern, *private_globs(ctx.policy, resolved.path)]
+            # A pattern that matches every file is sent as no glob at all: a glob is an override in rg's rules,
+            # which lists what it matches even where .gitignore ignores it (node_modules whole, for `**`), and
+            # costs a match for each file on a large tree. Without it, the ignored stay out, as said above.
+            everything = pattern in EVERY_FILE
+            globs = [*([] if everything else [pattern]), *private_globs(ctx.policy, resolved.path)]
             paths, complete = await ctx.search.files(globs, resolved.path, roots=ctx.roots)
             paths.sort()
             listed = [prefix + p for p in paths[:MAX_GLOB_RESULTS]]

@@ -82,6 +82,19 @@ async def test_glob_tool(tree: Path, engine: str) -> None:
     none = await call(tool, ctx, pattern="*.rs")
     assert none.output == "No files match `*.rs`."
     assert (await call(tool, ctx, pattern="*.rs", path="src")).output == "No files match `*.rs` in src."
+    put(tree, ".env", "")
+    every = [(await call(tool, ctx, pattern=pattern)).output.splitlines() for pattern in ("*", "**", "**/*")]
+    assert every[0] == every[1] == every[2]  # each lists every file the rules keep (sent as no glob at all)
+    assert {".env", "only_py/deep/n.py", "src/a.py"} <= set(every[0])
+    assert every[0] == sorted(await _every_file(ctx, str(tree)))
+    assert not {"build/out.py", "other.log"} & set(every[0])  # what .gitignore ignores stays out
+
+
+async def _every_file(ctx: object, root: str) -> list[str]:
+    """Every file the engine lists under ``root`` with no glob (by the ignore rules alone)."""
+    files, complete = await ctx.search.files([], root, roots=[root])  # type: ignore[attr-defined]
+    assert complete
+    return list(files)
 
 
 async def test_glob_caps_its_list(tmp_path: Path) -> None:

@@ -259,6 +259,10 @@ def where_it_says(directory: str, paths: Sequence[str], *, files: bool) -> list[
             plain[name] = ok
         return ok
 
+    if not files:  # a listing: its directories are what is checked, each once, and the paths kept as they are
+        folders = {path.rpartition("/")[0] for path in paths}
+        if all([plain_directory(folder) for folder in folders]):  # every one looked at (a list, not lazy)
+            return list(paths)
     kept = []
     for path in paths:
         folder = path.rpartition("/")[0]
