@@ -21,14 +21,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast, get_args
 
 import anyio
 
 from refagent.acp import updates
 from refagent.acp.client import SessionClient
 from refagent.acp.text import cut, one_line
-from refagent.acp.types import ToolCallContent
+from refagent.acp.types import ToolCallContent, ToolKind
 from refagent.ids import new_id
 from refagent.persistence.children import child_record, read_children, replayed
 from refagent.persistence.reader import StoredSession
@@ -136,12 +136,15 @@ class ChildView:
             if self.child is None and (kind == "tool_call" or self.calls[ident][1] != before):
                 await self.send_parent(updates.tool_call_update(self.call_id, content=self.content()))
 
-    def asking(self, tool_call_id: str, title: str, kind: str | None = None) -> None:
+    async def asking(self, tool_call_id: str, title: str, kind: str | None = None) -> None:
         """A question about the child's call ``tool_call_id`` goes to the editor on the parent session (an
-        editor that does not show subagents): from now on the call's updates go there too, with the
-        ``title`` (and ``kind``) it was asked with, so the editor sees it end."""
-        if self.child is None:
-            self.asked[tool_call_id] = {"title": title} if kind is None else {"title": title, "kind": kind}
+        editor that does not show subagents): the call is announced there first (a question about a call
+        the editor has never seen may be dropped, or shown detached), and from now on its updates go there
+        too, with the ``title`` (and ``kind``) it was asked with, so the editor sees it end."""
+        if self.child is not None or tool_call_id in self.asked:
+            return
+        self.asked[tool_call_id] = {"title": title} if kind is None else {"title": title, "kind": kind}
+        await self.send_parent(updates.tool_call(tool_call_id, title, _kind(kind)))
 
     @asynccontextmanager
     async def waiting(self, question: str) -> AsyncIterator[None]:
@@ -222,3 +225,8 @@ async def replay_children(client: SessionClient, stored: StoredSession) -> None:
     records = await anyio.to_thread.run_sync(read_children, stored.source, stored.data)
     for session_id, update in replayed(records, client.session_id):
         await SessionClient(client.peer, session_id, client.capabilities).send_update(update)
+
+
+def _kind(kind: str | None) -> ToolKind:
+    """A child's call's kind as the schema names kinds (``other`` for one it does not)."""
+    return cast("ToolKind", kind) if kind in get_args(ToolKind) else "other"

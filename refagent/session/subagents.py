@@ -200,7 +200,7 @@ class Subagents:
 
         async def request_permission(tool_call: dict[str, Any], options: list[PermissionOption]) -> PermissionAnswer:
             named = {**tool_call, "title": f"{label} {tool_call.get('title', '')}".rstrip()}
-            view.asking(str(named.get("toolCallId")), named["title"], named.get("kind"))
+            await view.asking(str(named.get("toolCallId")), named["title"], named.get("kind"))
             async with budget.waiting(named["title"]):
                 return await ask(named, options)
 
@@ -256,7 +256,7 @@ class _NamedQuestions:
     ) -> Answer:
         named = f"{self.label} {question}"
         if tool_call_id is not None:
-            self.budget.view.asking(tool_call_id, question_title(named))
+            await self.budget.view.asking(tool_call_id, question_title(named))
         async with self.budget.waiting(named):
             return await self.questions.ask(named, choices, allow_other=allow_other, tool_call_id=tool_call_id)
 

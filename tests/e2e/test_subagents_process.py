@@ -114,7 +114,10 @@ async def test_a_child_question_answered_reaches_the_editor_named_for_the_child(
             assert result["stopReason"] == "end_turn"
             assert target.read_text() == "hello world\n"
             # The call the editor was asked about ends on the session it was asked on.
-            asked_call = folded(agent.transcript.updates(sid), asked["params"]["toolCall"]["toolCallId"])
+            asked_id = asked["params"]["toolCall"]["toolCallId"]
+            announced = [u for u in agent.transcript.updates(sid) if u.get("toolCallId") == asked_id]
+            assert announced[0]["sessionUpdate"] == "tool_call"  # known to the editor before it is asked about
+            asked_call = folded(agent.transcript.updates(sid), asked_id)
             assert asked_call["status"] == "completed"
             assert asked_call["title"] == asked["params"]["toolCall"]["title"]
             assert asked_call["kind"] == "edit"
