@@ -12,7 +12,7 @@ its session showed, folded as a replay folds a session's (:func:`refagent.persis
 after the message that gave it its task. A load sends, after the session's own history, each child's
 announcement on its parent and then its updates, a child before the subagents it started. A subagent cut
 off by a crash has no record and is not replayed as a session (its ``task`` call is, in the session's
-history). A fork does not copy them: its ``task`` calls show what its subagents did.
+history). A fork copies them under new ids (:func:`for_fork`): its subagents are sessions of its own.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from refagent.ids import new_id
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,25 @@ def replayed(records: list[dict[str, Any]], session_id: str) -> Iterator[tuple[s
             for update in record["updates"]:
                 yield child, update
             waiting.append(child)
+
+
+def for_fork(records: list[dict[str, Any]], session_id: str, fork_id: str) -> list[dict[str, Any]]:
+    """``records`` of the session ``session_id`` as its fork ``fork_id`` keeps them: each subagent under a
+    new id (a client that shows both sessions must not take one's subagents for the other's), and every
+    place that names one of those sessions (a parent, a ``session_message``'s sender or recipient) naming
+    its new id."""
+    renamed = {session_id: fork_id} | {record["sessionId"]: new_id("sess") for record in records}
+
+    def rename(value: Any) -> Any:
+        if isinstance(value, str):
+            return renamed.get(value, value)
+        if isinstance(value, list):
+            return [rename(item) for item in value]
+        if isinstance(value, dict):
+            return {key: rename(item) for key, item in value.items()}
+        return value
+
+    return [rename(record) for record in records]
 
 
 def _whole(record: Any) -> bool:

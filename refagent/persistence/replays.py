@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from refagent.acp import jsonrpc, updates
+from refagent.persistence.children import for_fork, read_children
 from refagent.persistence.reader import PLAN, StoredSession
 from refagent.persistence.recorder import replay
 from refagent.persistence.store import SessionStore, now
@@ -29,6 +30,8 @@ def fork_files(
         for update in replay(stored.held):
             log.show(update)
         log.append({"kind": "history", "messages": messages})
+        for record in for_fork(read_children(stored.source, stored.data), stored.session_id, session_id):
+            log.append(record)  # its subagents' sessions, its own now
         title = f"{stored.title} (fork)" if stored.title else None
         stamp = now()
         log.append(_meta(stored, title, stamp, archived=False))  # a fork is a new session, in the list

@@ -322,6 +322,21 @@ async def test_a_client_that_shows_subagents_sees_the_child_session(tmp_path: Pa
             assert not any(u["sessionUpdate"] == "subagent_update" for u in replayed)
             assert not agent.transcript.updates(child_id)
 
+        # A fork keeps its subagents' sessions as its own, under new ids.
+        async with AgentProcess.start(tmp_path, check=check, env=env) as agent:
+            await agent.initialize({"subagents": {}})
+            fork = (await agent.result("session/fork", {"sessionId": sid, "cwd": str(project), "mcpServers": []}))[
+                "sessionId"
+            ]
+            _, replayed = await load(agent, fork, project)
+            [copied] = [u for u in replayed if u["sessionUpdate"] == "subagent_update"]
+            assert copied["sessionId"] not in (child_id, sid, fork)
+            assert copied["title"] == "Fix it"
+            own = agent.transcript.updates(copied["sessionId"])
+            assert own[0]["senderSessionId"] == fork  # the instructions came from the fork
+            assert own[0]["recipientSessionId"] == copied["sessionId"]
+            assert agent.text(copied["sessionId"]) == "Fixed."
+
 
 async def test_load_after_a_turn_with_children_replays_the_task(tmp_path: Path, check: Any) -> None:
     project, target = project_with(tmp_path)
