@@ -19,13 +19,14 @@ on the parent session too, until it ends, as a call of the session's own would b
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast, get_args
 
 import anyio
 
-from refagent.acp import updates
+from refagent.acp import jsonrpc, updates
 from refagent.acp.client import SessionClient
 from refagent.acp.text import cut, one_line
 from refagent.acp.types import ToolCallContent, ToolKind
@@ -223,8 +224,14 @@ async def replay_children(client: SessionClient, stored: StoredSession) -> None:
     if not shows_subagents(client):
         return
     records = await anyio.to_thread.run_sync(read_children, stored.source, stored.data)
-    for session_id, update in replayed(records, client.session_id):
-        await SessionClient(client.peer, session_id, client.capabilities).send_update(update)
+    # Sent as a history is, a session's run of updates at a time: a client that takes whole messages in a
+    # replay (ACP v2) gets them so.
+    for session_id, group in itertools.groupby(replayed(records, client.session_id), key=lambda pair: pair[0]):
+        lines = b"".join(
+            jsonrpc.encode(jsonrpc.notification("session/update", {"sessionId": session_id, "update": update}))
+            for _, update in group
+        )
+        await client.send_recorded(lines)
 
 
 def _kind(kind: str | None) -> ToolKind:

@@ -581,3 +581,45 @@ async def test_archive_status_and_auth_status_in_v2(tmp_path: Path, project: Pat
         with pytest.raises(RequestError) as missing:
             await editor.request("session/archive", {"sessionId": "s"})
         assert missing.value.code == -32601
+
+
+async def test_subagents_are_child_sessions_in_v2(tmp_path: Path, project: Path, v2_on: None) -> None:
+    """A subagent is a child session to every v2 client (registering them is a baseline of the draft): it
+    is announced with ``subagent_update`` on its parent before anything of its own, its question comes on
+    its own session (its state said in the announcement, not in a ``state_update``), and a resume with
+    replay sends it again after the parent's history, its messages whole."""
+    task = {"task": "Fix add", "prompt": "fix add in calc.py", "tools": ["read_file", "edit_file"]}
+    hand = ToolCallRequest(id="call_task", name="task", arguments=json.dumps(task))
+    model = ScriptedModel([[hand], [edit_call()], text("Fixed add."), text("All done.")])
+    asked: list[dict[str, Any]] = []
+
+    async def permission(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return await allow_once(params)
+
+    client = FakeClient(permission=permission)
+    async with connect(settings(tmp_path, model), client=client, check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        sid = (await editor.request("session/new", {"cwd": str(project)}))["sessionId"]
+        await editor.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+        await idle(editor, sid)
+        announced = [u for u in updates(editor, sid) if u["sessionUpdate"] == "subagent_update"]
+        child = announced[0]["sessionId"]
+        own = updates(editor, child)
+    assert (project / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert announced[0]["title"] == "Fix add"
+    assert announced[-1]["state"] == {"state": "idle", "stopReason": "end_turn"}
+    assert [params["sessionId"] for params in asked] == [child]
+    assert own[0]["sessionUpdate"] == "session_message"
+    assert not [u for u in own if u["sessionUpdate"] == "state_update"]
+    assert any(u["sessionUpdate"] == "tool_call_update" and u.get("kind") == "edit" for u in own)
+    async with connect(settings(tmp_path, ScriptedModel()), check=validate_agent_message_v2) as editor:
+        await editor.request("initialize", V2_INIT)
+        replay = {"sessionId": sid, "cwd": str(project), "replayFrom": {"type": "start"}}
+        await editor.request("session/resume", replay)
+        again = [u for u in updates(editor, sid) if u["sessionUpdate"] == "subagent_update"]
+        said = [u for u in updates(editor, child) if u["sessionUpdate"] in ("agent_message", "agent_message_chunk")]
+    assert [u["sessionId"] for u in again] == [child]
+    assert [(u["sessionUpdate"], u["content"]) for u in said] == [
+        ("agent_message", [{"type": "text", "text": "Fixed add."}])
+    ]

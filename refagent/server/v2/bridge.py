@@ -100,12 +100,15 @@ class V2Peer:
 
     async def request(self, method: str, params: Params) -> Any:
         """A question to the user (a permission, or a form: ``elicitation/create``, whose shape v1 and v2
-        share) holds the session's turn: ``requires_action`` while it waits, ``running`` after."""
+        share) holds the session's turn: ``requires_action`` while it waits, ``running`` after (a
+        subagent's session says its own state, in the ``subagent_update`` on its parent)."""
         session_id = params.get("sessionId")
         if method not in ("session/request_permission", "elicitation/create") or not isinstance(session_id, str):
             return await self.connection.request(method, params)
         if method == "session/request_permission":
             params = translate.permission_request(params)
+        if session_id not in self.bridge.agent.sessions:  # a subagent's: its subagent_update says its state
+            return await self.connection.request(method, params)
         await self.bridge.state(session_id, "requires_action")
         try:
             return await self.connection.request(method, params)

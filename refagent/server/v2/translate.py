@@ -8,6 +8,8 @@ The differences that matter here (the v2 draft, schema 2.0.0-alpha.3 as SDK 2.4.
 - ``plan`` is ``plan_update {plan: {type: "items", planId, entries}}``: v1's one plan of a session gets the
   session's plan id; v1's plan operations (unstable ``plan_update`` and ``plan_removed``, each plan by its
   own id) are v2's as they are, and a v2 client takes them (its v1 capabilities say ``plan``);
+- subagents are child sessions (``subagent_update``, ``session_message``), v1's unstable shapes as they
+  are: every v2 client registers them (its v1 capabilities say ``subagents``);
 - a command is ``{type: "command", name, description, input: {type: "text", hint}}``;
 - a config option is named by ``configId``, and set with a typed value (``{type: "id", value}``);
 - modes are gone (``current_mode_update`` is dropped: the ``mode`` config option says it);
@@ -36,7 +38,19 @@ V2_UNSTABLE_SESSION = ("fork", "title", "archive")
 """The unstable session capabilities v1 and v2 share that the bridge serves with saved sessions
 (``session/fork``, ``session/set_title``, ``session/archive`` and ``session/unarchive``): offered in v2
 when v1 offers them."""
-SAME = frozenset({"session_info_update", "usage_update", "notice", "compaction_update", "plan_update", "plan_removed"})
+SAME = frozenset(
+    {
+        "session_info_update",
+        "usage_update",
+        "notice",
+        "compaction_update",
+        "plan_update",
+        "plan_removed",
+        "subagent_update",
+        "session_message",
+        "session_message_chunk",
+    }
+)
 """Update kinds whose v1 shape is the v2 one."""
 
 
@@ -242,8 +256,9 @@ def auth_method(v1: dict[str, Any]) -> dict[str, Any]:
 def client_capabilities(v2: dict[str, Any]) -> dict[str, Any]:
     """The v1 client capabilities a v2 client amounts to: no ``fs`` or ``terminal`` (v2 has none: the agent
     uses its own disk and processes), the notices, compactions and plans by id v2 has as updates, and the
-    terminal sign-in and the forms (elicitation) the client offers."""
-    capabilities: dict[str, Any] = {"session": {"notices": {}, "compaction": {}}, "plan": {}}
+    terminal sign-in and the forms (elicitation) the client offers; and subagents as child sessions, which
+    every v2 client registers (a baseline of the draft, no capability asked)."""
+    capabilities: dict[str, Any] = {"session": {"notices": {}, "compaction": {}}, "plan": {}, "subagents": {}}
     auth = v2.get("auth")
     if isinstance(auth, dict) and isinstance(auth.get("terminal"), dict):
         capabilities["auth"] = {"terminal": True}
