@@ -121,10 +121,15 @@ def parse_line(line: bytes | str) -> Message:
     return decoded if isinstance(decoded, Invalid) else parse_message(decoded)
 
 
+MAX_BATCH = 1000
+"""The most messages one batch may hold: a longer one is one invalid request, and nothing in it runs."""
+
+
 def parse_batch(line: bytes | str) -> list[Message] | Invalid:
     """Classify one line of input that may be a batch (ACP v2: a JSON array of messages, each classified as
     :func:`parse_message` does; an entry that is not a message is an :class:`Invalid` under a null id). A
-    line that is not an array is one message, in a list of one; an empty array is invalid. Never raises."""
+    line that is not an array is one message, in a list of one; an empty array, or one of more than
+    :data:`MAX_BATCH` entries, is invalid. Never raises."""
     decoded = _decode(line)
     if isinstance(decoded, Invalid):
         return decoded
@@ -132,6 +137,8 @@ def parse_batch(line: bytes | str) -> list[Message] | Invalid:
         return [parse_message(decoded)]
     if not decoded:
         return Invalid(None, InvalidRequest("Invalid Request: an empty batch"))
+    if len(decoded) > MAX_BATCH:  # each would be a task of its own: a line could hold millions
+        return Invalid(None, InvalidRequest(f"Invalid Request: a batch of more than {MAX_BATCH} messages"))
     return [parse_message(item) for item in decoded]
 
 

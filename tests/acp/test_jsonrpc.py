@@ -142,6 +142,13 @@ def test_a_v2_batch_is_its_messages_each_classified() -> None:
     assert broken.error.code == PARSE_ERROR
     (alone,) = jsonrpc.parse_batch(line({"jsonrpc": "2.0", "method": "n"}))  # not an array: one message
     assert isinstance(alone, Notification)
+    full = jsonrpc.parse_batch(line([{"jsonrpc": "2.0", "method": "n"}] * jsonrpc.MAX_BATCH))
+    assert isinstance(full, list)
+    assert len(full) == jsonrpc.MAX_BATCH
+    flood = jsonrpc.parse_batch(line([{"jsonrpc": "2.0", "id": 1, "method": "m"}] * (jsonrpc.MAX_BATCH + 1)))
+    assert isinstance(flood, Invalid)  # one error for the lot: nothing in it runs
+    assert (flood.id, flood.error.code) == (None, INVALID_REQUEST)
+    assert "more than 1000" in flood.error.message
 
 
 def test_a_batch_of_answers_is_one_line() -> None:
