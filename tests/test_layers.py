@@ -26,6 +26,7 @@ RANKS = {
     "dirs": 0,
     "logs": 0,
     "heartbeat": 0,
+    "child": 0,
     # below the tools: the model, the saved sessions
     "llm": 1,
     "persistence": 1,

@@ -32,6 +32,8 @@ with this module: every session builds the tool list.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -41,6 +43,7 @@ from urllib.parse import urljoin, urlsplit
 import anyio
 import anyio.to_thread
 
+from refagent.child import ChildFailed, Overran, run_in_child
 from refagent.errors import ToolError
 from refagent.tools.args import arg_int, arg_str, shown
 from refagent.tools.base import BaseTool, Plan, ToolContext, ToolResult
@@ -50,8 +53,15 @@ from refagent.tools.text import text_content
 if TYPE_CHECKING:
     import httpx2
 
+log = logging.getLogger(__name__)
+
 __all__ = ["Fetch", "FetchLimits", "Gate", "html_to_markdown"]
 
+IN_THREAD_HTML = 256 * 1024
+"""HTML up to this size is turned into Markdown in a worker thread (well under a second); a larger page in
+a child process (:meth:`Fetcher._markdown`)."""
+HTML_MEMORY = 2 << 30
+"""The address space of that child: a 5 MB page's tree takes a few hundred MB."""
 DEFAULT_MAX_CHARS = 50_000
 MAX_MAX_CHARS = 200_000
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -72,6 +82,9 @@ class Page:
     text: str
     title: str = ""
     redirects: tuple[str, ...] = ()
+    html: bytes | None = None
+    """An HTML page as it came, until it is turned into Markdown (:meth:`Fetcher.get` does, then drops it)."""
+    charset: str | None = None
 
 
 NOISE = (
@@ -102,11 +115,20 @@ def html_to_markdown(data: bytes, charset: str | None, base: str = "") -> tuple[
         del image["src"]
     mains = soup.find_all("main")
     root = mains[0] if len(mains) == 1 else (soup.body or soup)
-    markdown = MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(root)
+    try:
+        markdown = MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(root)
+    except RecursionError:  # nested deeper than the converter can walk: the page's text, without the Markdown
+        markdown = root.get_text("\n", strip=True)
     markdown = re.sub(r"\n{3,}", "\n\n", re.sub(r"[ \t]+\n", "\n", markdown)).strip()
     if title and not markdown.startswith("# "):
         markdown = f"# {title}\n\n{markdown}"
     return title, markdown
+
+
+def markdown_for_child(request: dict[str, Any], data: bytes) -> dict[str, str]:
+    """The child's side of :meth:`Fetcher._markdown` (:func:`refagent.child.run_in_child`)."""
+    title, markdown = html_to_markdown(data, request["charset"], request["base"])
+    return {"title": title, "markdown": markdown}
 
 
 def media_type(content_type: str) -> tuple[str, str | None]:
@@ -166,7 +188,7 @@ class Fetcher:
         client = await anyio.to_thread.run_sync(vetted_client, self.gate, self.limits)
         try:
             with anyio.fail_after(self.limits.total_seconds):
-                return await self._follow(client, url)
+                page = await self._follow(client, url)
         except TimeoutError:
             raise ToolError(
                 f"{url} did not answer in full within {self.limits.total_seconds:g} s (fetch's time limit)."
@@ -174,6 +196,33 @@ class Fetcher:
         finally:
             with anyio.CancelScope(shield=True):
                 await client.aclose()
+        if page.html is None:
+            return page
+        title, text = await self._markdown(page.html, page.charset, page.url)
+        return dataclasses.replace(page, text=text, title=title, html=None, charset=None)
+
+    async def _markdown(self, data: bytes, charset: str | None, url: str) -> tuple[str, str]:
+        """``(title, markdown)`` of the HTML ``data`` (:func:`html_to_markdown`): in a worker thread when it is
+        small, else in a child process (:mod:`refagent.child`) stopped after the limits' ``convert_seconds``
+        or when the call is cancelled (a large or deeply built page can take many seconds of CPU, which in
+        a thread would slow every session and could not be stopped)."""
+        if len(data) <= IN_THREAD_HTML:
+            return await anyio.to_thread.run_sync(html_to_markdown, data, charset, url, abandon_on_cancel=True)
+        seconds = self.limits.convert_seconds
+        request = {"charset": charset, "base": url}
+        try:
+            answer = await run_in_child(
+                __name__, "markdown_for_child", request, data=data, seconds=seconds, memory=HTML_MEMORY
+            )
+        except Overran:
+            raise ToolError(
+                f"{url} is {size_words(len(data))} of HTML, and turning it into text took longer than {seconds:g} s: "
+                "it was stopped. Look for a smaller page (a printable or text version, a single section)."
+            ) from None
+        except ChildFailed as exc:
+            log.warning("converting %s failed: %s", url, exc)
+            raise ToolError(f"{url} is {size_words(len(data))} of HTML that could not be turned into text.") from None
+        return str(answer["title"]), str(answer["markdown"])
 
     async def _follow(self, client: httpx2.AsyncClient, url: str) -> Page:
         import httpx2  # here: loaded by now (vetted_client, in a worker thread)
@@ -241,13 +290,9 @@ class Fetcher:
             kind = sniffed(data)
             if kind == "application/octet-stream":
                 raise ToolError(f"{url} has no content type and is not text ({size_words(len(data))}).")
-        if kind in HTML_TYPES:
-            title, text = await anyio.to_thread.run_sync(
-                html_to_markdown, data, charset, str(response.url), abandon_on_cancel=True
-            )
-        else:
-            title, text = "", decoded(data, charset)
-        return Page(str(response.url), response.status_code, kind, text, title, hops)
+        if kind in HTML_TYPES:  # turned into Markdown once the fetch's clock has stopped (Fetcher.get)
+            return Page(str(response.url), response.status_code, kind, "", "", hops, html=data, charset=charset)
+        return Page(str(response.url), response.status_code, kind, decoded(data, charset), "", hops)
 
 
 def checked_url(url: str, gate: Gate, *, redirect: bool = False) -> str:

@@ -45,6 +45,8 @@ class FetchLimits:
     max_bytes: int = 5 * 1024 * 1024
     """Of the response body, as received: a larger one is refused, not cut (half a page misleads)."""
     max_redirects: int = 5
+    convert_seconds: float = 20.0
+    """Turning a large HTML page into Markdown, after the fetch (a child process stopped then)."""
 
 
 class Refused(Exception):

@@ -9,6 +9,7 @@ The servers listen on 127.0.0.1, which the rules refuse: the tools that must rea
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ipaddress
 import json
 import shutil
@@ -29,7 +30,7 @@ from refagent.llm.protocol import ToolCallRequest
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.settings import OwnSandboxes, Settings
 from refagent.testing.memory import FakeClient, allow_once, connect, select
-from refagent.tools.fetch import Fetch, FetchLimits
+from refagent.tools.fetch import IN_THREAD_HTML, Fetch, FetchLimits
 from refagent.tools.fetch_net import forbidden, numeric_ipv4
 from tests.support.tool_fakes import bare_sandbox, call, make_ctx
 
@@ -51,6 +52,15 @@ PAGE = b"""<!doctype html>
 </body></html>"""
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 200
 JSON_BODY = b'{"name": "refagent", "list": [1, 2, 3]}'
+
+
+DEEP = b"<html><body>" + b"<div>" * 5000 + b"deep inside" + b"</div>" * 5000 + b"</body></html>"
+LARGE_PAGE = (
+    b"<html><head><title>Large</title></head><body>"
+    + b"".join(b"<p>Row %d of many, <b>bold</b> <a href='/r/%d'>link</a></p>\n" % (n, n) for n in range(6000))
+    + b"</body></html>"
+)
+assert len(LARGE_PAGE) > IN_THREAD_HTML
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -109,6 +119,10 @@ class Handler(BaseHTTPRequestHandler):
             self.send(302, b"", None, Location="/plain.txt")
         elif path == "/host":
             self.send(200, self.headers.get("Host", "").encode(), "text/plain")
+        elif path == "/deep":  # nested deeper than a converter can recurse
+            self.send(200, DEEP, "text/html")
+        elif path == "/large-page":  # over what is converted in a thread: a child process does it
+            self.send(200, LARGE_PAGE, "text/html")
         elif path == "/missing":
             self.send(404, b"no such page", "text/plain")
         else:
@@ -181,6 +195,24 @@ async def test_html_becomes_markdown_with_its_title_and_without_the_noise(server
     assert "x = 1" in output
     for noise in ("in a script", "color: red", "Menu one", "Copyright", "About"):
         assert noise not in output
+
+
+async def test_a_page_nested_too_deep_for_markdown_comes_as_its_text(server: Server, tmp_path: Path) -> None:
+    output = await fetch(Fetch(allow=LOCAL), tmp_path, url=server.url("/deep"))
+    assert "deep inside" in output
+
+
+async def test_a_large_page_is_converted_in_a_child_process_within_its_limit(server: Server, tmp_path: Path) -> None:
+    """A page over what is converted in a thread (many seconds of CPU, for a hostile one) is converted in a
+    child process, which its time limit stops (the fetch fails saying why) and which no session waits on."""
+    output = await fetch(Fetch(allow=LOCAL), tmp_path, url=server.url("/large-page"))
+    assert "# Large" in output
+    assert "Row 1 of many, **bold** [link](" in output
+    started = time.monotonic()
+    quick = Fetch(allow=LOCAL, limits=dataclasses.replace(FetchLimits(), convert_seconds=0.05))
+    with pytest.raises(ToolError, match=r"of HTML, and turning it into text took longer than 0.05 s: it was stopped"):
+        await fetch(quick, tmp_path, url=server.url("/large-page"))
+    assert time.monotonic() - started < 5
 
 
 async def test_json_and_text_come_as_they_are(server: Server, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ walk the tree.
 It walks with :mod:`~refagent.sandbox.search.walk` and matches with Python's ``re``, translating the
 Rust-only syntax models use most (:func:`python_regex`). ``re`` backtracks, holding the GIL: a pattern
 such as ``(a+)+$`` takes exponential time. An untrusted pattern therefore runs through
-:func:`python_grep_in_process`: the engine in an isolated child process (:func:`serve_python_grep`),
+:func:`python_grep_in_process`: the engine in an isolated child process (:func:`grep_for_child`),
 within :data:`PYTHON_GREP_MEMORY` of address space, killed after :data:`PYTHON_GREP_SECONDS` or when
 the caller is cancelled; at the deadline the model is told (:class:`~refagent.errors.ToolError`) to
 simplify the pattern.
@@ -14,23 +14,14 @@ simplify the pattern.
 from __future__ import annotations
 
 import codecs
-import contextlib
 import dataclasses
-import json
 import logging
-import math
-import os
 import re
-import resource
-import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import anyio
-
+from refagent.child import ChildFailed, Overran, run_in_child
 from refagent.errors import ToolError
 from refagent.sandbox.seams import Hits, Query
 from refagent.sandbox.search.limits import HARD_LIMIT, MAX_GREP_LINE_CHARS
@@ -148,78 +139,29 @@ def python_files(
 
 # -- the Python engine in a child process --------------------------------------------------------------
 
-_WORKER = (
-    "import json, sys\n"
-    "request = json.load(sys.stdin)\n"
-    "sys.path[:] = request['path']\n"
-    "from refagent.sandbox.search.python_engine import serve_python_grep\n"
-    "serve_python_grep(request)\n"
-)
-
 
 async def python_grep_in_process(
     query: Query, directory: str, target: str, *, confine: Sequence[str] = (), seconds: float = PYTHON_GREP_SECONDS
 ) -> Hits:
-    """:func:`python_grep` in a child process, killed after ``seconds`` (ToolError: simplify the pattern)
-    or when cancelled.
+    """:func:`python_grep` in a child process (:func:`refagent.child.run_in_child`), killed after
+    ``seconds`` (ToolError: simplify the pattern) or when cancelled.
 
     Python's ``re`` backtracks, and holds the GIL while it does: a pattern such as ``(a+)+$`` on a long
     line would take exponential time and stop the event loop (every session) with it. A thread cannot
     be stopped, a process can. It costs a Python start (~0.15 s), on the fallback engine only.
     """
     python_regex(query.pattern, query.literal, query.case_insensitive)  # a bad pattern fails here, at no cost
-    request = {
-        "path": _child_path(),
-        "query": dataclasses.asdict(query),
-        "directory": directory,
-        "target": target,
-        "confine": list(confine),
-        "seconds": seconds,
-    }
-    output = bytearray()
-    errors = bytearray()
-    with anyio.move_on_after(seconds) as deadline:
-        # Isolated (-I: no environment, no script directory; -S: no site hooks; it gets our sys.path)
-        # and in "/": the child must not import modules from the searched tree, or wherever we are.
-        process = await anyio.open_process(
-            [sys.executable, "-I", "-S", "-c", _WORKER],
-            cwd="/",
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        try:
-            assert process.stdin is not None
-            assert process.stdout is not None
-            await process.stdin.send(json.dumps(request).encode())
-            await process.stdin.aclose()
-
-            async def drain_errors() -> None:
-                assert process.stderr is not None
-                async for chunk in process.stderr:
-                    errors.extend(chunk)
-                    del errors[:-4096]
-
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(drain_errors)
-                async for chunk in process.stdout:
-                    output.extend(chunk)
-            await process.wait()
-        finally:
-            if process.returncode is None:
-                process.kill()
-            with anyio.CancelScope(shield=True):
-                await process.aclose()
-    if deadline.cancelled_caught:
+    request = {"query": dataclasses.asdict(query), "directory": directory, "target": target, "confine": list(confine)}
+    try:
+        answer = await run_in_child(__name__, "grep_for_child", request, seconds=seconds, memory=PYTHON_GREP_MEMORY)
+    except Overran:
         raise ToolError(
             f"The search took longer than {seconds:g} s and was stopped: the pattern took too long. It probably "
             "backtracks catastrophically on some lines (nested or repeated quantifiers such as `(a+)+` or "
             "`(a|aa)*`, often inside a look-around): simplify it, or narrow the search with path or glob."
-        )
-    try:
-        answer = json.loads(output)
-    except ValueError:
-        log.warning("the Python grep engine failed: %s", errors.decode("utf-8", "replace").strip())
+        ) from None
+    except ChildFailed as exc:
+        log.warning("the Python grep engine failed: %s", exc)
         raise ToolError("The search failed (the Python search engine stopped unexpectedly).") from None
     if "error" in answer:
         raise ToolError(answer["error"])
@@ -228,35 +170,17 @@ async def python_grep_in_process(
     return hits
 
 
-def _child_path() -> list[str]:
-    """The child's ``sys.path``: ours, without relative entries (``""`` is the working directory, which
-    may be the tree being searched), and with the directory refagent itself was imported from."""
-    # This file is refagent/sandbox/search/python_engine.py: four levels below that directory.
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    return list(dict.fromkeys([here, *(entry for entry in sys.path if os.path.isabs(entry))]))
-
-
-def serve_python_grep(request: dict[str, Any]) -> None:
-    """The child's side of :func:`python_grep_in_process`: run the request, print the hits as JSON."""
-    seconds = float(request["seconds"])
-    # The parent kills us at the deadline; the alarm (default action: terminate) covers a parent that died.
-    signal.alarm(math.ceil(seconds) + 2)
-    with contextlib.suppress(ValueError, OSError):
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        if soft == resource.RLIM_INFINITY or soft > PYTHON_GREP_MEMORY:  # never loosen a stricter limit
-            resource.setrlimit(resource.RLIMIT_AS, (PYTHON_GREP_MEMORY, hard))
+def grep_for_child(request: dict[str, Any], data: bytes) -> dict[str, Any]:
+    """The child's side of :func:`python_grep_in_process`: the hits of the request, as JSON-able data."""
     query = Query(**request["query"])
     try:
         hits = python_grep(query, request["directory"], request["target"], confine=request["confine"])
     except ToolError as exc:
-        answer: dict[str, Any] = {"error": str(exc)}
-    else:
-        cut = MAX_GREP_LINE_CHARS + 1  # grep's render() cuts at MAX_GREP_LINE_CHARS: no need to send more
-        answer = {
-            "counts": hits.counts,
-            "complete": hits.complete,
-            "matches": hits.matches,
-            "lines": {path: [(n, m, t[:cut]) for n, m, t in lines] for path, lines in hits.lines.items()},
-        }
-    sys.stdout.write(json.dumps(answer))  # ASCII: names that are not UTF-8 travel as \udcxx escapes
-    sys.stdout.flush()
+        return {"error": str(exc)}
+    cut = MAX_GREP_LINE_CHARS + 1  # grep's render() cuts at MAX_GREP_LINE_CHARS: no need to send more
+    return {
+        "counts": hits.counts,
+        "complete": hits.complete,
+        "matches": hits.matches,
+        "lines": {path: [(n, m, t[:cut]) for n, m, t in lines] for path, lines in hits.lines.items()},
+    }
