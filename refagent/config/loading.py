@@ -33,9 +33,9 @@ from refagent.config.custom_tools import tool_directories, tool_entries
 from refagent.config.file import choose_path, read_table, typed
 from refagent.config.flags import BASE_URL_ENV, HARBOR_MODEL_ENV, KEY_ENV, MODEL_ENV, PROFILE_ENV, Flags, env_value
 from refagent.config.limits import SubagentLimits, max_requests, retry_policy, subagent_limits
-from refagent.config.profiles import env_profile, file_profiles, find, named
+from refagent.config.profiles import env_profile, file_profiles, find, host, named
 from refagent.config.providers import Provider, key_profiles, known, known_facts, provider_profile, split_name
-from refagent.llm.profiles import SCRIPTED, ModelProfile, is_openai_host, scripted_profile
+from refagent.llm.profiles import DEFAULT_CLIENT, SCRIPTED, ModelProfile, is_openai_host, scripted_profile
 from refagent.logs import logger
 
 if TYPE_CHECKING:
@@ -151,6 +151,7 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
         retry = retry_policy(data.get("retry"), source, warnings)
         subagents = subagent_limits(data.get("subagents"), source, warnings)
         profiles = file_profiles(data.get("profiles"), source, env, warnings, providers.facts)
+        profiles = [_with_default_model(p, data, source, env, providers) for p in profiles]
         tools = tool_entries(data, source)
         tool_path = tool_directories(data, path, source, warnings)
         mcp_servers = configured_servers(data.get("mcp_servers"), source)
@@ -216,6 +217,29 @@ def load(args: argparse.Namespace | None, env: Mapping[str, str]) -> Config:
         fetch_allow=allow,
         subagents=subagents,
     )
+
+
+def _with_default_model(
+    profile: ModelProfile, data: dict[str, Any], source: str, env: Mapping[str, str], providers: _Providers
+) -> ModelProfile:
+    """A file's profile that names no model and speaks a provider's own API (not Chat Completions, whose
+    endpoints list their models) at the provider's own host: made again with the provider's default model,
+    what its key variable alone would give, rather than failing at the first prompt. On another host (a
+    proxy, whose names may differ) it stays without one, and the first prompt says where to set it."""
+    if profile.model or profile.client == DEFAULT_CLIENT or profile.scripted:
+        return profile
+    where = host(profile.base_url).lower() if profile.base_url else None
+    for provider in providers.known.values():
+        if provider.client != profile.client or not provider.default_model:
+            continue
+        if where is not None and where != host(provider.base_url).lower():
+            continue
+        entry = _file_entry(data, profile.id)
+        if entry is None:
+            return profile
+        table = {profile.id: {**entry, "model": provider.default_model}}
+        return file_profiles(table, source, env, [], providers.facts)[0]
+    return profile
 
 
 def _file_entry(data: dict[str, Any] | None, profile_id: str) -> dict[str, Any] | None:

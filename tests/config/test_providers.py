@@ -264,3 +264,17 @@ def test_a_plain_model_name_changes_a_file_profiles_facts_but_not_what_the_file_
     said = text + "context_window = 5000\ninput_price = 1.0\n"
     kept = load(parse("--model", "gpt-4.1"), with_file(tmp_path, said)).profile
     assert (kept.model, kept.context_window, kept.input_price, kept.api_key) == ("gpt-4.1", 5000, 1.0 / 1_000_000, "k")
+
+
+def test_a_file_profile_of_a_providers_own_api_without_a_model_takes_its_default(tmp_path: Path) -> None:
+    """A profile that speaks a provider's own API at its own host and names no model gets the provider's
+    default (what its key variable alone gives), with what is known of it; behind another host (a proxy,
+    whose names may differ) it stays without one; Chat Completions asks its endpoint's list, as before."""
+    claude = load(None, with_file(tmp_path, '[profiles.claude]\nclient = "anthropic"\napi_key = "k"\n')).profile
+    assert (claude.model, claude.context_window, claude.api_key) == ("claude-sonnet-4-5", 200000, "k")
+    proxy = '[profiles.p]\nclient = "anthropic"\nbase_url = "https://proxy.example.com"\napi_key = "k"\n'
+    assert load(None, with_file(tmp_path, proxy)).profile.model == ""
+    gpt = load(None, with_file(tmp_path, '[profiles.o]\nbase_url = "https://api.openai.com/v1"\napi_key = "k"\n'))
+    assert (gpt.profile.client, gpt.profile.model) == ("openai-responses", "gpt-5-mini")
+    chat = '[profiles.c]\nbase_url = "http://127.0.0.1:9/v1"\n'
+    assert load(None, with_file(tmp_path, chat)).profile.model == ""
