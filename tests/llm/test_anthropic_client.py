@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,7 +30,6 @@ from refagent.llm.protocol import (
     ModelEvent,
     ModelRequest,
     ReasoningDelta,
-    Retrying,
     TextDelta,
     ToolCallRequest,
     ToolSpec,
@@ -40,13 +39,12 @@ from refagent.llm.retry import RetryPolicy
 from refagent.session.messages import assistant_message, tool_message
 from refagent.testing.anthropic_wire import AnthropicWire
 from refagent.testing.openai_server import Fault, RecordedRequest, ScriptedOpenAIServer, ToolCall, Turn
+from tests.support.model_streams import FAST, HI, collect, collect_failing, retries, texts
 
 pytestmark = pytest.mark.anyio
 
 KEY = "sk-ant-test-key"
 MODEL = "claude-test"
-HI = ModelRequest(messages=[{"role": "user", "content": "hi"}])
-FAST = RetryPolicy(attempts=3, base_delay=0.001, max_retry_after=0.05)
 TOOLS = [
     ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}}),
     ToolSpec("glob", "Find files.", {"type": "object", "properties": {"pattern": {"type": "string"}}}),
@@ -99,28 +97,6 @@ def model_for(models: list[AnthropicModel]) -> Any:
         return model
 
     return make
-
-
-async def collect(model: AnthropicModel, request: ModelRequest = HI) -> list[ModelEvent]:
-    return [event async for event in model.stream(request)]
-
-
-async def collect_failing(model: AnthropicModel, request: ModelRequest = HI) -> tuple[list[ModelEvent], ModelError]:
-    events: list[ModelEvent] = []
-    try:
-        async for event in model.stream(request):
-            events.append(event)
-    except ModelError as exc:
-        return events, exc
-    raise AssertionError(f"the stream did not fail: {events}")
-
-
-def texts(events: Sequence[ModelEvent]) -> list[str]:
-    return [e.text for e in events if isinstance(e, TextDelta)]
-
-
-def retries(events: Sequence[ModelEvent]) -> list[Retrying]:
-    return [e for e in events if isinstance(e, Retrying)]
 
 
 def marks(body: dict[str, Any]) -> list[str]:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing, contextmanager
 from typing import Any
 
@@ -22,7 +22,6 @@ from refagent.llm.protocol import (
     ModelEvent,
     ModelRequest,
     ReasoningDelta,
-    Retrying,
     TextDelta,
     ToolCallRequest,
     ToolSpec,
@@ -30,12 +29,11 @@ from refagent.llm.protocol import (
 )
 from refagent.llm.retry import RetryPolicy
 from refagent.testing.openai_server import Fault, ScriptedOpenAIServer, ToolCall, Turn
+from tests.support.model_streams import FAST, HI, collect, collect_failing, retries, texts
 
 pytestmark = pytest.mark.anyio
 
 KEY = "sk-test-key"
-HI = ModelRequest(messages=[{"role": "user", "content": "hi"}])
-FAST = RetryPolicy(attempts=3, base_delay=0.001, max_retry_after=0.05)
 
 
 @contextmanager
@@ -69,29 +67,6 @@ def model_for(models: list[OpenAIModel]) -> Any:
         return model
 
     return make
-
-
-async def collect(model: OpenAIModel, request: ModelRequest = HI) -> list[ModelEvent]:
-    return [event async for event in model.stream(request)]
-
-
-async def collect_failing(model: OpenAIModel, request: ModelRequest = HI) -> tuple[list[ModelEvent], ModelError]:
-    """The events before the stream failed, and its error."""
-    events: list[ModelEvent] = []
-    try:
-        async for event in model.stream(request):
-            events.append(event)
-    except ModelError as exc:
-        return events, exc
-    raise AssertionError(f"the stream did not fail: {events}")
-
-
-def texts(events: Sequence[ModelEvent]) -> list[str]:
-    return [e.text for e in events if isinstance(e, TextDelta)]
-
-
-def retries(events: Sequence[ModelEvent]) -> list[Retrying]:
-    return [e for e in events if isinstance(e, Retrying)]
 
 
 # -- importing -----------------------------------------------------------------------------------

@@ -7,14 +7,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing, contextmanager
 from typing import Any
 
 import anyio
 import pytest
 
-from refagent.errors import ModelAuthError, ModelConfigError, ModelError
+from refagent.errors import ModelAuthError, ModelConfigError
 from refagent.llm.profiles import RESPONSES_CLIENT, ModelProfile
 from refagent.llm.protocol import (
     Finished,
@@ -22,7 +22,6 @@ from refagent.llm.protocol import (
     ModelEvent,
     ModelRequest,
     ReasoningDelta,
-    Retrying,
     TextDelta,
     ToolCallRequest,
     ToolSpec,
@@ -33,12 +32,11 @@ from refagent.llm.responses_client import ResponsesModel
 from refagent.llm.retry import RetryPolicy
 from refagent.session.messages import assistant_message, tool_message
 from refagent.testing.openai_server import Fault, RecordedRequest, ScriptedOpenAIServer, ToolCall, Turn
+from tests.support.model_streams import FAST, HI, collect, collect_failing, of, retries, texts
 
 pytestmark = pytest.mark.anyio
 
 KEY = "sk-test-key"
-HI = ModelRequest(messages=[{"role": "user", "content": "hi"}])
-FAST = RetryPolicy(attempts=3, base_delay=0.001, max_retry_after=0.05)
 READ = ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}})
 EFFORTS = ("low", "medium", "high")
 
@@ -77,32 +75,6 @@ def model_for(models: list[ResponsesModel]) -> Any:
         return model
 
     return make
-
-
-async def collect(model: ResponsesModel, request: ModelRequest = HI) -> list[ModelEvent]:
-    return [event async for event in model.stream(request)]
-
-
-async def collect_failing(model: ResponsesModel, request: ModelRequest = HI) -> tuple[list[ModelEvent], ModelError]:
-    events: list[ModelEvent] = []
-    try:
-        async for event in model.stream(request):
-            events.append(event)
-    except ModelError as exc:
-        return events, exc
-    raise AssertionError(f"the stream did not fail: {events}")
-
-
-def texts(events: Sequence[ModelEvent]) -> list[str]:
-    return [e.text for e in events if isinstance(e, TextDelta)]
-
-
-def retries(events: Sequence[ModelEvent]) -> list[Retrying]:
-    return [e for e in events if isinstance(e, Retrying)]
-
-
-def of(events: Sequence[ModelEvent], kind: type[Any]) -> list[Any]:
-    return [e for e in events if isinstance(e, kind)]
 
 
 def test_importing_the_adapter_does_not_import_openai() -> None:
