@@ -31,7 +31,7 @@ or, for an unknown tag, by the known ones (``_explain``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -215,17 +215,29 @@ def validate_agent_message(message: dict[str, Any], answered: str | None) -> Non
     ``answered`` is the method of the request a response answers (``None`` for requests and
     notifications). Stable schema first; the unstable one only for unstable-only features (module docstring).
     """
+    stable_else_unstable(_validate, unstable_feature, message, answered)
+
+
+def stable_else_unstable(
+    validate: Callable[[dict[str, Any], str | None, Flavour], None],
+    feature: Callable[[dict[str, Any], str | None], str | None],
+    message: dict[str, Any],
+    answered: str | None,
+) -> None:
+    """``validate`` the message against the stable schema; for an unstable-only feature (``feature`` names
+    it, None for any other), against the unstable one when the stable one rejects it. Raise
+    :class:`SchemaViolation` with both reasons when neither takes it."""
     try:
-        _validate(message, answered, "stable")
+        validate(message, answered, "stable")
     except SchemaViolation as stable_error:
-        feature = unstable_feature(message, answered)
-        if feature is None:
+        named = feature(message, answered)
+        if named is None:
             raise
         try:
-            _validate(message, answered, "unstable")
+            validate(message, answered, "unstable")
         except SchemaViolation as unstable_error:
             raise SchemaViolation(
-                f"{stable_error}\n{feature} is unstable-only, and the unstable schema rejects it too: {unstable_error}"
+                f"{stable_error}\n{named} is unstable-only, and the unstable schema rejects it too: {unstable_error}"
             ) from unstable_error
 
 

@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from tests.support.acp_schema import SchemaViolation, definitions_in, validator_in
+from tests.support.acp_schema import SchemaViolation, definitions_in, stable_else_unstable, validator_in
 
 SCHEMA_DIR = Path(__file__).parents[1] / "data" / "acp-schema" / "sdk-2.4.0" / "v2"
 SCHEMA_PATH = SCHEMA_DIR / "schema.json"
@@ -129,15 +129,4 @@ def _validate(message: dict[str, Any], answered: str | None, flavour: Flavour) -
 def validate_agent_message_v2(message: dict[str, Any], answered: str | None) -> None:
     """Raise :class:`SchemaViolation` unless ``message`` (sent by the agent) is valid ACP v2: stable, or
     unstable for an unstable-only feature (module docstring)."""
-    try:
-        _validate(message, answered, "stable")
-    except SchemaViolation as stable_error:
-        feature = _unstable_feature(message, answered)
-        if feature is None:
-            raise
-        try:
-            _validate(message, answered, "unstable")
-        except SchemaViolation as unstable_error:
-            raise SchemaViolation(
-                f"{stable_error}\n{feature} is unstable-only, and the unstable schema rejects it too: {unstable_error}"
-            ) from unstable_error
+    stable_else_unstable(_validate, _unstable_feature, message, answered)
