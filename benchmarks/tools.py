@@ -80,6 +80,19 @@ async def run_rg(argv: list[str], cwd: str) -> None:
     await anyio.run_process(argv, cwd=cwd, check=False)
 
 
+async def medians(runs: dict[str, Callable[[], Awaitable[object]]], repeats: int) -> list[float]:
+    """The median seconds of each of ``runs``, timed interleaved ``repeats`` times (drift hits all alike),
+    in their order; the first is run once before, to warm the page cache, the imports and the tree's
+    clearance."""
+    first = next(iter(runs.values()))
+    await first()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            times[name].append(await timed(run))
+    return [statistics.median(times[name]) for name in runs]
+
+
 async def bench_grep(root: str, repeats: int) -> None:
     rg = find_rg()
     if rg is None:
@@ -98,13 +111,14 @@ async def bench_grep(root: str, repeats: int) -> None:
             plan = await tool.prepare({"pattern": pattern}, ctx)
             await plan.execute()
 
-        times: dict[str, list[float]] = {"tool": [], "raw": [], "args": []}
-        await through_tool()  # warm the page cache and imports
-        for _ in range(repeats):
-            times["tool"].append(await timed(through_tool))
-            times["raw"].append(await timed(lambda argv=same_filters: run_rg(argv, root)))
-            times["args"].append(await timed(lambda argv=tool_args: run_rg(argv, root)))
-        tool_s, raw_s, args_s = (statistics.median(times[k]) for k in ("tool", "raw", "args"))
+        tool_s, raw_s, args_s = await medians(
+            {
+                "tool": through_tool,
+                "raw": lambda argv=same_filters: run_rg(argv, root),
+                "args": lambda argv=tool_args: run_rg(argv, root),
+            },
+            repeats,
+        )
         print(
             f"  {pattern:<24} {tool_s * 1000:>7.1f}ms {raw_s * 1000:>14.1f}ms {args_s * 1000:>11.1f}ms "
             f"{tool_s / raw_s:>5.2f}x {tool_s / args_s:>6.2f}x"
@@ -131,12 +145,7 @@ async def bench_glob(root: str, repeats: int) -> None:
             plan = await tool.prepare({"pattern": glob}, ctx)
             await plan.execute()
 
-        times: dict[str, list[float]] = {"tool": [], "raw": []}
-        await through_tool()  # warm the page cache, the imports and the tree's clearance
-        for _ in range(repeats):
-            times["tool"].append(await timed(through_tool))
-            times["raw"].append(await timed(lambda argv=raw: run_rg(argv, root)))
-        tool_s, raw_s = (statistics.median(times[k]) for k in ("tool", "raw"))
+        tool_s, raw_s = await medians({"tool": through_tool, "raw": lambda argv=raw: run_rg(argv, root)}, repeats)
         print(f"  {glob:<24} {tool_s * 1000:>7.1f}ms {raw_s * 1000:>9.1f}ms {tool_s / raw_s:>5.2f}x")
     print("  ratio: tool / rg --files with the same filters and glob")
 
