@@ -10,8 +10,9 @@ glob: the ``glob`` tool over the same tree, against ``rg --files`` with the same
 (``**/*.py``, ``**/*.json``, ``**/nothing_*``, and every file). Target: within 1.3x of raw ``rg --files``.
 
 Both tools check, before trusting rg's walk, that the tree's ``.gitignore`` files are safe for rg to read;
-the first search of a tree walks its directories for that, and later ones find the tree as it was by
-stating them (``refagent.sandbox.search.clearance``): the warm-up run before the timed ones is that first.
+the first search of a tree walks its directories for that (watching them, on Linux), and later ones find
+the tree as it was in one read of the watches, or by stating them where nothing watches
+(``refagent.sandbox.search.clearance``): the warm-up run before the timed ones is that first.
 
 read_file: page 1 of a 100 MB file, a page in its middle, and page 1 of a 1 MB file (both generated into
 a temporary directory). Target: page 1 costs the same whatever the file's size. A page in the middle

@@ -20,6 +20,7 @@ import pytest
 from refagent.errors import ToolError
 from refagent.sandbox.disk.gitignore import MAX_IGNORE_BYTES
 from refagent.sandbox.seams import Query
+from refagent.sandbox.search.clearance import Clearances
 from refagent.sandbox.search.dispatch import LocalSearch, list_files, search
 from refagent.sandbox.search.python_engine import python_grep_in_process
 from refagent.sandbox.search.ripgrep import find_rg, rg_grep
@@ -301,18 +302,69 @@ async def test_a_directory_swapped_for_a_link_after_the_check_leaks_nothing(tmp_
         assert "not the directory that was checked" in outcome
 
 
+def stand_in_rg(path: Path, *, before: str = "", grep: list[str], files: list[str]) -> str:
+    """A stand-in for ripgrep that runs the shell commands ``before`` (in the searched directory), then
+    prints ``grep`` (``path NUL 1:text`` lines) or, for ``--files``, ``files`` (NUL-ended names)."""
+    lines = (line.split(":") for line in grep)
+    printed_grep = "".join(f"printf '%s\\0001:%s\\n' '{name}' '{text}'\n" for name, text in lines)
+    printed_files = "".join(f"printf '%s\\0' '{name}'\n" for name in files)
+    path.write_text(f'#!/bin/sh\n{before}\ncase "$*" in *--files*)\n{printed_files};;\n*)\n{printed_grep};;\nesac\n')
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
 @pytest.mark.skipif(RG is None, reason="no ripgrep")
 async def test_what_ripgrep_reports_through_a_link_is_dropped(tmp_path: Path) -> None:
     """ripgrep walks by path: a directory swapped for a link while it runs leads it outside. Played here by
-    a stand-in that reports such a file: each reported path must be where it says, or it is dropped."""
+    a stand-in that reports such a file: each reported path must be where it says, or it is dropped; the
+    second time too, when the tree is held (the journal vouches only for directories the walk listed)."""
     work = tmp_path / "work"
     put(work, "mine.txt", "needle\n")
     put(tmp_path, "outside/secret.txt", "needle SECRET\n")
     os.symlink(tmp_path / "outside", work / "link")
-    fake = tmp_path / "rg"
-    fake.write_text(
-        "#!/bin/sh\nprintf './mine.txt\\0001:needle\\n'\nprintf './link/secret.txt\\0001:needle SECRET\\n'\n"
+    grep = ["./mine.txt:needle", "./link/secret.txt:needle SECRET"]
+    fake = stand_in_rg(tmp_path / "rg", grep=grep, files=["mine.txt", "link/secret.txt"])
+    ctx = make_ctx(str(work), search=LocalSearch(fake))
+    for _ in range(2):
+        assert (await call(Grep(), ctx, pattern="needle")).output == "mine.txt:1:needle"
+        assert (await call(Glob(), ctx, pattern="**")).output == "mine.txt"
+
+
+needs_journal = pytest.mark.skipif(Clearances().journal is None, reason="nothing watches the tree here")
+
+
+@needs_journal
+async def test_a_directory_swapped_and_back_while_ripgrep_runs_leaks_nothing(tmp_path: Path) -> None:
+    """The swap undone before any check could look: ripgrep read through the link, and the directory is
+    a plain one again when it ends. The journal saw the swap: the search is made again by the Python
+    engine, which opens each directory from its parent and is led nowhere by a link."""
+    work = tmp_path / "work"
+    put(work, "sub/mine.txt", "needle mine\n")
+    put(tmp_path, "outside/secret.txt", "needle SECRET\n")
+    swap = "mv sub sub.old && ln -s ../outside sub && rm sub && mv sub.old sub"
+    fake = stand_in_rg(
+        tmp_path / "rg",
+        before=swap,
+        grep=["./sub/mine.txt:needle mine", "./sub/secret.txt:needle SECRET"],
+        files=["sub/mine.txt", "sub/secret.txt"],
     )
-    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    result = await call(Grep(), make_ctx(str(work), search=LocalSearch(str(fake))), pattern="needle")
-    assert result.output == "mine.txt:1:needle"
+    ctx = make_ctx(str(work), search=LocalSearch(fake))
+    for _ in range(2):  # the first search walks the tree before rg runs; the second finds it held
+        assert (await call(Grep(), ctx, pattern="needle")).output == "sub/mine.txt:1:needle mine"
+        assert (await call(Glob(), ctx, pattern="**")).output == "sub/mine.txt"
+
+
+@needs_journal
+async def test_a_file_swapped_and_back_while_ripgrep_reads_it_leaks_nothing(tmp_path: Path) -> None:
+    """The same with a file: ripgrep opened it through a link to a secret, which is gone when it ends.
+    A listing names only what the directory held, so only grep is made again."""
+    work = tmp_path / "work"
+    put(work, "sub/mine.txt", "needle mine\n")
+    put(tmp_path, "secret.txt", "needle SECRET\n")
+    swap = "mv sub/mine.txt sub/kept && ln -s ../../secret.txt sub/mine.txt && rm sub/mine.txt"
+    swap += " && mv sub/kept sub/mine.txt"
+    fake = stand_in_rg(tmp_path / "rg", before=swap, grep=["./sub/mine.txt:needle SECRET"], files=["sub/mine.txt"])
+    ctx = make_ctx(str(work), search=LocalSearch(fake))
+    for _ in range(2):
+        assert (await call(Grep(), ctx, pattern="needle")).output == "sub/mine.txt:1:needle mine"
+        assert (await call(Glob(), ctx, pattern="**")).output == "sub/mine.txt"

@@ -1,9 +1,15 @@
 """Which engine runs a search: :func:`search` (grep) and :func:`list_files` (glob), what the tools call.
 
 Contract: ripgrep when there is one, it accepts the pattern, and the tree's ``.gitignore`` files are safe
-for it to read (:func:`~refagent.sandbox.search.walk.rg_can_walk`); what it reports is then checked to
-be where it says (:func:`~refagent.sandbox.search.ripgrep.where_it_says`) and dropped if not. Otherwise
-the Python engine: for grep in a child process with a deadline
+for it to read (:func:`~refagent.sandbox.search.walk.rg_can_walk`, kept while the tree is as it was:
+:mod:`~refagent.sandbox.search.clearance`). ripgrep walks by path, so a directory (or, for grep, a file)
+swapped for a link while it runs leads it outside. Where the tree is watched
+(:mod:`~refagent.sandbox.search.journal`), it is held from before rg starts to after it ends, and what rg
+found is vouched for by the journal; a tree that changed meanwhile (or while it was walked) is searched
+by the Python engine instead, which opens each directory from its parent and is led nowhere by a link.
+Elsewhere, each find is looked at after rg ends (:func:`~refagent.sandbox.search.ripgrep.where_it_says`)
+and dropped if not where it says, which a swap undone before the look escapes. Otherwise the Python
+engine: for grep in a child process with a deadline
 (:func:`~refagent.sandbox.search.python_engine.python_grep_in_process`). A pattern neither engine accepts
 raises :class:`~refagent.errors.ToolError`. ``directory`` is absolute and resolved; a ``.gitignore``
 that is a link is read only when it leads inside the roots or the searched directory.
@@ -14,6 +20,7 @@ its tools.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, TypeVar
 
@@ -21,7 +28,7 @@ import anyio
 
 from refagent.errors import ToolError
 from refagent.sandbox.seams import Hits, Query
-from refagent.sandbox.search.clearance import Clearances
+from refagent.sandbox.search.clearance import Clearances, Held
 from refagent.sandbox.search.python_engine import (
     PYTHON_GREP_SECONDS,
     python_files,
@@ -32,6 +39,8 @@ from refagent.sandbox.search.ripgrep import RgPatternError, find_rg, rg_files, r
 from refagent.sandbox.search.walk import in_thread
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 async def _while_checked(
@@ -69,6 +78,43 @@ async def _while_checked(
     return found[0]
 
 
+async def _cleared(
+    run: Callable[[], Awaitable[T]], directory: str, globs: list[str], confine: list[str], cleared: Clearances
+) -> tuple[T, Held | None] | None:
+    """``run`` (rg over the tree) once the tree is cleared for it: what it gave, with the tree held when
+    it is watched (so that :meth:`Held.verdict` vouches for what rg found), or None when rg may not walk
+    it (:meth:`Clearances.hold`). A watched tree is walked, when it must be, before rg runs: rg then
+    walks a tree watched throughout. Where nothing watches, the check runs beside rg."""
+    if cleared.journal is None:
+        checked = await _while_checked(run, directory, globs, confine, cleared)
+        return None if checked is None else (checked, None)
+    held = cleared.held(directory, globs, confine)
+    if held is None:
+        hold = await in_thread(lambda stop: cleared.hold(directory, globs, confine, stop))
+        if hold is False:
+            return None
+        held = hold if isinstance(hold, Held) else None
+    return await run(), held
+
+
+async def _where_they_say(
+    directory: str, paths: list[str], held: Held | None, *, files: bool, folders: set[str] | None = None
+) -> list[str] | None:
+    """Those of ``paths`` rg found that are where they say: all, when the held tree vouches for them; else
+    each looked at (:func:`where_it_says`). None when the held tree changed while rg ran: what rg found
+    then cannot be told from what a link swapped in and out led it to. ``folders``: the directories of
+    ``paths``, when known."""
+    if held is not None:
+        verdict = held.verdict(paths, folders, files=files)
+        if verdict == "vouched":
+            return paths
+        if verdict == "changed":
+            log.info("searching %s again without ripgrep: it changed while ripgrep ran", directory)
+            return None
+    kept: list[str] = await anyio.to_thread.run_sync(lambda: where_it_says(directory, paths, files=files))
+    return kept
+
+
 def _confine(directory: str, roots: Sequence[str]) -> list[str]:
     """Where a linked ``.gitignore`` may lead: the roots, and the searched directory (which may be outside
     them, with the user's leave)."""
@@ -94,11 +140,11 @@ async def search(
     if rg is not None:
         try:
             if target == ".":
-                checked = await _while_checked(
+                checked = await _cleared(
                     lambda: rg_grep(rg, query, directory, "."), directory, query.globs, confine, cleared
                 )
             else:
-                checked = await rg_grep(rg, query, directory, target)
+                checked = (await rg_grep(rg, query, directory, target), None)
         except RgPatternError as exc:
             try:
                 python_regex(query.pattern, query.literal, query.case_insensitive)
@@ -106,13 +152,14 @@ async def search(
                 raise ToolError(f"Invalid regular expression {query.pattern!r}: {_rg_message(str(exc))}") from None
         else:
             if checked is not None:
-                hits = checked
-                if target == ".":
-                    found = list(hits.counts)
-                    kept = set(await anyio.to_thread.run_sync(lambda: where_it_says(directory, found, files=True)))
-                    for path in [path for path in hits.counts if path not in kept]:
-                        hits.drop(path)
-                return hits
+                hits, held = checked
+                found = list(hits.counts)
+                kept = await _where_they_say(directory, found, held, files=True) if target == "." else found
+                if kept is not None:
+                    if len(kept) < len(found):
+                        for path in set(found).difference(kept):
+                            hits.drop(path)
+                    return hits
     return await python_grep_in_process(query, directory, target, confine=confine, seconds=python_seconds)
 
 
@@ -124,14 +171,16 @@ async def list_files(
     ``cleared``: as for :func:`search`."""
     confine = _confine(directory, roots)
     cleared = cleared if cleared is not None else Clearances(keep=0)
-    listed = None
     if rg is not None:
-        listed = await _while_checked(lambda: rg_files(rg, globs, directory), directory, globs, confine, cleared)
-    if listed is not None:
-        paths, complete = listed
-        # A listing reads no file, so its directories are what must be checked (file names can leak too).
-        kept: list[str] = await anyio.to_thread.run_sync(lambda: where_it_says(directory, paths, files=False))
-        return kept, complete
+        folders: set[str] = set()
+        run = lambda: rg_files(rg, globs, directory, folders)  # noqa: E731
+        listed = await _cleared(run, directory, globs, confine, cleared)
+        if listed is not None:
+            (paths, complete), held = listed
+            # A listing reads no file, so its directories are what must be checked (file names can leak too).
+            kept = await _where_they_say(directory, paths, held, files=False, folders=folders)
+            if kept is not None:
+                return kept, complete
     found: tuple[list[str], bool] = await in_thread(lambda stop: python_files(globs, directory, stop, confine=confine))
     return found
 

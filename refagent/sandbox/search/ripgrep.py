@@ -57,9 +57,11 @@ RG_BASE = [
 global excludes), no user configuration, nothing on stderr but a rejected pattern or glob, no colour."""
 
 
-def _rg_globs(globs: list[str]) -> list[str]:
-    # "!.git" and our own temporary files last: later globs win, so no user glob can bring them back.
-    return [arg for g in [*globs, "!.git", f"!{TEMP_PREFIX}*{TEMP_SUFFIX}"] for arg in ("--glob", g)]
+def _rg_globs(globs: list[str], *, ours: bool = True) -> list[str]:
+    """``globs`` as rg's arguments, then ``!.git`` and (``ours``) our own temporary files: later globs
+    win, so no user glob can bring them back."""
+    last = ["!.git", f"!{TEMP_PREFIX}*{TEMP_SUFFIX}"] if ours else ["!.git"]
+    return [arg for g in [*globs, *last] for arg in ("--glob", g)]
 
 
 class RgPatternError(Exception):
@@ -216,23 +218,41 @@ async def _rg_grep(rg: str, query: Query, cwd: str, target: str, stdin: int, lab
     return hits
 
 
-async def rg_files(rg: str, globs: list[str], directory: str) -> tuple[list[str], bool]:
+async def rg_files(
+    rg: str, globs: list[str], directory: str, folders: set[str] | None = None
+) -> tuple[list[str], bool]:
     """The files under ``directory`` by the package's rules and ``globs``, as ``rg --files`` lists them (not
-    yet checked: see :func:`where_it_says`), and whether that is all of them."""
+    yet checked: see :func:`where_it_says`), and whether that is all of them. In no order, though in
+    sorted runs (a block at a time, while rg still runs), which a sort then merges in a tenth of the time.
+    ``folders``: filled with the directory of each (relative, ``""`` for ``directory`` itself), also as
+    the names arrive."""
     paths: list[str] = []
 
     def on_names(block: bytes) -> bool:
-        # One decode and one split a block; every name starts "./" (the target is "."). NUL-ended (--null):
-        # a name may hold a newline.
-        names = block.decode("utf-8", "surrogateescape").split("\0")
+        # One decode and one split a block: rg given no path lists its working directory by names as they
+        # are (no "./"), NUL-ended (--null: a name may hold a newline). Our own temporary files are dropped
+        # here, not by a glob: rg would match every name against one; here a block that holds none is
+        # passed over in one search.
+        text = block.decode("utf-8", "surrogateescape")
+        names = text.split("\0")
         names.pop()  # after the last NUL
-        paths.extend(name[2:] if name.startswith("./") else name for name in names)
+        if TEMP_PREFIX in text:
+            names = [name for name in names if not _temporary(name)]
+        names.sort()
+        paths.extend(names)
+        if folders is not None:
+            folders.update({name.rpartition("/")[0] for name in names})
         return len(paths) <= HARD_LIMIT * 5
 
     async with _held_directory(directory) as cwd:
-        argv = [rg, *RG_BASE, "--files", "--null", *_rg_globs(globs), "--", "."]
+        argv = [rg, *RG_BASE, "--files", "--null", *_rg_globs(globs, ours=False)]
         await _run_rg(argv, cwd, on_names, end=b"\0")
     return paths, len(paths) <= HARD_LIMIT * 5
+
+
+def _temporary(path: str) -> bool:
+    """``path`` is, or is in, one of the agent's own temporary files (as the glob ``!.~refagent-*.tmp``)."""
+    return any(part.startswith(TEMP_PREFIX) and part.endswith(TEMP_SUFFIX) for part in path.split("/"))
 
 
 def where_it_says(directory: str, paths: Sequence[str], *, files: bool) -> list[str]:

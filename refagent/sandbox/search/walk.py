@@ -77,10 +77,27 @@ class _Audit:
     """When asked for (a list): each directory the walk listed or looked above the root into, and each
     ``.gitignore`` it found, by path, with its :func:`identity` then (see
     :mod:`refagent.sandbox.search.clearance`)."""
+    watch: Callable[[str, int | None, os.stat_result], object] | None = None
+    """When given: called with each of those directories (path, its descriptor or None above the root,
+    its ``lstat``) before the walk reads it."""
 
     def saw(self, path: str, info: os.stat_result) -> None:
         if self.seen is not None:
             self.seen.append((path, identity(info)))
+
+    def directory(self, path: str, fd: int | None) -> None:
+        """Note the directory ``path`` (open as ``fd``; by path above the root) before it is read."""
+        if self.seen is None and self.watch is None:
+            return
+        try:
+            info = os.fstat(fd) if fd is not None else os.stat(path, follow_symlinks=False)
+        except OSError:  # unreadable now: any change is one
+            if self.seen is not None:
+                self.seen.append((path, (0, 0, 0, 0, 0, 0)))
+            return
+        self.saw(path, info)
+        if self.watch is not None:
+            self.watch(path, fd, info)
 
 
 Identity = tuple[int, int, int, int, int, int]
@@ -175,12 +192,9 @@ def _ancestors(root: str, confine: Sequence[str], audit: _Audit | None) -> tuple
     while os.path.dirname(current) != current:
         current = os.path.dirname(current)
         ancestors.append(current)
-    if audit is not None and audit.seen is not None:  # a .gitignore or .git made in one changes it
-        for ancestor in ancestors:
-            try:
-                audit.saw(ancestor, os.stat(ancestor, follow_symlinks=False))
-            except OSError:
-                audit.seen.append((ancestor, (0, 0, 0, 0, 0, 0)))  # unreadable now: any change is one
+    if audit is not None:  # a .gitignore or .git made in one changes it
+        for ancestor in reversed(ancestors):  # from "/" down: each watched before what is in it is read
+            audit.directory(ancestor, None)
     top = 0 if in_repo else next((i + 1 for i, a in enumerate(ancestors) if _has_git(a)), 0)
     for ancestor in ancestors[top:]:
         _audit_ignore_file(ancestor, None, audit)  # ripgrep reads these too, up to "/", and applies none
@@ -216,8 +230,8 @@ def walk_entries(
     root_fd = open_root(root)
 
     def listing(fd: int, prefix: str, path: str, stack: Stack, in_repo: bool) -> _Listing:
-        if audit is not None and audit.seen is not None:
-            audit.saw(path, os.fstat(fd))
+        if audit is not None:
+            audit.directory(path, fd)
         if prefix and _has_git(path, fd):
             stack, in_repo = [], True  # a nested repository: the outer one's rules end at its top
         rules = _ignore_rules(path, fd, confine, audit)
@@ -289,11 +303,12 @@ def rg_can_walk(
     confine: Sequence[str] = (),
     stop: threading.Event | None = None,
     seen: list[tuple[str, Identity]] | None = None,
+    watch: Callable[[str, int | None, os.stat_result], object] | None = None,
 ) -> bool:
     """Whether ripgrep may walk ``directory`` itself: every ``.gitignore`` it would read on the way (the
     ancestors' too) is a plain regular file within the cap. Costs a walk of the directories alone.
-    ``seen``: filled with what the walk read (:attr:`_Audit.seen`)."""
-    audit = _Audit(seen=seen)
+    ``seen``: filled with what the walk read (:attr:`_Audit.seen`); ``watch``: see :attr:`_Audit.watch`."""
+    audit = _Audit(seen=seen, watch=watch)
     for _ in walk_entries(directory, globs, stop, confine, audit, files=False):
         pass
     if audit.unsafe is not None:

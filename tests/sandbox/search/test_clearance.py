@@ -1,21 +1,48 @@
 """A tree cleared for ripgrep is kept while nothing the check read has changed
-(:class:`refagent.sandbox.search.clearance.Clearances`): found again by stating, walked again on any
-change that could change the answer, and never kept when unsafe, stopped, or still moving."""
+(:class:`refagent.sandbox.search.clearance.Clearances`): found again without a walk, walked again on any
+change that could change the answer, and never kept when unsafe or stopped. Each test runs twice: with
+the journal watching the tree (Linux), and stated (elsewhere, or a file system the kernel cannot watch)."""
 
 from __future__ import annotations
 
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from refagent.sandbox.disk.gitignore import MAX_IGNORE_BYTES
-from refagent.sandbox.search.clearance import SETTLING_NS, Clearances
+from refagent.sandbox.search import journal as journal_module
+from refagent.sandbox.search.clearance import SETTLING_NS, Clearances, Held
+from refagent.sandbox.search.journal import Journal, Watcher
 
 
-def settled() -> Clearances:
+@pytest.fixture(params=["watched", "stated"])
+def journal(request: pytest.FixtureRequest) -> Iterator[Journal | None]:
+    if request.param == "stated":
+        yield None
+        return
+    opened = Journal.open()
+    if opened is None:
+        pytest.skip("no inotify here")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def watching() -> Iterator[Journal]:
+    opened = Journal.open()
+    if opened is None:
+        pytest.skip("no inotify here")
+    yield opened
+    opened.close()
+
+
+def settled(journal: Journal | None, keep: int = 8) -> Clearances:
     """Clearances whose walks begin, by their clock, long after anything a test just wrote."""
-    return Clearances(clock=lambda: time.time_ns() + 10 * SETTLING_NS)
+    return Clearances(keep, clock=lambda: time.time_ns() + 10 * SETTLING_NS, watch=journal)
 
 
 def tree(tmp_path: Path) -> str:
@@ -28,9 +55,9 @@ def tree(tmp_path: Path) -> str:
     return str(tmp_path)
 
 
-def test_a_cleared_tree_is_found_again_without_a_walk(tmp_path: Path) -> None:
+def test_a_cleared_tree_is_found_again_without_a_walk(tmp_path: Path, journal: Journal | None) -> None:
     root = tree(tmp_path)
-    cleared = settled()
+    cleared = settled(journal)
     assert cleared.rg_can_walk(root, [], [root])
     assert cleared.rg_can_walk(root, [], [root])
     (tmp_path / "src" / "pkg" / "a.py").write_text("x = 2\n", encoding="utf-8")  # a file's content: not its concern
@@ -40,10 +67,10 @@ def test_a_cleared_tree_is_found_again_without_a_walk(tmp_path: Path) -> None:
     assert cleared.walks == 2
 
 
-def test_a_gitignore_swapped_for_a_link_is_seen(tmp_path: Path) -> None:
+def test_a_gitignore_swapped_for_a_link_is_seen(tmp_path: Path, journal: Journal | None) -> None:
     root = tree(tmp_path)
     (tmp_path.parent / "outside").write_text("secret\n", encoding="utf-8")
-    cleared = settled()
+    cleared = settled(journal)
     assert cleared.rg_can_walk(root, [], [root])
     os.unlink(tmp_path / "src" / ".gitignore")
     os.symlink(tmp_path.parent / "outside", tmp_path / "src" / ".gitignore")
@@ -52,57 +79,142 @@ def test_a_gitignore_swapped_for_a_link_is_seen(tmp_path: Path) -> None:
     assert cleared.walks == 3
 
 
-def test_a_new_directory_with_a_fifo_for_gitignore_is_seen(tmp_path: Path) -> None:
+def test_a_new_directory_with_a_fifo_for_gitignore_is_seen(tmp_path: Path, journal: Journal | None) -> None:
     root = tree(tmp_path)
-    cleared = settled()
+    cleared = settled(journal)
     assert cleared.rg_can_walk(root, [], [root])
     (tmp_path / "docs" / "new").mkdir()
     os.mkfifo(tmp_path / "docs" / "new" / ".gitignore")
     assert not cleared.rg_can_walk(root, [], [root])
 
 
-def test_a_gitignore_grown_in_place_past_the_cap_is_seen(tmp_path: Path) -> None:
+def test_a_gitignore_grown_in_place_past_the_cap_is_seen(tmp_path: Path, journal: Journal | None) -> None:
     root = tree(tmp_path)
-    cleared = settled()
+    cleared = settled(journal)
     assert cleared.rg_can_walk(root, [], [root])
     with open(tmp_path / "src" / ".gitignore", "ab") as handle:  # written in place: no directory changes
         handle.write(b"#" * (MAX_IGNORE_BYTES + 1))
     assert not cleared.rg_can_walk(root, [], [root])
 
 
-def test_a_gitignore_made_above_the_tree_is_seen(tmp_path: Path) -> None:
+def test_a_gitignore_made_above_the_tree_is_seen(tmp_path: Path, journal: Journal | None) -> None:
     (tmp_path / ".git").mkdir()
     (tmp_path / "project" / "src").mkdir(parents=True)
     root = str(tmp_path / "project" / "src")
-    cleared = settled()
+    cleared = settled(journal)
     assert cleared.rg_can_walk(root, [], [root])
     os.mkfifo(tmp_path / "project" / ".gitignore")  # in an ancestor rg reads too
     assert not cleared.rg_can_walk(root, [], [root])
 
 
-def test_a_moving_tree_or_a_stopped_walk_is_not_kept(tmp_path: Path) -> None:
+def test_a_stopped_walk_is_not_kept(tmp_path: Path, journal: Journal | None) -> None:
     root = tree(tmp_path)
-    moving = Clearances()  # the real clock: the tree was written just now
-    assert moving.rg_can_walk(root, [], [root])
-    assert moving.rg_can_walk(root, [], [root])
-    assert moving.walks == 2
     stop = threading.Event()
     stop.set()
-    stopped = settled()
+    stopped = settled(journal)
     stopped.rg_can_walk(root, [], [root], stop)
     assert stopped.rg_can_walk(root, [], [root])
     assert stopped.walks == 2
 
 
-def test_only_the_last_few_trees_are_kept(tmp_path: Path) -> None:
+def test_a_stated_tree_still_moving_is_not_kept(tmp_path: Path) -> None:
+    root = tree(tmp_path)
+    moving = Clearances(watch=None)  # the real clock: the tree was written just now
+    assert moving.rg_can_walk(root, [], [root])
+    assert moving.rg_can_walk(root, [], [root])
+    assert moving.walks == 2
+
+
+def test_only_the_last_few_trees_are_kept(tmp_path: Path, journal: Journal | None) -> None:
     roots = []
     for n in range(3):
         (tmp_path / str(n)).mkdir()
         roots.append(tree(tmp_path / str(n)))
-    cleared = Clearances(keep=2, clock=lambda: time.time_ns() + 10 * SETTLING_NS)
+    cleared = settled(journal, keep=2)
     for root in roots:
         assert cleared.rg_can_walk(root, [], [root])
     assert cleared.rg_can_walk(roots[2], [], [roots[2]])
     assert cleared.walks == 3
     assert cleared.rg_can_walk(roots[0], [], [roots[0]])  # the oldest was let go
     assert cleared.walks == 4
+
+
+# -- watched: held for rg, and what rg finds vouched for ------------------------------------------------
+
+
+def test_a_watched_tree_needs_no_settling_and_is_held(tmp_path: Path, watching: Journal) -> None:
+    root = tree(tmp_path)
+    cleared = Clearances(watch=watching)  # the real clock: written just now, but every change since is seen
+    assert isinstance(cleared.hold(root, [], [root]), Held)
+    held = cleared.held(root, [], [root])
+    assert held is not None
+    assert cleared.walks == 1
+    assert held.verdict(["src/pkg/a.py", "src/b.py", "top.txt"], files=True) == "vouched"
+    assert held.verdict(["build/out.o"], files=False) == "look"  # ignored: the walk did not list it
+    assert held.verdict(["link/secret.txt"], files=False) == "look"
+
+
+def test_a_change_of_shape_while_held_is_told(tmp_path: Path, watching: Journal) -> None:
+    root = tree(tmp_path)
+    cleared = Clearances(watch=watching)
+    held = cleared.hold(root, [], [root])
+    assert isinstance(held, Held)
+    os.rename(tmp_path / "docs", tmp_path / "docs.old")  # as a swap for a link begins (and could be undone)
+    os.rename(tmp_path / "docs.old", tmp_path / "docs")
+    assert held.verdict(["src/pkg/a.py"], files=False) == "changed"
+    assert cleared.held(root, [], [root]) is None
+    assert isinstance(cleared.hold(root, [], [root]), Held)
+    assert cleared.walks == 2
+
+
+def test_a_file_made_while_held_changes_what_rg_read_not_what_it_listed(tmp_path: Path, watching: Journal) -> None:
+    root = tree(tmp_path)
+    cleared = Clearances(watch=watching)
+    assert isinstance(cleared.hold(root, [], [root]), Held)
+    held = cleared.held(root, [], [root])
+    assert held is not None
+    os.rename(tmp_path / "src" / "pkg" / "a.py", tmp_path / "src" / "pkg" / "b.py")  # as a file swapped for a link
+    assert held.verdict(["src/pkg/a.py"], files=True) == "changed"
+    assert held.verdict(["docs/x.md"], files=True) == "vouched"  # another directory
+    assert held.verdict(["src/pkg/a.py"], files=False) == "vouched"  # a name listed is still the tree's
+    later = cleared.held(root, [], [root])  # the tree's shape is as it was: still cleared, no walk
+    assert later is not None
+    assert later.verdict(["src/pkg/b.py"], files=True) == "vouched"
+    assert cleared.walks == 1
+
+
+class _Moving(Journal):
+    """A journal under which the tree changes shape while it is walked (after the third directory)."""
+
+    def watch(self, watcher: Watcher, path: str, fd: int | None, info: os.stat_result) -> int | None:
+        wd = super().watch(watcher, path, fd, info)
+        if path.endswith("/src"):
+            os.mkdir(os.path.join(os.path.dirname(path), "made-meanwhile"))
+        return wd
+
+
+def test_a_tree_changing_shape_while_walked_is_not_for_rg(tmp_path: Path) -> None:
+    moving = _Moving.open()
+    if moving is None:
+        pytest.skip("no inotify here")
+    try:
+        root = tree(tmp_path)
+        cleared = Clearances(watch=moving)
+        assert cleared.hold(root, [], [root]) is False  # the Python engine, which links cannot lead
+        assert cleared.held(root, [], [root]) is None
+    finally:
+        moving.close()
+
+
+def test_a_tree_that_cannot_be_watched_is_stated(
+    tmp_path: Path, watching: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tree(tmp_path)
+    watching.fs_type = lambda path, fd: 0x6969  # NFS: changed by other machines without an event
+    cleared = settled(watching)
+    assert cleared.hold(root, [], [root]) is True  # cleared, not held: rg's finds are each looked at
+    assert cleared.hold(root, [], [root]) is True
+    assert cleared.walks == 1
+    watching.fs_type = lambda path, fd: 0xEF53
+    monkeypatch.setattr(journal_module, "MAX_WATCHES", 2)  # more directories than this process may watch
+    assert settled(watching).hold(root, [], [root]) is True
