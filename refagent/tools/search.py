@@ -114,8 +114,8 @@ class Glob(_Search):
         "Find files by name with a glob pattern, e.g. `**/*.py`, `*.{ts,tsx}`, `src/**/test_*.py`. A pattern "
         "without a slash matches file names at any depth; one with a slash is matched from `path`. Skips .git "
         "and what .gitignore ignores (never entering an ignored directory, though an ignored file the pattern "
-        "names by its extension or name is listed); includes hidden files. Returns paths relative to the working directory, "
-        f"sorted by path, at most {MAX_GLOB_RESULTS}."
+        "names by its extension or name is listed); includes hidden files. Returns paths relative to the "
+        f"working directory, sorted by path, at most {MAX_GLOB_RESULTS}."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
