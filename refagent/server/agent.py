@@ -86,6 +86,9 @@ class Agent:
         """Set once the first session's response is written and its own after-work done (its workspace
         built): start-up is over (it turns the garbage collector back on)."""
         self._started = started
+        self._auth_heard: dict[str, Any] | None = None
+        """The sign-in status the client last heard (at ``initialize``, from ``auth/status``, or in an
+        ``auth/status_update``): an update is sent only when it differs."""
 
     async def __aenter__(self) -> Agent:
         self._background = background = await anyio.create_task_group().__aenter__()
@@ -174,6 +177,7 @@ class Agent:
         self.client_capabilities = p.optional(params, "clientCapabilities", dict, {})  # type: ignore[assignment]
         self.client_info = p.optional(params, "clientInfo", dict, {})
         self.initialized = True
+        self._auth_heard = auth_status(self.settings)  # what the answer's authMethods and auth/status would say
         if self._manager is not None:
             self._manager.capabilities = self.client_capabilities
         log.info("client %s %s", self.client_info.get("name", "?"), self.client_info.get("version", ""))
@@ -228,9 +232,9 @@ class Agent:
 
         return then
 
-    async def authenticate(self, params: Params) -> dict[str, Any]:
+    async def authenticate(self, params: Params) -> Reply:
         """``authenticate``: re-read the configuration (file and environment); succeed if the default
-        profile has its key."""
+        profile has its key (then ``auth/status_update``, when the status changed)."""
         method_id = typed.AuthenticateParams.parse(params).method_id
         if method_id != AUTH_METHOD:
             raise InvalidParams(f"Invalid params: unknown authentication method {method_id!r}")
@@ -242,12 +246,13 @@ class Agent:
                     "OPENAI_BASE_URL, or write a profile in the config file), then authenticate again."
                 )
         require_key(self.settings.active_profile())
-        return {}
+        return Reply({}, after=self._tell_auth_status)
 
-    async def logout(self, params: Params) -> dict[str, Any]:
+    async def logout(self, params: Params) -> Reply:
         """``logout``: forget the keys stored in the config file (``refagent logout`` does the same), then read
         the configuration again: a new session needs a key again (a key from the environment stays: only the
-        user can unset it). Sessions already open keep the model client they have."""
+        user can unset it). Sessions already open keep the model client they have. Then
+        ``auth/status_update``, when the status changed."""
         path = self.settings.config_file
         if path is None:  # not advertised
             raise MethodNotFound("Method not found: logout")
@@ -259,12 +264,21 @@ class Agent:
         if self.settings.reload is not None:
             with contextlib.suppress(AuthRequired):  # a configuration broken meanwhile: the next sign-in says so
                 self._reload()
-        return {}
+        return Reply({}, after=self._tell_auth_status)
 
     async def auth_status(self, params: Params) -> dict[str, Any]:
         """``auth/status`` (unstable): whether a model is set up (:mod:`refagent.server.auth_status`); never
         ``-32000``, as a client asks it to learn whether it must sign in."""
-        return auth_status(self.settings)
+        self._auth_heard = auth_status(self.settings)
+        return self._auth_heard
+
+    async def _tell_auth_status(self) -> None:
+        """``auth/status_update`` (unstable, advertised with ``auth.status``): the sign-in status, once it
+        differs from what the client last heard (the schema asks no more often)."""
+        status = auth_status(self.settings)
+        if self.initialized and status != self._auth_heard:
+            self._auth_heard = status
+            await self.peer.notify("auth/status_update", status)
 
     def _reload(self) -> None:
         """Read the configuration again; new sessions and prompts use it (with the editor's routings)."""
@@ -292,7 +306,7 @@ class Agent:
     async def list_providers(self, params: Params) -> dict[str, Any]:
         return listing([pr for pr in self.settings.profiles if not pr.scripted], self._disabled)
 
-    async def set_provider(self, params: Params) -> dict[str, Any]:
+    async def set_provider(self, params: Params) -> Reply:
         provider_id, route = route_from(params)
         self._known_provider(provider_id)
         self._routes[provider_id] = route
@@ -304,14 +318,14 @@ class Agent:
             route.base_url,
             ", ".join(name for name, _ in route.headers) or "none",
         )
-        return {}
+        return Reply({}, after=self._tell_auth_status)  # the default profile may be routed elsewhere now
 
-    async def disable_provider(self, params: Params) -> dict[str, Any]:
+    async def disable_provider(self, params: Params) -> Reply:
         provider_id = p.required(params, "providerId", str)
         self._known_provider(provider_id)
         self._routes[provider_id] = None
         self._reconfigure()
-        return {}
+        return Reply({}, after=self._tell_auth_status)
 
     def _known_provider(self, provider_id: str) -> None:
         """Raise ``-32602`` unless ``provider_id`` is a provider of the configuration or the data file."""

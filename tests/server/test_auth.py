@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from refagent import cli, config
@@ -357,3 +358,40 @@ async def test_the_clients_a_sign_in_replaces_are_closed_when_the_agent_exits(tm
         said = editor.text(sid)
     assert said == "client 1client 2"
     assert sorted(closed) == ["client 1", "client 2"]
+
+
+# -- auth/status_update (unstable) -------------------------------------------------------------------
+
+
+async def status_updates(editor: Editor, count: int) -> list[dict[str, Any]]:
+    """The ``auth/status_update`` notifications, once there are ``count`` (sent after a response)."""
+    with anyio.fail_after(5):
+        while True:
+            told = [n["params"] for n in editor.client.notifications if n["method"] == "auth/status_update"]
+            if len(told) >= count:
+                return told
+            await anyio.sleep(0.005)
+
+
+async def test_a_change_of_sign_in_status_is_told_once(
+    path: Path, tmp_path: Path, server: ScriptedOpenAIServer, check: Any
+) -> None:
+    """After logout, and after signing in again: ``auth/status_update`` with what ``auth/status`` would
+    answer, only when it differs from what the client last heard (at initialize, or asking): nothing for
+    an ``authenticate`` that changes nothing, nor for a second logout."""
+    write(path, keyed_config(server))
+    async with agent(from_file(path, tmp_path), check) as editor:
+        await editor.initialize()
+        assert (await editor.request("auth/status", {}))["state"] == "authenticated"
+        assert await editor.request("authenticate", {"methodId": "api-key"}) == {}  # nothing changed
+
+        await editor.request("logout", {})
+        [signed_out] = await status_updates(editor, 1)
+        assert signed_out["state"] == "unauthenticated"
+        assert [account["active"] for account in signed_out["accounts"]] == [True]
+        assert await editor.request("auth/status", {}) == signed_out
+        await editor.request("logout", {})  # again: still signed out, nothing to tell
+
+        write(path, keyed_config(server))
+        await editor.request("authenticate", {"methodId": "api-key"})
+        assert await status_updates(editor, 2) == [signed_out, {**signed_out, "state": "authenticated"}]
