@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -43,8 +42,8 @@ from refagent.persistence.recorder import load as load_session
 from refagent.persistence.recorder import replay
 from refagent.persistence.replays import COMPACTION, fork_files, mark_archived, replay_for, retitle
 from refagent.sandbox.holding import Holding
+from refagent.session import opening
 from refagent.session.options import new_session_result
-from refagent.session.speaker import speaker
 from refagent.session.state import Session
 from refagent.settings import Settings
 
@@ -60,13 +59,10 @@ if TYPE_CHECKING:  # annotations; the modules themselves load after the first se
         SetTitleParams,
     )
     from refagent.acp.types import ClientCapabilities
-    from refagent.mcp import McpHub
     from refagent.persistence.reader import StoredSession
     from refagent.persistence.store import SessionStore
     from refagent.persistence.writer import SessionLog
     from refagent.sandbox.local import Sandbox
-    from refagent.sandbox.seams import Watcher
-    from refagent.session.prompt_commands import PromptCommand
     from refagent.session.prompting import Prompting
 
 log = logging.getLogger(__name__)
@@ -263,8 +259,9 @@ class SessionManager:
                 self.store.list_created(session.id)  # a new session's index entry (closed or not)
             try:
                 # The modules of the workspace and of prompting (tens of milliseconds), off the event loop.
-                servers, unread = await anyio.to_thread.run_sync(_session_servers, session.cwd, servers, settings)
-                session.prompt_commands = await anyio.to_thread.run_sync(_prompt_commands, session.cwd, settings)
+                cwd = session.cwd
+                servers, unread = await anyio.to_thread.run_sync(opening.session_servers, cwd, servers, settings)
+                session.prompt_commands = await anyio.to_thread.run_sync(opening.prompt_commands, cwd, settings)
                 if not session.closed:
                     self._build(session, settings, servers, sandbox)
             except Exception as exc:
@@ -276,7 +273,7 @@ class SessionManager:
                 return
             await self._announce(session, settings, problem)
             if unread:
-                await _project_servers_said(session, unread)
+                await opening.project_servers_said(session, unread)
         finally:
             session.settled(problem)
 
@@ -285,7 +282,7 @@ class SessionManager:
         the editor's or the local backends), its MCP servers (started by :meth:`_announce`) and its file
         watcher (started now)."""
         # here: the workspace's modules (the tools, the sandbox's backends) load after the first session/new
-        # answer, off the loop (_import_workspace): tests/server/test_session_new_imports.py holds it
+        # answer, off the loop (opening.import_workspace): tests/server/test_session_new_imports.py holds it
         from refagent.session.workspace import build as build_workspace
 
         builtin = list(settings.tools())
@@ -296,7 +293,7 @@ class SessionManager:
             hub = McpHub(
                 servers,
                 session.cwd,
-                on_problem=functools.partial(_mcp_problem, session),
+                on_problem=functools.partial(opening.mcp_problem, session),
                 reserved_names=[t.name for t in builtin],
             )
         if sandbox is None:
@@ -318,7 +315,7 @@ class SessionManager:
         watcher = sandbox.watcher if self.background is not None else None
         session.attach(workspace, mcp=hub, changed_files=watcher.drain if watcher is not None else None)
         if watcher is not None and self.background is not None:
-            self.background.start_soon(_watch, watcher, session.background)
+            self.background.start_soon(opening.run_watcher, watcher, session.background)
 
     async def _announce(self, session: Session, settings: Settings, problem: str | None = None) -> None:
         """What a client learns about a session after its response: the slash commands, its title, and what
@@ -328,7 +325,7 @@ class SessionManager:
         from refagent.session.commands import available_commands  # here: as the workspace's (after the answer)
 
         if session.mcp is not None and self.background is not None:
-            self.background.start_soon(_run_mcp, session.mcp, session.mcp_scope)
+            self.background.start_soon(opening.run_mcp, session.mcp, session.mcp_scope)
         await session.send_update(updates.available_commands(available_commands(session)))
         if session.title:
             await session.send_update(updates.session_info(title=session.title))
@@ -503,95 +500,3 @@ class SessionManager:
                 await session.jobs.ended()
         if session.workspace is not None:  # its commands have ended: their temporary files can go
             session.workspace.sandbox.close()  # by descriptor, even if one outlived the wait
-
-
-async def _mcp_problem(session: Session, server: str, problem: str) -> None:
-    """An MCP server failed: the user hears it (a notice, or a message in the thread), the log keeps it (at
-    info: a warning would say it a second time where the agent's stderr is the user's, as in refagent run)."""
-    log.info("MCP server %s: %s", server, problem)
-    if session.notices:  # news about this run of the agent, not part of the conversation: not recorded
-        await session.client.send_update(updates.notice("error", f"MCP server {server} failed", problem))
-    else:
-        await speaker(session.send_update)(f"MCP server {server}: {problem}\n")
-
-
-async def _project_servers_said(session: Session, said: str) -> None:
-    """What the user should know of the project's ``.mcp.json``: servers it names that do not start, or why
-    it cannot be read (a notice, or a message in the thread)."""
-    log.info("the project's MCP servers: %s", said)
-    if session.notices:
-        await session.client.send_update(updates.notice("warning", "The project's MCP servers", said))
-    else:
-        await speaker(session.send_update)(f"The project's MCP servers: {said}\n")
-
-
-async def _run_mcp(hub: McpHub, scope: anyio.CancelScope) -> None:
-    """A session's MCP servers, connected until the session closes or the agent exits."""
-    with scope:
-        try:
-            await hub.run()
-        except Exception:
-            log.exception("the MCP servers stopped")
-
-
-async def _watch(watcher: Watcher, scope: anyio.CancelScope) -> None:
-    """Run a session's file watcher until the session closes. A watcher that fails costs the notes about
-    changed files, nothing else."""
-    with scope:
-        try:
-            await watcher.run()
-        except Exception:
-            log.exception("the file watcher stopped")
-
-
-def _session_servers(cwd: str, editors: Sequence[Any], settings: Settings) -> tuple[list[Any], str]:
-    """A new session's MCP servers: the editor's, the config file's, and the project's ``.mcp.json`` ones the
-    user allows by name, one per name (:func:`refagent.mcp.config.merged`); and what to tell the user of the
-    project's file (servers it names that do not start, or why it cannot be read; empty: nothing). In a
-    worker thread: it imports the workspace's modules (:func:`_import_workspace`) and reads the file."""
-    # here: in the worker thread, with the workspace's modules (refagent.mcp's package loads its hub)
-    from refagent.mcp.config import PROJECT_FILE, ServerConfigError, merged, project_servers
-
-    project: list[Any] = []
-    said = ""
-    try:
-        project, others = project_servers(cwd, settings.project_mcp_servers)
-        if others:
-            said = (
-                f"this project's {PROJECT_FILE} names {', '.join(others)}, which refagent does not start by itself: "
-                "add the names you trust to project_mcp_servers in your config file."
-            )
-    except ServerConfigError as exc:
-        said = str(exc)
-    servers = merged(editors, settings.mcp_servers, project)
-    _import_workspace(bool(servers))
-    return servers, said
-
-
-def _prompt_commands(cwd: str, settings: Settings) -> list[PromptCommand]:
-    """A new session's prompt commands: the user's (``commands/`` beside the config file), then, for a project
-    the user trusts (``trusted_projects``), the project's (:mod:`refagent.session.prompt_commands`)."""
-    # here: in the worker thread, with the workspace's modules (after the session/new answer)
-    from refagent.session.commands import NAMES
-    from refagent.session.prompt_commands import PROJECT_DIR, load, trusted
-
-    directories = []
-    if settings.config_file is not None:
-        directories.append(os.path.join(os.path.dirname(settings.config_file), "commands"))
-    if trusted(cwd, settings.trusted_projects):
-        directories.append(os.path.join(cwd, PROJECT_DIR))
-    return load(directories, NAMES)
-
-
-def _import_workspace(mcp: bool) -> None:
-    """Import what a session's workspace is built with and what its first prompt runs (the tools, the
-    sandbox and its watcher, the editor backends, prompting; the MCP client side if ``mcp``). Called in a
-    worker thread after a session's response, so the event loop serves on meanwhile; later calls find
-    them loaded."""
-    # here: the imports are the point (off the loop, after the first answer; see _settle)
-    import refagent.session.prompting
-    import refagent.session.workspace
-    import refagent.tools.registry
-
-    if mcp:
-        import refagent.mcp  # noqa: F401

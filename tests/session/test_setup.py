@@ -16,10 +16,10 @@ from typing import Any
 import anyio
 import pytest
 
-import refagent.session.manager as manager_module
 from refagent.acp.errors import RequestError
 from refagent.llm.scripted import ScriptedModel, text
 from refagent.persistence.store import SessionStore
+from refagent.session import opening
 from refagent.settings import Settings
 from refagent.testing.memory import Editor, connect
 
@@ -32,13 +32,13 @@ LIMIT = 5  # seconds: a safety net for waits, never a pause
 def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """Holds every session's after-work before its workspace is built, until set."""
     opened = threading.Event()
-    real = manager_module._import_workspace
+    real = opening.import_workspace
 
     def held(mcp: bool) -> None:
         opened.wait(LIMIT)
         real(mcp)
 
-    monkeypatch.setattr(manager_module, "_import_workspace", held)
+    monkeypatch.setattr(opening, "import_workspace", held)
     yield opened
     opened.set()  # never leave a worker thread waiting
 
