@@ -22,6 +22,7 @@ from refagent.sandbox.disk.gitignore import MAX_IGNORE_BYTES
 from refagent.sandbox.seams import Query
 from refagent.sandbox.search.clearance import Clearances
 from refagent.sandbox.search.dispatch import LocalSearch, list_files, search
+from refagent.sandbox.search.journal import Journal
 from refagent.sandbox.search.python_engine import python_grep_in_process
 from refagent.sandbox.search.ripgrep import find_rg, rg_grep
 from refagent.tools.search import Glob, Grep
@@ -314,20 +315,31 @@ def stand_in_rg(path: Path, *, before: str = "", grep: list[str], files: list[st
 
 
 @pytest.mark.skipif(RG is None, reason="no ripgrep")
-async def test_what_ripgrep_reports_through_a_link_is_dropped(tmp_path: Path) -> None:
+@pytest.mark.parametrize("watched", [True, False], ids=["watched", "unwatchable"])
+async def test_what_ripgrep_reports_through_a_link_is_dropped(tmp_path: Path, watched: bool) -> None:
     """ripgrep walks by path: a directory swapped for a link while it runs leads it outside. Played here by
     a stand-in that reports such a file: each reported path must be where it says, or it is dropped; the
-    second time too, when the tree is held (the journal vouches only for directories the walk listed)."""
+    second time too, when the tree is held (the journal vouches only for directories the walk listed), or
+    found unwatchable (a network file system: then checked beside rg)."""
     work = tmp_path / "work"
     put(work, "mine.txt", "needle\n")
     put(tmp_path, "outside/secret.txt", "needle SECRET\n")
     os.symlink(tmp_path / "outside", work / "link")
     grep = ["./mine.txt:needle", "./link/secret.txt:needle SECRET"]
     fake = stand_in_rg(tmp_path / "rg", grep=grep, files=["mine.txt", "link/secret.txt"])
-    ctx = make_ctx(str(work), search=LocalSearch(fake))
-    for _ in range(2):
-        assert (await call(Grep(), ctx, pattern="needle")).output == "mine.txt:1:needle"
-        assert (await call(Glob(), ctx, pattern="**")).output == "mine.txt"
+    search = LocalSearch(fake)
+    journal = Journal.open() if not watched else None
+    if journal is not None:
+        journal.fs_type = lambda path, fd: 0x6969  # NFS
+        search.cleared = Clearances(watch=journal)
+    ctx = make_ctx(str(work), search=search)
+    try:
+        for _ in range(2):
+            assert (await call(Grep(), ctx, pattern="needle")).output == "mine.txt:1:needle"
+            assert (await call(Glob(), ctx, pattern="**")).output == "mine.txt"
+    finally:
+        if journal is not None:
+            journal.close()
 
 
 needs_journal = pytest.mark.skipif(Clearances().journal is None, reason="nothing watches the tree here")

@@ -130,12 +130,20 @@ class Clearances:
         self._lock = threading.Lock()
         self.walks = 0
         """How many checks walked the tree (the others found it as it was cleared)."""
+        self._unwatchable: set[_Key] = set()
+        """The trees whose last walk could not watch them all (a network file system, too many directories)."""
 
     @property
     def journal(self) -> Journal | None:
         """The journal that watches the clearances kept here, or None (they are stated)."""
         journal = self._journal() if callable(self._journal) else self._journal
         return journal if self.keep else None
+
+    def watches(self, directory: str, globs: list[str], confine: Sequence[str] = ()) -> bool:
+        """Whether the tree is watched when it is cleared, as far as is known: there is a journal, and the
+        tree's last walk (if any) could watch every directory. (A tree that cannot be watched is then
+        checked beside rg, not before it: the check cannot vouch for rg's finds anyway.)"""
+        return self.journal is not None and (directory, tuple(globs), tuple(confine)) not in self._unwatchable
 
     def held(self, directory: str, globs: list[str], confine: Sequence[str] = ()) -> Held | None:
         """The tree's watched clearance, held, when it is kept and nothing in it has changed: one read of
@@ -180,6 +188,13 @@ class Clearances:
         if watcher is not None:
             watched = safe and not stopped and watcher.unchanged()
             moving = safe and not stopped and watcher.dirty and not watcher.failed
+            with self._lock:
+                if watcher.failed:
+                    if len(self._unwatchable) >= 64:
+                        self._unwatchable.clear()
+                    self._unwatchable.add(key)
+                else:
+                    self._unwatchable.discard(key)
             if not watched:
                 watcher.release()
                 watcher = None

@@ -85,7 +85,7 @@ async def _cleared(
     it is watched (so that :meth:`Held.verdict` vouches for what rg found), or None when rg may not walk
     it (:meth:`Clearances.hold`). A watched tree is walked, when it must be, before rg runs: rg then
     walks a tree watched throughout. Where nothing watches, the check runs beside rg."""
-    if cleared.journal is None:
+    if not cleared.watches(directory, globs, confine):
         checked = await _while_checked(run, directory, globs, confine, cleared)
         return None if checked is None else (checked, None)
     held = cleared.held(directory, globs, confine)

@@ -212,7 +212,9 @@ def test_a_tree_that_cannot_be_watched_is_stated(
     root = tree(tmp_path)
     watching.fs_type = lambda path, fd: 0x6969  # NFS: changed by other machines without an event
     cleared = settled(watching)
+    assert cleared.watches(root, [], [root])  # not known yet: tried
     assert cleared.hold(root, [], [root]) is True  # cleared, not held: rg's finds are each looked at
+    assert not cleared.watches(root, [], [root])  # then checked beside rg, as where nothing watches
     assert cleared.hold(root, [], [root]) is True
     assert cleared.walks == 1
     watching.fs_type = lambda path, fd: 0xEF53
