@@ -20,6 +20,7 @@ its tools.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, TypeVar
@@ -172,8 +173,8 @@ async def list_files(
     confine = _confine(directory, roots)
     cleared = cleared if cleared is not None else Clearances(keep=0)
     if rg is not None:
-        folders: set[str] = set()
-        run = lambda: rg_files(rg, globs, directory, folders)  # noqa: E731
+        folders: set[str] = set()  # filled as rg's names arrive
+        run = functools.partial(rg_files, rg, globs, directory, folders)
         listed = await _cleared(run, directory, globs, confine, cleared)
         if listed is not None:
             (paths, complete), held = listed
