@@ -179,7 +179,7 @@ class Clearances:
         if kept is not None and kept.unchanged():
             return Held(kept, journal) if kept.watcher is not None and journal is not None else True
         began = self.clock()
-        watcher = journal.watcher() if journal is not None else None
+        watcher = journal.watcher(directory) if journal is not None else None
         seen: list[tuple[str, Identity]] = []
         self.walks += 1
         safe = rg_can_walk(directory, globs, confine, stop, seen, watcher.add if watcher is not None else None)

@@ -19,11 +19,13 @@ Contract:
   :data:`LOCAL_FILE_SYSTEMS`: a network or FUSE file system changes under it without an event).
 - :meth:`Journal.read` takes what is queued. A change to the tree's shape marks dirty each watcher of
   that directory: a directory made, removed or renamed in it; the directory itself changed, moved,
-  deleted or unmounted; its ``.gitignore`` or ``.git`` made, written or changed in any way. A full queue
-  marks every watcher dirty. Any other entry made, removed or renamed (a file, a link) is only noted, by
-  a sequence number (:meth:`Journal.mark`, :meth:`Journal.touched_since`): it matters only to a search
-  that read that directory's files meanwhile. A file's content changing is neither (a log written in the
-  tree does not make every search walk again).
+  deleted or unmounted; its ``.gitignore`` or ``.git`` made, written or changed in any way. In a
+  directory above the tree (``/tmp``, a home directory: busy with other programs' files), only those two
+  names and the one that leads down to the tree count. A full queue marks every watcher dirty. Any other
+  entry made, removed or renamed (a file, a link) is only noted, by a sequence number
+  (:meth:`Journal.mark`, :meth:`Journal.touched_since`): it matters only to a search that read that
+  directory's files meanwhile. A file's content changing is neither (a log written in the tree does not
+  make every search walk again).
 - :meth:`Watcher.release` ends its watches (those no other watcher shares).
 
 Safe to use from several threads.
@@ -72,8 +74,10 @@ _RULE_FILES = (b".gitignore", b".git")
 class Watcher:
     """One clearance's watches: :attr:`dirty` once the tree's shape changed (see the module docstring)."""
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(self, journal: Journal, root: str) -> None:
         self.journal = journal
+        self.root = root
+        """The tree's top: a directory above it is watched for the entries that matter to the tree only."""
         self.wds: dict[str, int] = {}
         """Each watched directory's path and watch descriptor."""
         self.dirty = False
@@ -84,7 +88,9 @@ class Watcher:
         """Watch the directory ``fd`` (or ``path``, not followed, when ``fd`` is None) whose ``lstat`` is
         ``info``; :attr:`failed` when it cannot be."""
         if not self.failed:
-            wd = self.journal.watch(self, path, fd, info)
+            below = self.root[len(path.rstrip("/")) + 1 :].partition("/")[0]
+            only = frozenset({*_RULE_FILES, os.fsencode(below)}) if below and self.root.startswith(path) else None
+            wd = self.journal.watch(self, path, fd, info, only)
             if wd is None:
                 self.failed = True
             else:
@@ -106,7 +112,8 @@ class Journal:
         """``fd``: the ``inotify`` instance; ``libc``: the C library that has its calls."""
         self._fd = fd
         self._libc = libc
-        self._users: dict[int, set[Watcher]] = {}
+        self._users: dict[int, dict[Watcher, frozenset[bytes] | None]] = {}
+        """Each watch descriptor's watchers, and the only names in it each cares for (None: every one)."""
         self._sequence = 0
         self._touched: dict[int, int] = {}
         """Each watch descriptor's last entry change (a file or link made, removed or renamed), by sequence."""
@@ -138,12 +145,16 @@ class Journal:
             return None
         return None if fd < 0 else cls(fd, libc)
 
-    def watcher(self) -> Watcher:
+    def watcher(self, root: str) -> Watcher:
+        """A watcher for the tree at ``root``."""
         self.read()  # what is queued now is older than the watcher: not its changes
-        return Watcher(self)
+        return Watcher(self, root)
 
-    def watch(self, watcher: Watcher, path: str, fd: int | None, info: os.stat_result) -> int | None:
-        """A watch on the directory ``fd`` (or ``path``) for ``watcher``: its descriptor, or None."""
+    def watch(
+        self, watcher: Watcher, path: str, fd: int | None, info: os.stat_result, only: frozenset[bytes] | None = None
+    ) -> int | None:
+        """A watch on the directory ``fd`` (or ``path``) for ``watcher``, which cares for the entries named
+        ``only`` in it (None: all): its descriptor, or None."""
         with self._lock:
             local = self._local.get(info.st_dev)
             if local is None:
@@ -156,7 +167,7 @@ class Journal:
             wd: int = self._libc.inotify_add_watch(self._fd, os.fsencode(target), flags)
             if wd < 0:
                 return None
-            self._users.setdefault(wd, set()).add(watcher)
+            self._users.setdefault(wd, {})[watcher] = only
             return wd
 
     def read(self) -> None:
@@ -176,10 +187,12 @@ class Journal:
                         for users in self._users.values():
                             for watcher in users:
                                 watcher.dirty = True
-                    elif not name or mask & _IN_ISDIR or name in _RULE_FILES:
-                        for watcher in self._users.get(wd, ()):
+                        continue
+                    shape = not name or mask & _IN_ISDIR or name in _RULE_FILES
+                    for watcher, only in self._users.get(wd, {}).items():
+                        if shape and (only is None or not name or name in only):
                             watcher.dirty = True
-                    elif mask & _ENTRIES:
+                    if not shape and mask & _ENTRIES:
                         self._touched[wd] = self._sequence
 
     def mark(self) -> int:
@@ -200,7 +213,7 @@ class Journal:
             for wd in watcher.wds.values():
                 users = self._users.get(wd)
                 if users is not None:
-                    users.discard(watcher)
+                    users.pop(watcher, None)
                     if not users:
                         del self._users[wd]
                         self._touched.pop(wd, None)

@@ -186,8 +186,10 @@ def test_a_file_made_while_held_changes_what_rg_read_not_what_it_listed(tmp_path
 class _Moving(Journal):
     """A journal under which the tree changes shape while it is walked (after the third directory)."""
 
-    def watch(self, watcher: Watcher, path: str, fd: int | None, info: os.stat_result) -> int | None:
-        wd = super().watch(watcher, path, fd, info)
+    def watch(
+        self, watcher: Watcher, path: str, fd: int | None, info: os.stat_result, only: frozenset[bytes] | None = None
+    ) -> int | None:
+        wd = super().watch(watcher, path, fd, info, only)
         if path.endswith("/src"):
             os.mkdir(os.path.join(os.path.dirname(path), "made-meanwhile"))
         return wd

@@ -27,7 +27,7 @@ def journal() -> Iterator[Journal]:
 
 
 def watched(journal: Journal, *directories: Path) -> Watcher:
-    watcher = journal.watcher()
+    watcher = journal.watcher(str(directories[0]))
     for directory in directories:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
@@ -106,7 +106,7 @@ def test_a_watch_by_descriptor_follows_the_directory_not_its_path(tmp_path: Path
     fd = os.open(tmp_path / "real", os.O_RDONLY | os.O_DIRECTORY)
     (tmp_path / "real").rename(tmp_path / "moved")  # the path now leads nowhere; the descriptor still holds it
     (tmp_path / "real").mkdir()
-    watcher = journal.watcher()
+    watcher = journal.watcher(str(tmp_path / "real"))
     try:
         watcher.add(str(tmp_path / "real"), fd, os.fstat(fd))
     finally:
@@ -142,7 +142,7 @@ def test_a_watch_shared_by_two_watchers_outlives_one(tmp_path: Path, journal: Jo
 
 def test_a_file_system_that_may_change_unseen_is_not_watched(tmp_path: Path, journal: Journal) -> None:
     journal.fs_type = lambda path, fd: 0x6969  # NFS
-    watcher = journal.watcher()
+    watcher = journal.watcher(str(tmp_path))
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         watcher.add(str(tmp_path), fd, os.fstat(fd))
@@ -150,3 +150,23 @@ def test_a_file_system_that_may_change_unseen_is_not_watched(tmp_path: Path, jou
         os.close(fd)
     assert watcher.failed
     assert not watcher.unchanged()
+
+
+def test_above_the_tree_only_what_leads_to_it_and_its_rules_count(tmp_path: Path, journal: Journal) -> None:
+    """A directory above the tree (``/tmp``, a home directory) is busy with other programs' files: only its
+    ``.gitignore``, ``.git`` and the entry that leads down to the tree change the tree's clearance."""
+    (tmp_path / "project" / "src").mkdir(parents=True)
+    root = tmp_path / "project" / "src"
+    watcher = journal.watcher(str(root))
+    for above in (tmp_path, tmp_path / "project"):
+        watcher.add(str(above), None, os.stat(above, follow_symlinks=False))
+    (tmp_path / "another-project").mkdir()  # someone else's
+    (tmp_path / "project" / "docs").mkdir()
+    (tmp_path / "notes.txt").write_text("x\n", encoding="utf-8")
+    assert watcher.unchanged()
+    (tmp_path / "project" / ".gitignore").write_text("*.log\n", encoding="utf-8")
+    assert not watcher.unchanged()
+    swapped = journal.watcher(str(root))
+    swapped.add(str(tmp_path), None, os.stat(tmp_path, follow_symlinks=False))
+    (tmp_path / "project").rename(tmp_path / "project.old")  # the way down to the tree
+    assert not swapped.unchanged()
