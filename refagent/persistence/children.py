@@ -10,7 +10,8 @@ When the subagent ends, its session goes to the record file in one ``child`` rec
 ``announce``: its ``subagent_update`` as it last stood (title, description, final state); ``updates``: what
 its session showed, folded as a replay folds a session's (:func:`refagent.persistence.recorder.replay`),
 after the message that gave it its task. A load sends, after the session's own history, each child's
-announcement on its parent and then its updates, a child before the subagents it started. A subagent cut
+announcement on its parent, the parent's copy of that message (made from the child's, which names it),
+and then the child's updates, a child before the subagents it started. A subagent cut
 off by a crash has no record and is not replayed as a session (its ``task`` call is, in the session's
 history). A fork copies them under new ids (:func:`for_fork`): its subagents are sessions of its own.
 """
@@ -77,6 +78,9 @@ def replayed(records: list[dict[str, Any]], session_id: str) -> Iterator[tuple[s
                 continue
             seen.add(child)
             yield parent, {**record["announce"], "sessionUpdate": "subagent_update", "sessionId": child}
+            sent = _sent_copy(record["updates"][0], parent, child) if record["updates"] else None
+            if sent is not None:  # the instructions, as the parent showed them when it sent them
+                yield parent, sent
             for update in record["updates"]:
                 yield child, update
             waiting.append(child)
@@ -99,6 +103,21 @@ def for_fork(records: list[dict[str, Any]], session_id: str, fork_id: str) -> li
         return value
 
     return [rename(record) for record in records]
+
+
+def _sent_copy(first: dict[str, Any], parent: str, child: str) -> dict[str, Any] | None:
+    """The parent's copy of the message that gave the child its task, made from the child's (``first``, the
+    child's first update: received, it names the sent copy's id): what the parent showed as it sent it."""
+    if first.get("sessionUpdate") != "session_message" or not isinstance(first.get("senderMessageId"), str):
+        return None
+    return {
+        "sessionUpdate": "session_message",
+        "messageId": first["senderMessageId"],
+        "senderSessionId": parent,
+        "recipientSessionId": child,
+        "recipientMessageId": first.get("messageId"),
+        "content": first.get("content", []),
+    }
 
 
 def _whole(record: Any) -> bool:

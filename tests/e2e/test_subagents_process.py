@@ -292,6 +292,8 @@ async def test_a_client_that_shows_subagents_sees_the_child_session(tmp_path: Pa
             assert first_announce < first_child
             assert not unanswered(agent)
             live = [u for u in own if u["sessionUpdate"] != "session_message"]
+            [sent] = [u for u in agent.transcript.updates(sid) if u["sessionUpdate"] == "session_message"]
+            assert sent["recipientMessageId"] == own[0]["messageId"]
         env = env_for(tmp_path, server)
 
         # A load by a client that shows subagents: the session's history, then the child announced and its own.
@@ -302,7 +304,8 @@ async def test_a_client_that_shows_subagents_sees_the_child_session(tmp_path: Pa
             assert again["sessionId"] == child_id
             assert again["title"] == "Fix it"
             assert again["state"] == {"state": "idle", "stopReason": "end_turn"}
-            assert replayed[-1] is again  # after the session's own history
+            assert replayed[-2] is again  # after the session's own history
+            assert replayed[-1] == sent  # then the instructions, as the session sent them
             own = agent.transcript.updates(child_id)
             assert own[0]["sessionUpdate"] == "session_message"
             assert own[0]["content"] == [{"type": "text", "text": "CHILD-S: fix a.txt"}]

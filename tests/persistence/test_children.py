@@ -42,3 +42,30 @@ def test_a_child_is_announced_before_its_own_children_and_once() -> None:
         ("c1", {"title": "deeper", **IDLE, "sessionUpdate": "subagent_update", "sessionId": "g1"}),
         ("g1", chunk("g")),
     ]
+
+
+def test_the_parents_copy_of_the_instructions_is_replayed_on_the_parent() -> None:
+    """The message that gave the child its task was shown in both sessions: the child's copy (received) is
+    its record's first update and names the parent's (sent), which the load makes again on the parent."""
+    received = {
+        "sessionUpdate": "session_message",
+        "messageId": "msg-r",
+        "senderSessionId": "s1",
+        "recipientSessionId": "c1",
+        "senderMessageId": "msg-s",
+        "content": [{"type": "text", "text": "Fix a.txt"}],
+    }
+    child = child_record("c1", "s1", {"title": "task", **IDLE}, [received, chunk("done")])
+    sent = list(replayed([child], "s1"))
+    assert sent[1] == (
+        "s1",
+        {
+            "sessionUpdate": "session_message",
+            "messageId": "msg-s",
+            "senderSessionId": "s1",
+            "recipientSessionId": "c1",
+            "recipientMessageId": "msg-r",
+            "content": [{"type": "text", "text": "Fix a.txt"}],
+        },
+    )
+    assert sent[2:] == [("c1", received), ("c1", chunk("done"))]
