@@ -6,8 +6,10 @@ except where ``null`` means something (``oldText: null`` is a new file).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from refagent.acp import jsonrpc
 from refagent.acp.text import one_line
 
 if TYPE_CHECKING:  # annotations only: the TypedDicts take a millisecond or two to create
@@ -184,3 +186,12 @@ def compaction_summary_chunk(compaction_id: str, content: ContentBlock) -> dict[
     """A piece of a compaction's summary as the model writes it (the final ``compaction_update`` carries it
     whole)."""
     return {"sessionUpdate": "compaction_summary_chunk", "compactionId": compaction_id, "content": content}
+
+
+def lines(session_id: str, updates: Iterable[dict[str, Any]]) -> bytes:
+    """``updates`` of the session ``session_id`` as ``session/update`` notifications, one encoded line each
+    (what a replay hands the connection's ``send_lines`` at once)."""
+    return b"".join(
+        jsonrpc.encode(jsonrpc.notification("session/update", {"sessionId": session_id, "update": update}))
+        for update in updates
+    )

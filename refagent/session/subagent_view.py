@@ -26,7 +26,7 @@ from typing import Any, cast, get_args
 
 import anyio
 
-from refagent.acp import jsonrpc, updates
+from refagent.acp import updates
 from refagent.acp.client import SessionClient
 from refagent.acp.text import cut, one_line
 from refagent.acp.types import ToolCallContent, ToolKind
@@ -227,11 +227,7 @@ async def replay_children(client: SessionClient, stored: StoredSession) -> None:
     # Sent as a history is, a session's run of updates at a time: a client that takes whole messages in a
     # replay (ACP v2) gets them so.
     for session_id, group in itertools.groupby(replayed(records, client.session_id), key=lambda pair: pair[0]):
-        lines = b"".join(
-            jsonrpc.encode(jsonrpc.notification("session/update", {"sessionId": session_id, "update": update}))
-            for _, update in group
-        )
-        await client.send_recorded(lines)
+        await client.send_recorded(updates.lines(session_id, (update for _, update in group)))
 
 
 def _kind(kind: str | None) -> ToolKind:

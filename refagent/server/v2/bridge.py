@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from refagent.acp import jsonrpc
 from refagent.acp import params as p
+from refagent.acp import updates
 from refagent.acp.connection import Connection, Peer, Reply
 from refagent.acp.errors import InvalidParams, MethodNotFound, RequestError, ResourceNotFound
 from refagent.acp.requests import PromptParams
@@ -127,11 +127,7 @@ class V2Peer:
             update = translate.update(session_id, params["update"], self.bridge.kinds(session_id))
             if update is not None:
                 shown.append(update)
-        out = b"".join(
-            jsonrpc.encode(jsonrpc.notification("session/update", {"sessionId": session_id, "update": update}))
-            for update in translate.replayed(shown)
-        )
-        await self.connection.send_lines(out)
+        await self.connection.send_lines(updates.lines(session_id, translate.replayed(shown)))
 
 
 class V2Bridge:
