@@ -168,8 +168,9 @@ class Clearances:
         clearance when everything it read is as it was, else from a new walk (kept if it says yes and the
         tree held still): a :class:`Held` when the tree is watched, True when it is cleared but not
         watched (rg's finds must then be looked at), False when rg may not walk it: a ``.gitignore`` on
-        its way is not safe to read, or the tree changed shape while it was walked and watched (a tree
-        moving under the search, which the Python engine searches without being led by links)."""
+        its way is not safe to read, or the tree changed shape each of the two times it was walked and
+        watched (a tree moving under the search, which the Python engine searches without being led by
+        links)."""
         key = (directory, tuple(globs), tuple(confine))
         with self._lock:
             kept = self._kept.get(key)
@@ -178,6 +179,20 @@ class Clearances:
         journal = self.journal
         if kept is not None and kept.unchanged():
             return Held(kept, journal) if kept.watcher is not None and journal is not None else True
+        # A tree caught moving is walked once more: what moved it (a checkout, a build) may have ended.
+        for _ in range(2):
+            verdict, moving = self._walk(key, globs, confine, stop, journal)
+            if not moving:
+                return verdict
+        log.info("searching %s without ripgrep: it changed shape while it was checked", directory)
+        return False
+
+    def _walk(
+        self, key: _Key, globs: list[str], confine: Sequence[str], stop: threading.Event | None, journal: Journal | None
+    ) -> tuple[Held | bool, bool]:
+        """:meth:`hold`'s walk of the tree ``key`` names, keeping what it clears: its answer, and whether the
+        tree changed shape while it was walked and watched (then not kept)."""
+        directory = key[0]
         began = self.clock()
         watcher = journal.watcher(directory) if journal is not None else None
         seen: list[tuple[str, Identity]] = []
@@ -211,12 +226,9 @@ class Clearances:
                     dropped.append(self._kept.popitem(last=False)[1])
         for gone in dropped:
             gone.release()
-        if moving:
-            log.info("searching %s without ripgrep: it changed shape while it was checked", directory)
-            return False
         if kept is not None and kept.watcher is not None and journal is not None:
-            return Held(kept, journal)
-        return safe
+            return Held(kept, journal), moving
+        return safe, moving
 
 
 def _unchanged(seen: list[tuple[str, Identity]]) -> bool:

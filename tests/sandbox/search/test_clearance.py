@@ -184,26 +184,37 @@ def test_a_file_made_while_held_changes_what_rg_read_not_what_it_listed(tmp_path
 
 
 class _Moving(Journal):
-    """A journal under which the tree changes shape while it is walked (after the third directory)."""
+    """A journal under which the tree changes shape while it is walked (as its ``src`` is watched), the
+    first ``times`` walks."""
+
+    times = 0
 
     def watch(
         self, watcher: Watcher, path: str, fd: int | None, info: os.stat_result, only: frozenset[bytes] | None = None
     ) -> int | None:
         wd = super().watch(watcher, path, fd, info, only)
-        if path.endswith("/src"):
-            os.mkdir(os.path.join(os.path.dirname(path), "made-meanwhile"))
+        if path.endswith("/src") and self.times:
+            self.times -= 1
+            os.mkdir(os.path.join(os.path.dirname(path), f"made-meanwhile-{self.times}"))
         return wd
 
 
-def test_a_tree_changing_shape_while_walked_is_not_for_rg(tmp_path: Path) -> None:
+@pytest.mark.parametrize("times", [1, 2])
+def test_a_tree_changing_shape_while_walked_is_walked_again_then_not_for_rg(tmp_path: Path, times: int) -> None:
     moving = _Moving.open()
     if moving is None:
         pytest.skip("no inotify here")
+    moving.times = times
     try:
         root = tree(tmp_path)
         cleared = Clearances(watch=moving)
-        assert cleared.hold(root, [], [root]) is False  # the Python engine, which links cannot lead
-        assert cleared.held(root, [], [root]) is None
+        hold = cleared.hold(root, [], [root])
+        assert cleared.walks == 2
+        if times == 1:  # it held still the second time
+            assert isinstance(hold, Held)
+        else:  # still moving: the Python engine, which links cannot lead
+            assert hold is False
+            assert cleared.held(root, [], [root]) is None
     finally:
         moving.close()
 
