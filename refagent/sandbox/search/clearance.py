@@ -16,11 +16,13 @@ finds the tree as it was without a walk, in one of two ways, and walks again if 
   (device, inode, mode, size, modification and change time). Whatever would change the verdict changes
   one: a file or directory made, removed, renamed or swapped for a link in a listed directory changes
   that directory's times; a ``.gitignore`` written in place changes its own; a directory mounted over
-  changes its device and inode. The change time cannot be set back by any program (``touch`` sets the
-  modification time only), so a tree put back as it looked still differs. A stated clearance is not
-  kept when anything it read changed less than :data:`SETTLING_NS` before the walk began: timestamps are
-  coarse (a change in the same tick as the walk's read would leave no trace), so a tree that is still
-  moving is walked every time until it settles.
+  changes its device and inode. Above the tree, a directory counts only for which one it is (the rest of
+  the machine writes in ``/tmp`` and ``~`` all day), and its ``.gitignore`` and ``.git`` are noted
+  present or missing, which is all of it that changes the answer. The change time cannot be set back
+  by any program (``touch`` sets the modification time only), so a tree put back as it looked still
+  differs. A stated clearance is not kept when anything it read changed less than :data:`SETTLING_NS`
+  before the walk began: timestamps are coarse (a change in the same tick as the walk's read would
+  leave no trace), so a tree that is still moving is walked every time until it settles.
 
 A clearance is not kept when the walk was stopped, or (watched) when anything changed during it.
 """
@@ -28,7 +30,6 @@ A clearance is not kept when the walk was stopped, or (watched) when anything ch
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -38,7 +39,7 @@ from functools import cached_property
 from typing import Literal
 
 from refagent.sandbox.search.journal import Journal, Watcher, journal
-from refagent.sandbox.search.walk import Identity, identity, join, rg_can_walk
+from refagent.sandbox.search.walk import UNKNOWN, Seen, join, looked, rg_can_walk
 
 __all__ = ["SETTLING_NS", "Clearances", "Held", "Verdict"]
 
@@ -54,7 +55,7 @@ _Key = tuple[str, tuple[str, ...], tuple[str, ...]]
 @dataclass
 class _Kept:
     directory: str
-    seen: list[tuple[str, Identity]]
+    seen: list[Seen]
     watcher: Watcher | None
     """The clearance's watches, when every directory it read is watched."""
 
@@ -195,7 +196,7 @@ class Clearances:
         directory = key[0]
         began = self.clock()
         watcher = journal.watcher(directory) if journal is not None else None
-        seen: list[tuple[str, Identity]] = []
+        seen: list[Seen] = []
         self.walks += 1
         safe = rg_can_walk(directory, globs, confine, stop, seen, watcher.add if watcher is not None else None)
         stopped = stop is not None and stop.is_set()
@@ -213,7 +214,7 @@ class Clearances:
             if not watched:
                 watcher.release()
                 watcher = None
-        newest = max((max(ident[4], ident[5]) for _, ident in seen), default=0)
+        newest = max((max(ident[4], ident[5]) for _, ident, _ in seen), default=0)
         keep = safe and not stopped and not moving and (watcher is not None or newest < began - SETTLING_NS)
         kept = _Kept(directory, seen, watcher) if keep else None
         dropped = []
@@ -231,10 +232,10 @@ class Clearances:
         return safe, moving
 
 
-def _unchanged(seen: list[tuple[str, Identity]]) -> bool:
-    for path, was in seen:
+def _unchanged(seen: list[Seen]) -> bool:
+    for path, was, whole in seen:
         try:
-            if identity(os.stat(path, follow_symlinks=False)) != was:
+            if was == UNKNOWN or looked(path, whole) != was:
                 return False
         except OSError:
             return False

@@ -73,17 +73,20 @@ class _Audit:
     unsafe: str | None = None
     """A ``.gitignore`` that is not a plain regular file within the cap (ripgrep would wait on it, or
     read it whole, or follow its link anywhere)."""
-    seen: list[tuple[str, Identity]] | None = None
+    seen: list[Seen] | None = None
     """When asked for (a list): each directory the walk listed or looked above the root into, and each
-    ``.gitignore`` it found, by path, with its :func:`identity` then (see
-    :mod:`refagent.sandbox.search.clearance`)."""
+    ``.gitignore`` it found, with what :func:`looked` said of it then (see
+    :mod:`refagent.sandbox.search.clearance`). Above the root, a directory counts for which one it is
+    (the rest of the machine makes and removes files there all day), so its ``.gitignore`` and ``.git``
+    are noted even when there is none: making one is what changes the answer."""
     watch: Callable[[str, int | None, os.stat_result], object] | None = None
     """When given: called with each of those directories (path, its descriptor or None above the root,
     its ``lstat``) before the walk reads it."""
 
-    def saw(self, path: str, info: os.stat_result) -> None:
+    def saw(self, path: str, info: os.stat_result | None, *, whole: bool = True) -> None:
+        """Note ``path`` as ``info`` says it is (None: there is no such entry)."""
         if self.seen is not None:
-            self.seen.append((path, identity(info)))
+            self.seen.append((path, _identity(info, whole), whole))
 
     def directory(self, path: str, fd: int | None) -> None:
         """Note the directory ``path`` (open as ``fd``; by path above the root) before it is read."""
@@ -93,9 +96,9 @@ class _Audit:
             info = os.fstat(fd) if fd is not None else os.stat(path, follow_symlinks=False)
         except OSError:  # unreadable now: any change is one
             if self.seen is not None:
-                self.seen.append((path, (0, 0, 0, 0, 0, 0)))
+                self.seen.append((path, UNKNOWN, True))
             return
-        self.saw(path, info)
+        self.saw(path, info, whole=fd is not None)
         if self.watch is not None:
             self.watch(path, fd, info)
 
@@ -104,9 +107,35 @@ Identity = tuple[int, int, int, int, int, int]
 """What a path's ``lstat`` says of it that any change to it changes: device, inode, type and mode,
 size, modification and change times (the change time no program can set back)."""
 
+MISSING: Identity = (-1, -1, -1, -1, -1, -1)
+"""No entry by that name."""
+
+UNKNOWN: Identity = (0, 0, 0, 0, 0, 0)
+"""Could not be looked at (never what :func:`looked` says later)."""
+
+Seen = tuple[str, Identity, bool]
+"""A path the walk read, what :func:`looked` said of it, and ``whole``: whether its times count, or only
+which file it is (device, inode, type and mode)."""
+
 
 def identity(info: os.stat_result) -> Identity:
     return (info.st_dev, info.st_ino, info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _identity(info: os.stat_result | None, whole: bool) -> Identity:
+    if info is None:
+        return MISSING
+    return identity(info) if whole else (info.st_dev, info.st_ino, info.st_mode, 0, 0, 0)
+
+
+def looked(path: str, whole: bool) -> Identity:
+    """``path``'s :data:`Identity` by ``lstat`` (only which file it is unless ``whole``), or
+    :data:`MISSING`. OSError when it cannot be looked at."""
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return MISSING
+    return _identity(info, whole)
 
 
 def _audit_ignore_file(directory: str, dir_fd: int | None, audit: _Audit | None) -> os.stat_result | None:
@@ -115,7 +144,9 @@ def _audit_ignore_file(directory: str, dir_fd: int | None, audit: _Audit | None)
         info = os.stat(
             ".gitignore" if dir_fd is not None else join(directory, ".gitignore"), dir_fd=dir_fd, follow_symlinks=False
         )
-    except OSError:
+    except OSError as exc:
+        if audit is not None and dir_fd is None and isinstance(exc, FileNotFoundError):
+            audit.saw(join(directory, ".gitignore"), None)  # above the root: made later, it changes the answer
         return None
     if audit is not None:
         audit.saw(join(directory, ".gitignore"), info)
@@ -139,9 +170,18 @@ def _ignore_rules(directory: str, dir_fd: int | None, confine: Sequence[str], au
     return Rules.read(name, "rg", dir_fd=dir_fd)  # not a link: if one is swapped in now, it is not followed
 
 
-def _has_git(directory: str, dir_fd: int | None = None) -> bool:
+def _has_git(directory: str, dir_fd: int | None = None, audit: _Audit | None = None) -> bool:
+    """Whether ``directory`` holds a ``.git`` (noted in ``audit`` by which one it is: git changes it all day)."""
+    name = ".git" if dir_fd is not None else join(directory, ".git")
+    if audit is not None:
+        try:
+            audit.saw(join(directory, ".git"), os.stat(name, dir_fd=dir_fd, follow_symlinks=False), whole=False)
+        except FileNotFoundError:
+            audit.saw(join(directory, ".git"), None)
+        except OSError:
+            pass
     try:
-        os.stat(".git" if dir_fd is not None else join(directory, ".git"), dir_fd=dir_fd)
+        os.stat(name, dir_fd=dir_fd)
     except OSError:
         return False
     return True
@@ -195,7 +235,7 @@ def _ancestors(root: str, confine: Sequence[str], audit: _Audit | None) -> tuple
     if audit is not None:  # a .gitignore or .git made in one changes it
         for ancestor in reversed(ancestors):  # from "/" down: each watched before what is in it is read
             audit.directory(ancestor, None)
-    top = 0 if in_repo else next((i + 1 for i, a in enumerate(ancestors) if _has_git(a)), 0)
+    top = 0 if in_repo else next((i + 1 for i, a in enumerate(ancestors) if _has_git(a, audit=audit)), 0)
     for ancestor in ancestors[top:]:
         _audit_ignore_file(ancestor, None, audit)  # ripgrep reads these too, up to "/", and applies none
     for ancestor in reversed(ancestors[:top]):
@@ -302,7 +342,7 @@ def rg_can_walk(
     globs: list[str],
     confine: Sequence[str] = (),
     stop: threading.Event | None = None,
-    seen: list[tuple[str, Identity]] | None = None,
+    seen: list[Seen] | None = None,
     watch: Callable[[str, int | None, os.stat_result], object] | None = None,
 ) -> bool:
     """Whether ripgrep may walk ``directory`` itself: every ``.gitignore`` it would read on the way (the

@@ -107,6 +107,43 @@ def test_a_gitignore_made_above_the_tree_is_seen(tmp_path: Path, journal: Journa
     assert not cleared.rg_can_walk(root, [], [root])
 
 
+def test_traffic_above_the_tree_costs_no_walk(tmp_path: Path, journal: Journal | None) -> None:
+    (tmp_path / "project" / "src").mkdir(parents=True)
+    root = str(tmp_path / "project" / "src")
+    cleared = settled(journal)
+    assert cleared.rg_can_walk(root, [], [root])
+    (tmp_path / "scratch.txt").write_text("x", encoding="utf-8")  # what /tmp and ~ see all day
+    (tmp_path / "project" / "notes").mkdir()
+    os.rename(tmp_path / "scratch.txt", tmp_path / "moved.txt")
+    assert cleared.rg_can_walk(root, [], [root])
+    assert cleared.walks == 1
+
+
+def test_a_git_made_above_the_tree_is_seen(tmp_path: Path, journal: Journal | None) -> None:
+    (tmp_path / "project" / "src").mkdir(parents=True)
+    (tmp_path / "project" / ".gitignore").write_text("*.log\n", encoding="utf-8")
+    root = str(tmp_path / "project" / "src")
+    cleared = settled(journal)
+    assert cleared.rg_can_walk(root, [], [root])
+    (tmp_path / "project" / ".git").mkdir()  # its .gitignore now applies: a new answer
+    assert cleared.rg_can_walk(root, [], [root])
+    assert cleared.walks == 2
+    (tmp_path / "project" / ".git" / "index").write_text("", encoding="utf-8")  # git's own traffic
+    assert cleared.rg_can_walk(root, [], [root])
+    assert cleared.walks == 2
+
+
+def test_a_directory_above_the_tree_swapped_is_seen(tmp_path: Path, journal: Journal | None) -> None:
+    (tmp_path / "a" / "project").mkdir(parents=True)
+    root = str(tmp_path / "a" / "project")
+    cleared = settled(journal)
+    assert cleared.rg_can_walk(root, [], [root])
+    os.rename(tmp_path / "a", tmp_path / "old")
+    (tmp_path / "a" / "project").mkdir(parents=True)
+    (tmp_path / "a" / ".gitignore").symlink_to(tmp_path / "old")  # rg would read it: not safe
+    assert not cleared.rg_can_walk(root, [], [root])
+
+
 def test_a_stopped_walk_is_not_kept(tmp_path: Path, journal: Journal | None) -> None:
     root = tree(tmp_path)
     stop = threading.Event()
