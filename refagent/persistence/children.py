@@ -2,18 +2,23 @@
 
 A subagent shown to such a client (:mod:`refagent.session.subagent_view`) is a session of its own, which
 the session's replay file (one session's notifications, :mod:`refagent.persistence.records`) cannot hold.
-When the subagent ends, its session goes to the record file in one ``child`` record::
+Its session goes to the record file in ``child`` records, as it goes: one when it is announced, one when
+each of its model's answers and tool calls has ended, and the last when it ends, so that a crash loses at
+most the step it was in::
 
     {"kind": "child", "sessionId": CHILD, "parent": PARENT, "announce": SUBAGENT_UPDATE, "updates": [...]}
 
 ``parent``: the session it was announced on (the session, or, for a subagent's own, that subagent);
-``announce``: its ``subagent_update`` as it last stood (title, description, final state); ``updates``: what
-its session showed, folded as a replay folds a session's (:func:`refagent.persistence.recorder.replay`),
-after the message that gave it its task. A load sends, after the session's own history, each child's
-announcement on its parent, the parent's copy of that message (made from the child's, which names it),
-and then the child's updates, a child before the subagents it started. A subagent cut
-off by a crash has no record and is not replayed as a session (its ``task`` call is, in the session's
-history). A fork copies them under new ids (:func:`for_fork`): its subagents are sessions of its own.
+``announce``: its ``subagent_update`` as it then stood (title, description, state); ``updates``: what its
+session showed since the record before, each message's chunks joined
+(:func:`refagent.persistence.recorder.join_chunks`). A load joins a child's records (the parent of the
+first, the announcement of the last) and folds its updates as a replay folds a session's
+(:func:`refagent.persistence.recorder.replay`), after the message that gave it its task. It sends, after
+the session's own history, each child's announcement on its parent, the parent's copy of that message
+(made from the child's, which names it), and then the child's updates, a child before the subagents it
+started. A child whose last record is not idle was cut off (the agent crashed or was killed while it
+worked): it is announced idle, failed, with what it showed until then. A fork copies the records under
+new ids (:func:`for_fork`): its subagents are sessions of its own.
 """
 
 from __future__ import annotations
@@ -25,18 +30,25 @@ from pathlib import Path
 from typing import Any
 
 from refagent.ids import new_id
+from refagent.persistence.recorder import replay
 
 log = logging.getLogger(__name__)
 
 KIND = "child"
 _PREFIX = b'{"kind":"child",'
+CUT_OFF = {
+    "state": "idle",
+    "stopReason": "error",
+    "error": {"code": -32603, "message": "cut off: the agent stopped while this subagent worked"},
+}
+"""The state a child whose last record is not idle is replayed in."""
 
 
 def child_record(
     child_id: str, parent_id: str, announce: dict[str, Any], updates: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    """The ``child`` record of the subagent ``child_id`` announced on ``parent_id`` (``kind`` first, as the
-    reader looks for it)."""
+    """A ``child`` record of the subagent ``child_id`` announced on ``parent_id`` (``kind`` first, as the
+    reader looks for it): its announcement as it stands, and ``updates``, what it showed since its last."""
     return {"kind": KIND, "sessionId": child_id, "parent": parent_id, "announce": announce, "updates": updates}
 
 
@@ -67,14 +79,14 @@ def replayed(records: list[dict[str, Any]], session_id: str) -> Iterator[tuple[s
     ``(sessionId, update)`` in order, every child announced on its parent before its own updates and after
     its parent's."""
     by_parent: dict[str, list[dict[str, Any]]] = {}
-    for record in records:
+    for record in joined(records):
         by_parent.setdefault(record["parent"], []).append(record)
     waiting, seen = [session_id], {session_id}
     while waiting:
         parent = waiting.pop(0)
         for record in by_parent.get(parent, []):
             child = record["sessionId"]
-            if child in seen:  # a record file that says a child twice: the first stands
+            if child in seen:  # a record file that makes a child its own ancestor: once
                 continue
             seen.add(child)
             yield parent, {**record["announce"], "sessionUpdate": "subagent_update", "sessionId": child}
@@ -84,6 +96,26 @@ def replayed(records: list[dict[str, Any]], session_id: str) -> Iterator[tuple[s
             for update in record["updates"]:
                 yield child, update
             waiting.append(child)
+
+
+def joined(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each child's ``records`` made one, in the order the children were first recorded: the parent of its
+    first, the announcement of its last (:data:`CUT_OFF` when that one is not idle), and its updates in
+    order, folded after the first (the message that gave it its task)."""
+    children: dict[str, dict[str, Any]] = {}
+    for record in records:
+        child = children.get(record["sessionId"])
+        if child is None:
+            children[record["sessionId"]] = {**record, "updates": list(record["updates"])}
+        else:
+            child["announce"] = record["announce"]
+            child["updates"].extend(record["updates"])
+    for child in children.values():
+        child["updates"] = child["updates"][:1] + replay(child["updates"][1:])
+        state = child["announce"].get("state")
+        if not isinstance(state, dict) or state.get("state") != "idle":
+            child["announce"] = {**child["announce"], "state": CUT_OFF}
+    return list(children.values())
 
 
 def for_fork(records: list[dict[str, Any]], session_id: str, fork_id: str) -> list[dict[str, Any]]:

@@ -257,6 +257,21 @@ def replay(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def join_chunks(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``updates`` with each run of one message's text chunks joined into one chunk, the rest as they are:
+    what is kept of updates that :func:`replay` folds later, when the updates that end a tool call may be
+    kept apart from those that began it."""
+    out: list[dict[str, Any]] = []
+    for update in updates:
+        last = out[-1] if out else None
+        if update.get("sessionUpdate") in _CHUNKS and _showable(update) and _mergeable(last, update):
+            assert last is not None
+            last["content"] = {**last["content"], "text": last["content"]["text"] + update["content"]["text"]}
+        else:
+            out.append(dict(update))
+    return out
+
+
 def load(store: SessionStore, session_id: str) -> StoredSession | None:
     """A saved session (:meth:`SessionStore.load`). If a crash left updates held, they are folded and the
     replay file repaired with them, before the session writes again: then ``shown`` is its whole visible

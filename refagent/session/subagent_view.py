@@ -11,8 +11,8 @@ Every editor, the others included, sees the parent's ``task`` tool call: while t
 editor without the capability) its content lists the child's tool calls as they go and its latest words;
 whenever a question of the child's waits on the user it says so; at the end, the list and the answer.
 That last content is what the session's history keeps of the child, and what ``session/load`` replays;
-for a client that shows subagents, the child's session is kept in the session's record file when it ends
-and replayed after the session's history (:func:`replay_children`). A
+for a client that shows subagents, the child's session is kept in the session's record file as it goes
+(:meth:`ChildView.checkpoint`) and replayed after the session's history (:func:`replay_children`). A
 child's call that such an editor was asked about (its permission request names the call) is then updated
 on the parent session too, until it ends, as a call of the session's own would be.
 """
@@ -33,7 +33,7 @@ from refagent.acp.types import ToolCallContent, ToolKind
 from refagent.ids import new_id
 from refagent.persistence.children import child_record, read_children, replayed
 from refagent.persistence.reader import StoredSession
-from refagent.persistence.recorder import VISIBLE, replay
+from refagent.persistence.recorder import VISIBLE, join_chunks
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -83,6 +83,8 @@ class ChildView:
         """The child's ``subagent_update`` as it stands (its fields but the kind and the id)."""
         self.transcript: list[dict[str, Any]] = []
         """What the child's session showed (an editor that shows subagents), for its record."""
+        self._kept = 0
+        """How much of :attr:`transcript` its records hold."""
         self.asked: dict[str, dict[str, Any]] = {}
         """The child's tool calls the editor was asked about on the parent session (an editor that does
         not show subagents), by id: the title and kind they were asked with."""
@@ -117,6 +119,7 @@ class ChildView:
                 "content": content,
             }
         )
+        self.checkpoint()  # a crash from now on leaves it announced, with its task
 
     async def show(self, update: dict[str, Any]) -> None:
         """One update of the child's own: to its session (an editor that shows subagents), and into the
@@ -136,6 +139,8 @@ class ChildView:
             self.calls[ident] = (str(update.get("title", title)), str(update.get("status", status)))
             if self.child is None and (kind == "tool_call" or self.calls[ident][1] != before):
                 await self.send_parent(updates.tool_call_update(self.call_id, content=self.content()))
+            if self.calls[ident][1] in MARKS and before not in MARKS:
+                self.checkpoint()  # a step of its work done: kept
 
     async def asking(self, tool_call_id: str, title: str, kind: str | None = None) -> None:
         """A question about the child's call ``tool_call_id`` goes to the editor on the parent session (an
@@ -174,9 +179,17 @@ class ChildView:
             idle["error"] = {"code": INTERNAL_ERROR, "message": reason}
         with anyio.CancelScope(shield=True), anyio.move_on_after(2):
             await self.send_parent(self._state("idle", **idle))
-        if self.record is not None:
-            message, rest = self.transcript[:1], self.transcript[1:]
-            self.record(child_record(self.child_id, self.parent_id, self.announced, [*message, *replay(rest)]))
+        self.checkpoint(ended=True)
+
+    def checkpoint(self, *, ended: bool = False) -> None:
+        """Keep what the child's session showed since its last record (if it showed anything, or it has
+        ``ended``) in a record of its own, for an editor that shows subagents
+        (:mod:`refagent.persistence.children`): called when it is announced, when each of its model's
+        answers and tool calls has ended, and when it ends."""
+        if self.record is None or self.child is None or (len(self.transcript) == self._kept and not ended):
+            return
+        shown, self._kept = self.transcript[self._kept :], len(self.transcript)
+        self.record(child_record(self.child_id, self.parent_id, dict(self.announced), join_chunks(shown)))
 
     def content(self, answer: str | None = None) -> list[ToolCallContent]:
         """The parent's call content: the child's tool calls so far, a question waiting on the user, and its

@@ -164,6 +164,7 @@ class Subagents:
         the child's to show."""
         if update.get("sessionUpdate") == "usage_update":
             await self.parent.send_usage(update)
+            budget.view.checkpoint()  # one of its model's answers has ended: kept
             if budget.spent:
                 budget.scope.cancel()
             return

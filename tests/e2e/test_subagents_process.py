@@ -9,6 +9,8 @@ schema (the unstable one for the subagent updates)."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -339,6 +341,39 @@ async def test_a_client_that_shows_subagents_sees_the_child_session(tmp_path: Pa
             assert own[0]["senderSessionId"] == fork  # the instructions came from the fork
             assert own[0]["recipientSessionId"] == copied["sessionId"]
             assert agent.text(copied["sessionId"]) == "Fixed."
+
+
+async def test_a_child_cut_off_by_a_crash_is_replayed_as_far_as_it_went(tmp_path: Path, check: Any) -> None:
+    project, target = project_with(tmp_path)
+    script = [Turn(tool_calls=[task("Fix it", "CHILD-K: fix a.txt", ["read_file", "edit_file"])]), Turn(text="x")]
+    read = ToolCall("read_file", {"path": str(target)})
+    child = [Turn(text="Looking.", tool_calls=[read]), edit(target, "helo", "hello"), Turn(text="Fixed.")]
+    with ScriptedOpenAIServer(script, routes={"CHILD-K": child}, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize({"subagents": {}})
+            sid = await agent.new_session(project)
+            await start_prompt(agent, sid, "Fix it.")
+            await agent.wait_for(lambda m: m.get("method") == PERMISSION)  # its second step: the edit
+            [announced] = [u for u in agent.transcript.updates(sid) if u["sessionUpdate"] == "subagent_update"][:1]
+            child_id = announced["sessionId"]
+            os.kill(agent.pid, signal.SIGKILL)
+            await agent.wait_exit(10)
+
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize({"subagents": {}})
+            _, replayed = await load(agent, sid, project)
+            [again] = [u for u in replayed if u["sessionUpdate"] == "subagent_update"]
+            assert again["sessionId"] == child_id
+            assert again["title"] == "Fix it"
+            assert again["state"]["state"] == "idle"
+            assert again["state"]["stopReason"] == "error"
+            assert "cut off" in again["state"]["error"]["message"]
+            own = agent.transcript.updates(child_id)
+            assert own[0]["content"] == [{"type": "text", "text": "CHILD-K: fix a.txt"}]
+            assert agent.text(child_id) == "Looking."
+            [read_call] = [u for u in own if u["sessionUpdate"] == "tool_call"]  # the step it finished
+            assert read_call["status"] == "completed"
+    assert target.read_text() == "helo world\n"
 
 
 async def test_load_after_a_turn_with_children_replays_the_task(tmp_path: Path, check: Any) -> None:
