@@ -18,6 +18,12 @@ Requests and provider quirks on the way out (the turn only sees :mod:`refagent.l
   its tools as ``function`` tools, the body built once as plain JSON (no per-message work in the package);
 - on OpenAI's own host, the session's cache key goes out as ``prompt_cache_key``, so that its requests
   reach the machines that hold its cached prefix;
+- on OpenRouter (:func:`~refagent.llm.profiles.is_openrouter`), it goes out as ``session_id``, which
+  keeps a session's requests on one upstream provider, where its cache is; and for Claude
+  (``anthropic/...``), which caches nothing unless asked, the body asks for OpenRouter's automatic caching
+  (``cache_control`` on the body: a breakpoint at its last block, the moving end, found again by the next
+  step's within Anthropic's 20 blocks) and the system prompt carries a breakpoint of its own (so a step
+  that adds more than 20 blocks still reads the tools and the system prompt from the cache);
 - a server that rejects ``stream_options`` is asked again without it (and never again with it);
 - a request's reasoning effort goes out as ``reasoning_effort`` (none: the field is left out); a 400/422
   that names it is not retried without it (the user chose it): :class:`~refagent.errors.ModelError` says
@@ -73,7 +79,15 @@ import anyio
 
 from refagent.errors import ModelAuthError, ModelConfigError, ModelError
 from refagent.llm.openai_stream import Assembler, Malformed
-from refagent.llm.profiles import ModelProfile, is_openai_host, key_hint, key_origin, missing_key, model_setting
+from refagent.llm.profiles import (
+    ModelProfile,
+    is_openai_host,
+    is_openrouter,
+    key_hint,
+    key_origin,
+    missing_key,
+    model_setting,
+)
 from refagent.llm.protocol import ModelEvent, ModelRequest, Retrying, cleaned_request, wire_message
 from refagent.llm.retry import RETRYABLE_STATUS, Failure, RetryPolicy, connection_problem, retry_after, retry_wait
 from refagent.llm.wire_json import EncodedMessages, body
@@ -91,6 +105,10 @@ CONNECT_TIMEOUT = 10.0
 """Seconds connecting to the endpoint may take."""
 CLOSE_TIMEOUT = 2.0
 """How long closing a cancelled HTTP response may take (it is shielded from the cancellation)."""
+EPHEMERAL = {"type": "ephemeral"}
+"""A prompt-cache breakpoint of the default lifetime (five minutes), as OpenRouter passes it to Anthropic."""
+OPENROUTER_SESSION_CHARS = 256
+"""The longest ``session_id`` OpenRouter takes."""
 
 
 async def warm_up() -> None:
@@ -152,6 +170,8 @@ class OpenAIModel:
         self._client: AsyncOpenAI | None = None
         self._model = profile.model
         self._stream_options = True
+        self._cached_claude = False
+        """Whether the messages are written for Claude on OpenRouter (:meth:`_item`)."""
         self._encoded = EncodedMessages(self._item, spread=self.spread)
 
     @property
@@ -300,6 +320,9 @@ class OpenAIModel:
     def _encode(self, model: str, request: ModelRequest) -> bytes:
         """The request's body: :meth:`_fields`, and :attr:`list_key` with the conversation, each message's
         JSON made once and reused by the requests after (:mod:`refagent.llm.wire_json`)."""
+        if self._cached_claude != (claude := self._claude_on_openrouter(model)):
+            self._cached_claude = claude  # how the system message is written changes: each is made again
+            self._encoded = EncodedMessages(self._item, spread=self.spread)
         texts = self._encoded.encode(self._conversation(request.messages))
         return body({**self._fields(model, request), "stream": True}, {self.list_key: texts})
 
@@ -313,8 +336,16 @@ class OpenAIModel:
         return messages
 
     def _item(self, message: dict[str, Any]) -> Any:
-        """One message as the API takes it (refagent's own keys dropped, for Chat Completions)."""
-        return wire_message(message)
+        """One message as the API takes it (refagent's own keys dropped, for Chat Completions; the system
+        prompt a cache breakpoint for Claude on OpenRouter)."""
+        sent = wire_message(message)
+        if self._cached_claude and sent.get("role") == "system" and isinstance(sent.get("content"), str):
+            return {**sent, "content": [{"type": "text", "text": sent["content"], "cache_control": EPHEMERAL}]}
+        return sent
+
+    def _claude_on_openrouter(self, model: str) -> bool:
+        """Whether ``model`` is Claude on OpenRouter (which caches only where the request asks)."""
+        return model.removeprefix("~").startswith("anthropic/") and is_openrouter(self.profile)
 
     def _fields(self, model: str, request: ModelRequest) -> dict[str, Any]:
         """The body but the conversation (see the module docstring for what goes in it)."""
@@ -333,6 +364,11 @@ class OpenAIModel:
             fields["reasoning_effort"] = request.reasoning_effort
         if request.cache_key is not None and is_openai_host(self.profile.base_url):
             fields["prompt_cache_key"] = request.cache_key
+        if is_openrouter(self.profile):
+            if request.cache_key is not None:
+                fields["session_id"] = request.cache_key[:OPENROUTER_SESSION_CHARS]
+            if self._claude_on_openrouter(model):
+                fields["cache_control"] = EPHEMERAL
         return fields
 
     def _effort_rejected(self, exc: Exception, model: str, effort: str) -> ModelError:

@@ -15,7 +15,9 @@ The contract, provider quirks included:
   the stream ends, then the :class:`~refagent.llm.protocol.Usage`, then exactly one ``Finished``;
 - usage may come in the last chunk (with empty ``choices``) or on every chunk: the last one seen wins; its
   cached input tokens are OpenAI's ``prompt_tokens_details.cached_tokens`` (DeepSeek's
-  ``prompt_cache_hit_tokens``), its reasoning tokens ``completion_tokens_details.reasoning_tokens``;
+  ``prompt_cache_hit_tokens``), those written to the cache OpenRouter's
+  ``prompt_tokens_details.cache_write_tokens``, its reasoning tokens
+  ``completion_tokens_details.reasoning_tokens``;
 - ``length`` -> ``Finished("length")``; ``content_filter`` or a ``refusal`` delta -> ``Finished("refusal")``
   (the refusal text is yielded as text); ``stop`` with tool calls (some local servers) -> ``tool_calls``;
   a stream with no choices at all -> ``Finished("stop")``;
@@ -165,5 +167,6 @@ def _usage(usage: dict[str, Any]) -> Usage:
         int(usage.get("prompt_tokens") or 0),
         int(usage.get("completion_tokens") or 0),
         cached_tokens=int(prompt.get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0),
+        cache_write_tokens=int(prompt.get("cache_write_tokens") or 0),
         reasoning_tokens=int(completion.get("reasoning_tokens") or 0),
     )

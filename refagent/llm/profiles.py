@@ -114,11 +114,19 @@ def is_local(base_url: str | None) -> bool:
 
 def is_openai_host(base_url: str | None) -> bool:
     """Whether ``base_url`` is OpenAI's own API (``None``: the default, so it is)."""
-    if not base_url:
-        return True
+    return not base_url or _host(base_url) == "api.openai.com"
+
+
+def is_openrouter(profile: ModelProfile) -> bool:
+    """Whether ``profile`` talks to OpenRouter: its host, or the provider of that name (whose endpoint the
+    configuration may have moved, to a proxy of one's own)."""
+    return profile.id == "openrouter" or (profile.base_url is not None and _host(profile.base_url) == "openrouter.ai")
+
+
+def _host(base_url: str) -> str:
     from urllib.parse import urlsplit  # here: as in is_local
 
-    return (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower() == "api.openai.com"
+    return (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower()
 
 
 def needs_key(profile: ModelProfile) -> bool:

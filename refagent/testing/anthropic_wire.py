@@ -56,9 +56,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from refagent.testing.script import Turn, arguments, pieces, split
-from refagent.testing.wires import Rejection, estimate_tokens, sse
+from refagent.testing.wires import BreakpointCache, Rejection, marked, sse, unmarked
 
-__all__ = ["AnthropicWire", "BreakpointCache"]
+__all__ = ["AnthropicWire"]
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -70,64 +70,24 @@ ERROR_TYPES = {
     529: "overloaded_error",
 }
 """Anthropic's error type for each status (another 5xx: ``api_error``)."""
-MIN_CACHED = 1024
-"""The fewest tokens a cached prefix has (Anthropic's minimum for most models)."""
 MAX_BREAKPOINTS = 4
 THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
-
-
-class BreakpointCache:
-    """Anthropic's prompt-cache rule as the module docstring says it. Thread-safe."""
-
-    def __init__(self, minimum: int = MIN_CACHED) -> None:
-        self.minimum = minimum
-        self._written: set[str] = set()
-        self._lock = threading.Lock()
-
-    def use(self, body: Mapping[str, Any]) -> tuple[int, int, int]:
-        """The prompt's tokens in all, read from the cache, and written to it; remembers what it wrote."""
-        total = 0
-        running = hashlib.sha256(str(body.get("model")).encode())
-        marks: list[tuple[str, int]] = []  # (the prefix's digest, its tokens) at each breakpoint
-        for block, marked in _prompt(body):
-            text = json.dumps(block, sort_keys=True)
-            running.update(text.encode())
-            total += estimate_tokens(text)
-            if marked:
-                marks.append((running.hexdigest(), total))
-        with self._lock:
-            read = max((tokens for digest, tokens in marks if digest in self._written), default=0)
-            written = 0
-            if marks and marks[-1][1] >= self.minimum and marks[-1][1] > read:
-                written = marks[-1][1] - read
-            self._written.update(digest for digest, tokens in marks if tokens >= self.minimum)
-        return total, read, written
 
 
 def _prompt(body: Mapping[str, Any]) -> Iterator[tuple[Any, bool]]:
     """The prompt's blocks in the order the API reads them, each without its ``cache_control``, and
     whether it was marked."""
     for tool in body.get("tools") or ():
-        yield _unmarked(tool), _marked(tool)
+        yield unmarked(tool), marked(tool)
     system = body.get("system")
     for block in [{"type": "text", "text": system}] if isinstance(system, str) else system or ():
-        yield _unmarked(block), _marked(block)
+        yield unmarked(block), marked(block)
     for message in body.get("messages") or ():
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or ()
         for i, block in enumerate(blocks):
-            unmarked = _unmarked(block)
-            yield ({"role": message.get("role"), "block": unmarked} if i == 0 else unmarked), _marked(block)
-
-
-def _marked(block: Any) -> bool:
-    return isinstance(block, dict) and "cache_control" in block
-
-
-def _unmarked(block: Any) -> Any:
-    if not _marked(block):
-        return block
-    return {key: value for key, value in block.items() if key != "cache_control"}
+            plain = unmarked(block)
+            yield ({"role": message.get("role"), "block": plain} if i == 0 else plain), marked(block)
 
 
 class AnthropicWire:
@@ -169,7 +129,7 @@ class AnthropicWire:
         enabled = isinstance(thinking, dict) and thinking.get("type") == "enabled"
         if isinstance(thinking, dict) and enabled:
             _check_thinking(body, thinking)
-        marks = sum(1 for _, marked in _prompt(body) if marked)
+        marks = sum(1 for _, is_marked in _prompt(body) if is_marked)
         if marks > MAX_BREAKPOINTS:
             raise Rejection(
                 400, f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {marks}."
@@ -241,7 +201,7 @@ class AnthropicWire:
 
     def _message(self, turn: Turn, body: Mapping[str, Any], number: int, output: int) -> dict[str, Any]:
         """The ``message`` object without its content, its usage counted (and kept)."""
-        total, read, written = self.cache.use(body)
+        total, read, written = self.cache.use(body.get("model"), _prompt(body))
         if turn.cached_tokens is not None:
             read, written = turn.cached_tokens, 0
         if turn.usage is not None:

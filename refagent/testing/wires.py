@@ -1,6 +1,7 @@
 """How the scripted server (:mod:`refagent.testing.openai_server`) speaks each model API: a :class:`Wire`
 turns a scripted :class:`~refagent.testing.script.Turn` into that API's streamed events or whole response,
-its errors and its authentication; and :class:`PrefixCache`, the prompt-cache rule the usage reports.
+its errors and its authentication; and the prompt-cache rules the usage reports: :class:`PrefixCache`
+(OpenAI's) and :class:`BreakpointCache` (Anthropic's).
 
 The server routes each ``POST`` by the path's end (:attr:`Wire.path`) to a wire of its own (wires may keep
 state, such as the signatures they issued, for the server's life). This module has the Chat Completions
@@ -13,14 +14,27 @@ Standard library only, like the server.
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 from refagent.testing.script import Turn, arguments, pieces, split
 
-__all__ = ["CREATED", "ChatWire", "PrefixCache", "Rejection", "Wire", "estimate_tokens", "sse"]
+__all__ = [
+    "CREATED",
+    "MIN_CACHED",
+    "BreakpointCache",
+    "ChatWire",
+    "PrefixCache",
+    "Rejection",
+    "Wire",
+    "estimate_tokens",
+    "marked",
+    "sse",
+    "unmarked",
+]
 
 CREATED = 1_700_000_000
 """A fixed ``created`` timestamp: responses are byte-for-byte reproducible."""
@@ -103,6 +117,62 @@ class PrefixCache:
         return self.minimum + (tokens - self.minimum) // self.step * self.step
 
 
+MIN_CACHED = 1024
+"""The fewest tokens a prefix Anthropic caches has (its minimum for most models)."""
+LOOKBACK = 20
+"""How many blocks back from a breakpoint Anthropic looks for a prefix an earlier request wrote."""
+
+
+class BreakpointCache:
+    """Anthropic's prompt-cache rule: a prompt is blocks in the order the API reads them, each counted by
+    :func:`estimate_tokens` over its JSON; the prefix ending at each marked block (a ``cache_control``
+    breakpoint) is written when it has at least ``minimum`` tokens; a request reads the longest prefix an
+    earlier request wrote (the same blocks, the same model) that ends at one of its breakpoints or, with
+    ``lookback``, at one of the ``lookback`` blocks before one (Anthropic looks 20 back), and writes the
+    part up to its last breakpoint beyond that. Thread-safe."""
+
+    def __init__(self, minimum: int = MIN_CACHED, lookback: int = 0) -> None:
+        self.minimum = minimum
+        self.lookback = lookback
+        self._written: set[str] = set()
+        self._lock = threading.Lock()
+
+    def use(self, model: Any, blocks: Iterable[tuple[Any, bool]]) -> tuple[int, int, int]:
+        """The prompt's tokens in all, read from the cache, and written to it, for ``blocks`` (each block,
+        without its mark, and whether it was marked); remembers what it wrote."""
+        total = 0
+        running = hashlib.sha256(str(model).encode())
+        prefixes: list[tuple[str, int]] = []  # (the prefix's digest, its tokens) at each block
+        marks: list[int] = []  # the blocks marked, by index
+        for block, marked in blocks:
+            text = json.dumps(block, sort_keys=True)
+            running.update(text.encode())
+            total += estimate_tokens(text)
+            prefixes.append((running.hexdigest(), total))
+            if marked:
+                marks.append(len(prefixes) - 1)
+        looked = {p for mark in marks for p in range(max(0, mark - self.lookback), mark + 1)}
+        with self._lock:
+            read = max((prefixes[p][1] for p in looked if prefixes[p][0] in self._written), default=0)
+            written = 0
+            if marks and prefixes[marks[-1]][1] >= self.minimum and prefixes[marks[-1]][1] > read:
+                written = prefixes[marks[-1]][1] - read
+            self._written.update(prefixes[m][0] for m in marks if prefixes[m][1] >= self.minimum)
+        return total, read, written
+
+
+def marked(block: Any) -> bool:
+    """Whether ``block`` (a content block, or a tool) is an Anthropic cache breakpoint."""
+    return isinstance(block, dict) and "cache_control" in block
+
+
+def unmarked(block: Any) -> Any:
+    """``block`` without its ``cache_control`` (no part of the content)."""
+    if not marked(block):
+        return block
+    return {key: value for key, value in block.items() if key != "cache_control"}
+
+
 def _common_prefix(a: bytes, b: bytes) -> int:
     first, second = memoryview(a), memoryview(b)
     low, high = 0, min(len(a), len(b))
@@ -116,9 +186,21 @@ def _common_prefix(a: bytes, b: bytes) -> int:
 
 
 class ChatWire:
-    """OpenAI's Chat Completions: ``chat.completion.chunk`` objects as ``data:`` events, ``[DONE]`` last."""
+    """OpenAI's Chat Completions: ``chat.completion.chunk`` objects as ``data:`` events, ``[DONE]`` last.
+
+    The usage counts the messages (:func:`estimate_tokens`), and reads nothing from a cache, except for a
+    model named as OpenRouter names Claude (``anthropic/...``): then it follows OpenRouter's way with
+    Claude (:func:`claude_prompt`, Anthropic's :class:`BreakpointCache` with its 20-block lookback), with
+    the tokens read and written in ``prompt_tokens_details`` (``cached_tokens``, ``cache_write_tokens``).
+    A turn's ``usage`` and ``cached_tokens`` override what it counts. :attr:`usages` keeps each answer's.
+    """
 
     path = "/chat/completions"
+
+    def __init__(self) -> None:
+        self.claude_cache = BreakpointCache(lookback=LOOKBACK)
+        self.usages: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
 
     def authorized(self, headers: Mapping[str, str], key: str) -> bool:
         return headers.get("authorization") == f"Bearer {key}"
@@ -133,7 +215,7 @@ class ChatWire:
         pass
 
     def events(self, turn: Turn, body: Mapping[str, Any], number: int) -> list[bytes]:
-        events = [sse(chunk) for chunk in _chunks(turn, body, number)]
+        events = [sse(chunk) for chunk in _chunks(turn, body, number, self.usage)]
         events.append(b"data: [DONE]\n\n")
         return events
 
@@ -158,8 +240,29 @@ class ChatWire:
             "created": CREATED,
             "model": body.get("model", ""),
             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _finish_reason(turn)}],
-            "usage": _usage(turn, body, len(pieces(turn.text))),
+            "usage": self.usage(turn, body, len(pieces(turn.text))),
         }
+
+    def usage(self, turn: Turn, body: Mapping[str, Any], completion: int) -> dict[str, Any]:
+        """The usage of the answer to ``body`` (see the class docstring), kept in :attr:`usages`."""
+        read = written = 0
+        model = str(body.get("model", ""))
+        if model.removeprefix("~").startswith("anthropic/"):
+            prompt, read, written = self.claude_cache.use(model, claude_prompt(body))
+        else:
+            prompt = estimate_tokens(body.get("messages", []))
+        if turn.usage is not None:
+            prompt, completion = turn.usage
+        if turn.cached_tokens is not None:
+            read, written = turn.cached_tokens, 0
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion}
+        usage["total_tokens"] = prompt + completion
+        if read or written or turn.cached_tokens is not None:
+            read = min(read, prompt)
+            usage["prompt_tokens_details"] = {"cached_tokens": read, "cache_write_tokens": min(written, prompt - read)}
+        with self._lock:
+            self.usages.append(usage)
+        return usage
 
 
 def _finish_reason(turn: Turn) -> str | None:
@@ -168,20 +271,33 @@ def _finish_reason(turn: Turn) -> str | None:
     return turn.finish_reason
 
 
-def _usage(turn: Turn, body: Mapping[str, Any], completion: int) -> dict[str, Any]:
-    if turn.usage is not None:
-        prompt, completion = turn.usage
-    else:
-        prompt = estimate_tokens(body.get("messages", []))
-    total = prompt + completion
-    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
-    if turn.cached_tokens is not None:
-        usage["prompt_tokens_details"] = {"cached_tokens": turn.cached_tokens}
-    return usage
+def claude_prompt(body: Mapping[str, Any]) -> list[tuple[Any, bool]]:
+    """A Chat Completions body as OpenRouter hands it to Anthropic, as :class:`BreakpointCache` reads it:
+    the tools, the system messages' text, then each other message's blocks (its text or parts, each tool
+    call), each without its ``cache_control`` and whether it had one; a ``cache_control`` on the body itself
+    (automatic caching) marks the last block."""
+    blocks: list[tuple[Any, bool]] = [(unmarked(tool), marked(tool)) for tool in body.get("tools") or ()]
+    messages = [m for m in body.get("messages") or () if isinstance(m, Mapping)]
+    for message in sorted(messages, key=lambda m: m.get("role") != "system"):  # stable: the system first
+        content = message.get("content")
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) and content else list(content or ())
+        parts += [{"type": "tool_use", **call} for call in message.get("tool_calls") or ()]
+        for i, part in enumerate(parts):
+            plain = unmarked(part)
+            blocks.append(({"role": message.get("role"), "block": plain} if i == 0 else plain, marked(part)))
+    if blocks and isinstance(body.get("cache_control"), Mapping):
+        blocks[-1] = (blocks[-1][0], True)
+    return blocks
 
 
-def _chunks(turn: Turn, body: Mapping[str, Any], number: int) -> Iterator[Mapping[str, Any] | str]:
-    """The ``chat.completion.chunk`` objects of a streamed ``turn``, shaped like OpenAI's."""
+def _chunks(
+    turn: Turn,
+    body: Mapping[str, Any],
+    number: int,
+    usage_of: Callable[[Turn, Mapping[str, Any], int], dict[str, Any]],
+) -> Iterator[Mapping[str, Any] | str]:
+    """The ``chat.completion.chunk`` objects of a streamed ``turn``, shaped like OpenAI's (``usage_of``: the
+    usage of the answer, given its output's tokens)."""
     base = {"id": f"chatcmpl-scripted-{number}", "object": "chat.completion.chunk", "created": CREATED}
     base["model"] = body.get("model", "")
 
@@ -211,7 +327,7 @@ def _chunks(turn: Turn, body: Mapping[str, Any], number: int) -> Iterator[Mappin
                 entry.update(id=call_id, type="function")
                 entry["function"] = {"name": call.name, "arguments": piece}
             yield chunk({"tool_calls": [entry]})
-    usage = _usage(turn, body, count)
+    usage = usage_of(turn, body, count)
     finish = chunk({}, _finish_reason(turn))
     if turn.usage_mode == "with_finish":
         finish["usage"] = usage

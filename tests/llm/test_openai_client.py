@@ -29,6 +29,7 @@ from refagent.llm.protocol import (
 )
 from refagent.llm.retry import RetryPolicy
 from refagent.testing.openai_server import Fault, ScriptedOpenAIServer, ToolCall, Turn
+from refagent.testing.wires import ChatWire
 from tests.support.model_streams import FAST, HI, collect, collect_failing, retries, texts
 
 pytestmark = pytest.mark.anyio
@@ -199,6 +200,67 @@ def test_on_openais_host_the_session_key_routes_to_its_cache() -> None:
     model = OpenAIModel(ModelProfile("o", "O", model="gpt-test", api_key=KEY))  # base_url: OpenAI's
     body = model._body("gpt-test", ModelRequest([{"role": "user", "content": "hi"}], cache_key="s-1"))
     assert body["prompt_cache_key"] == "s-1"
+
+
+SYSTEM = {"role": "system", "content": "You are refagent."}
+OPENROUTER = "https://openrouter.ai/api/v1"
+
+
+def openrouter_body(model: str, base_url: str = OPENROUTER, profile_id: str = "o") -> dict[str, Any]:
+    client = OpenAIModel(ModelProfile(profile_id, "O", model=model, base_url=base_url, api_key=KEY))
+    return client._body(model, ModelRequest([SYSTEM, {"role": "user", "content": "hi"}], cache_key="s-1"))
+
+
+def test_claude_on_openrouter_asks_for_caching_where_anthropic_wants_it() -> None:
+    """Claude caches nothing unasked: the body asks for OpenRouter's automatic caching (the moving end), the
+    system prompt is a breakpoint of its own, and the session keeps to one upstream provider."""
+    body = openrouter_body("anthropic/claude-sonnet-4.5")
+    assert body["cache_control"] == {"type": "ephemeral"}
+    assert body["session_id"] == "s-1"
+    assert body["messages"] == [
+        {
+            "role": "system",
+            "content": [{"type": "text", "text": "You are refagent.", "cache_control": {"type": "ephemeral"}}],
+        },
+        {"role": "user", "content": "hi"},
+    ]
+    assert "prompt_cache_key" not in body
+    assert openrouter_body("~anthropic/claude-sonnet-latest")["cache_control"] == {"type": "ephemeral"}
+    # The provider of that name, moved to a proxy of one's own by the configuration: still OpenRouter.
+    assert openrouter_body("anthropic/claude-sonnet-4.5", "http://127.0.0.1:9/v1", "openrouter")["cache_control"]
+
+
+def test_other_models_on_openrouter_only_keep_to_their_provider() -> None:
+    body = openrouter_body("openai/gpt-5")  # cached by its provider unasked
+    assert body["session_id"] == "s-1"
+    assert "cache_control" not in body
+    assert body["messages"][0] == SYSTEM
+
+
+def test_claude_named_elsewhere_is_sent_as_any_model() -> None:
+    body = openrouter_body("anthropic/claude-sonnet-4.5", "https://llm.example.com/v1")  # a gateway we do not know
+    assert "cache_control" not in body
+    assert "session_id" not in body
+    assert body["messages"][0] == SYSTEM
+
+
+async def test_claudes_cache_on_openrouter_is_written_then_read(models: list[OpenAIModel]) -> None:
+    """Through the scripted server's rule for Claude on OpenRouter: the first request writes the prompt
+    (OpenRouter's ``cache_write_tokens``), the next reads it (``cached_tokens``)."""
+    with serving(Turn(text="a"), Turn(text="b")) as server:
+        wire = server.wire("/chat/completions")
+        assert isinstance(wire, ChatWire)
+        wire.claude_cache.minimum = 1  # a short prompt: cached all the same
+        url = server.base_url
+        model = OpenAIModel(ModelProfile("openrouter", "OR", model="anthropic/claude-test", base_url=url, api_key=KEY))
+        models.append(model)
+        first = [SYSTEM, {"role": "user", "content": "hi"}]
+        used = [e for e in await collect(model, ModelRequest(first)) if isinstance(e, Usage)]
+        second = [*first, {"role": "assistant", "content": "a"}, {"role": "user", "content": "more"}]
+        used += [e for e in await collect(model, ModelRequest(second)) if isinstance(e, Usage)]
+    assert used[0].cached_tokens == 0 < used[0].cache_write_tokens == used[0].prompt_tokens
+    assert used[1].cached_tokens == used[0].prompt_tokens  # the whole first prompt, read
+    assert used[1].cache_write_tokens == used[1].prompt_tokens - used[0].prompt_tokens
 
 
 async def test_finish_length(model_for: Any) -> None:
