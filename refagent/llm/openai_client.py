@@ -25,7 +25,14 @@ Requests and provider quirks on the way out (the turn only sees :mod:`refagent.l
   step's within Anthropic's 20 blocks) and the system prompt carries a breakpoint of its own (so a step
   that adds more than 20 blocks still reads the tools and the system prompt from the cache);
 - a server that rejects ``stream_options`` is asked again without it (and never again with it);
-- a request's reasoning effort goes out as ``reasoning_effort`` (none: the field is left out); a 400/422
+- on OpenRouter, the reasoning a model wants back (``reasoning_details``: Claude's signed thinking,
+  Gemini's and OpenAI's encrypted reasoning; :mod:`refagent.llm.openai_stream` gathers it) goes back on the
+  assistant message that it came with, unchanged, as OpenRouter requires in the tool loop (another host's
+  server is never sent it);
+- a request's reasoning effort goes out as ``reasoning_effort`` (on OpenRouter, ``reasoning.effort``, its
+  one control for every model, and for Claude there ``reasoning.max_tokens``, the thinking budget the
+  ``anthropic`` kind gives that level, under a ``max_tokens`` that leaves room for the answer; none: the
+  field is left out); a 400/422
   that names it is not retried without it (the user chose it): :class:`~refagent.errors.ModelError` says
   the model does not accept that reasoning effort and where to change it;
 - a request that cannot be encoded (a lone surrogate got into the conversation or a tool's description
@@ -78,7 +85,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import anyio
 
 from refagent.errors import ModelAuthError, ModelConfigError, ModelError
-from refagent.llm.openai_stream import Assembler, Malformed
+from refagent.llm.anthropic_request import max_tokens
+from refagent.llm.openai_stream import OPENROUTER_REASONING, Assembler, Malformed
 from refagent.llm.profiles import (
     ModelProfile,
     is_openai_host,
@@ -88,7 +96,7 @@ from refagent.llm.profiles import (
     missing_key,
     model_setting,
 )
-from refagent.llm.protocol import ModelEvent, ModelRequest, Retrying, cleaned_request, wire_message
+from refagent.llm.protocol import ModelEvent, ModelRequest, Retrying, cleaned_request, kept_reasoning, wire_message
 from refagent.llm.retry import RETRYABLE_STATUS, Failure, RetryPolicy, connection_problem, retry_after, retry_wait
 from refagent.llm.wire_json import EncodedMessages, body
 
@@ -170,6 +178,7 @@ class OpenAIModel:
         self._client: AsyncOpenAI | None = None
         self._model = profile.model
         self._stream_options = True
+        self._openrouter = is_openrouter(profile)
         self._cached_claude = False
         """Whether the messages are written for Claude on OpenRouter (:meth:`_item`)."""
         self._encoded = EncodedMessages(self._item, spread=self.spread)
@@ -336,16 +345,19 @@ class OpenAIModel:
         return messages
 
     def _item(self, message: dict[str, Any]) -> Any:
-        """One message as the API takes it (refagent's own keys dropped, for Chat Completions; the system
-        prompt a cache breakpoint for Claude on OpenRouter)."""
+        """One message as the API takes it (refagent's own keys dropped, for Chat Completions); on OpenRouter,
+        an assistant message with the reasoning it kept (``reasoning_details``, back unchanged), and for
+        Claude there the system prompt a cache breakpoint."""
         sent = wire_message(message)
         if self._cached_claude and sent.get("role") == "system" and isinstance(sent.get("content"), str):
             return {**sent, "content": [{"type": "text", "text": sent["content"], "cache_control": EPHEMERAL}]}
+        if self._openrouter and (details := kept_reasoning(message, OPENROUTER_REASONING)):
+            return {**sent, "reasoning_details": details}
         return sent
 
     def _claude_on_openrouter(self, model: str) -> bool:
         """Whether ``model`` is Claude on OpenRouter (which caches only where the request asks)."""
-        return model.removeprefix("~").startswith("anthropic/") and is_openrouter(self.profile)
+        return model.removeprefix("~").startswith("anthropic/") and self._openrouter
 
     def _fields(self, model: str, request: ModelRequest) -> dict[str, Any]:
         """The body but the conversation (see the module docstring for what goes in it)."""
@@ -360,11 +372,19 @@ class OpenAIModel:
             ]
         if self._stream_options:
             fields["stream_options"] = {"include_usage": True}
-        if request.reasoning_effort is not None:
-            fields["reasoning_effort"] = request.reasoning_effort
+        effort = request.reasoning_effort
+        if effort is not None and self._claude_on_openrouter(model):
+            # Claude's thinking budget as the anthropic kind gives it (OpenRouter would make "medium" up to
+            # 32,000 tokens of the model's limit), under a max_tokens that leaves room for the answer.
+            fields["max_tokens"], budget = max_tokens(self.profile.max_output_tokens, effort)
+            fields["reasoning"] = {"max_tokens": budget}
+        elif effort is not None and self._openrouter:
+            fields["reasoning"] = {"effort": effort}  # OpenRouter's one control for every model
+        elif effort is not None:
+            fields["reasoning_effort"] = effort
         if request.cache_key is not None and is_openai_host(self.profile.base_url):
             fields["prompt_cache_key"] = request.cache_key
-        if is_openrouter(self.profile):
+        if self._openrouter:
             if request.cache_key is not None:
                 fields["session_id"] = request.cache_key[:OPENROUTER_SESSION_CHARS]
             if self._claude_on_openrouter(model):

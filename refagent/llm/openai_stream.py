@@ -13,6 +13,11 @@ The contract, provider quirks included:
   (or id) repeated in every chunk is not concatenated; the id may come only on the first chunk; arguments
   that are not JSON are passed through raw; complete calls are yielded by :meth:`Assembler.finish`, after
   the stream ends, then the :class:`~refagent.llm.protocol.Usage`, then exactly one ``Finished``;
+- OpenRouter's ``reasoning_details`` (the reasoning the model wants back in the tool loop: Claude's thinking
+  with its signature, OpenAI's and Gemini's encrypted reasoning) are gathered by their ``index``, each
+  detail's ``text``, ``summary`` or ``data`` joined across chunks and its other fields as last sent, into
+  one :class:`~refagent.llm.protocol.KeptReasoning` of :data:`OPENROUTER_REASONING` (the shape a response
+  that is not streamed has), yielded after the tool calls;
 - usage may come in the last chunk (with empty ``choices``) or on every chunk: the last one seen wins; its
   cached input tokens are OpenAI's ``prompt_tokens_details.cached_tokens`` (DeepSeek's
   ``prompt_cache_hit_tokens``), those written to the cache OpenRouter's
@@ -39,6 +44,7 @@ from refagent.acp.text import StreamJoiner, clean_text
 from refagent.llm.protocol import (
     Finished,
     FinishReason,
+    KeptReasoning,
     ModelEvent,
     ReasoningDelta,
     TextDelta,
@@ -46,7 +52,12 @@ from refagent.llm.protocol import (
     Usage,
 )
 
-__all__ = ["Assembler", "Malformed"]
+__all__ = ["OPENROUTER_REASONING", "Assembler", "Malformed"]
+
+OPENROUTER_REASONING = "openrouter"
+"""The :attr:`~refagent.llm.protocol.KeptReasoning.api` of OpenRouter's ``reasoning_details``."""
+_JOINED = ("text", "summary", "data")
+"""The fields of a reasoning detail that arrive in pieces."""
 
 
 class Malformed(ValueError):
@@ -75,6 +86,9 @@ class Assembler:
         self.usage: Usage | None = None
         self._text = StreamJoiner()
         self._reasoning = StreamJoiner()
+        self.details: dict[int, dict[str, Any]] = {}
+        """OpenRouter's reasoning details so far, by index, but their pieces (:attr:`_pieces`)."""
+        self._pieces: dict[tuple[int, str], list[str]] = {}
 
     def feed(self, chunk: Any) -> Iterator[ModelEvent]:
         try:
@@ -109,6 +123,21 @@ class Assembler:
                     yield TextDelta(refusal)
             for call in delta.get("tool_calls") or ():
                 self._add_call(call)
+            for detail in delta.get("reasoning_details") or ():
+                self._add_detail(detail)
+
+    def _add_detail(self, detail: Any) -> None:
+        if not isinstance(detail, dict):  # not a detail: nothing the model could want back
+            return
+        index = detail.get("index")
+        if not isinstance(index, int):  # none said: a detail of its own
+            index = max(self.details, default=-1) + 1
+        gathered = self.details.setdefault(index, {})
+        for key, value in detail.items():
+            if key in _JOINED and isinstance(value, str):
+                self._pieces.setdefault((index, key), []).append(value)  # joined once, at the end
+            elif key not in gathered or (value is not None and value != ""):
+                gathered[key] = value
 
     def _add_call(self, delta: dict[str, Any]) -> None:
         index = delta.get("index")
@@ -147,6 +176,10 @@ class Assembler:
             for i, c in sorted(self.calls.items())
         ]
         yield from calls
+        if self.details:
+            for (index, key), pieces in self._pieces.items():
+                self.details[index][key] = "".join(pieces)
+            yield KeptReasoning(OPENROUTER_REASONING, tuple(self.details[i] for i in sorted(self.details)))
         if self.usage is not None:
             yield self.usage
         yield Finished(self._reason(bool(calls)))

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import hmac
 import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
@@ -193,14 +195,25 @@ class ChatWire:
     Claude (:func:`claude_prompt`, Anthropic's :class:`BreakpointCache` with its 20-block lookback), with
     the tokens read and written in ``prompt_tokens_details`` (``cached_tokens``, ``cache_write_tokens``).
     A turn's ``usage`` and ``cached_tokens`` override what it counts. :attr:`usages` keeps each answer's.
+
+    Claude's thinking on OpenRouter (such a model, and a body that asks for ``reasoning``): a turn's
+    reasoning streams as ``reasoning`` and as ``reasoning_details`` pieces of one ``reasoning.text`` detail
+    (index 0), whose signature (:meth:`sign`) comes in a last piece; and, as Anthropic requires, a request
+    whose conversation ends in tool results is refused (400) unless the assistant message that made the
+    calls carries its ``reasoning_details`` back, each signed text unchanged.
     """
 
     path = "/chat/completions"
 
-    def __init__(self) -> None:
+    def __init__(self, secret: bytes | None = None) -> None:
         self.claude_cache = BreakpointCache(lookback=LOOKBACK)
         self.usages: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self._secret = secret or os.urandom(32)
+
+    def sign(self, thinking: str) -> str:
+        """The signature the wire issues for Claude's ``thinking``."""
+        return hmac.new(self._secret, thinking.encode(), hashlib.sha256).hexdigest()
 
     def authorized(self, headers: Mapping[str, str], key: str) -> bool:
         return headers.get("authorization") == f"Bearer {key}"
@@ -212,10 +225,29 @@ class ChatWire:
         return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
     def check(self, body: Mapping[str, Any]) -> None:
-        pass
+        if not _thinks(body):
+            return
+        messages = [m for m in body.get("messages") or () if isinstance(m, Mapping)]
+        for message in messages:
+            for detail in message.get("reasoning_details") or ():
+                if not isinstance(detail, Mapping):
+                    raise Rejection(400, "reasoning_details: each must be an object")
+                text, signature = detail.get("text"), detail.get("signature")
+                if isinstance(signature, str) and signature and signature != self.sign(str(text)):
+                    raise Rejection(400, "Invalid `signature` in `thinking` block")
+        ending = len(messages)
+        while ending and messages[ending - 1].get("role") == "tool":
+            ending -= 1
+        if ending < len(messages) and ending and not messages[ending - 1].get("reasoning_details"):
+            raise Rejection(
+                400,
+                "Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a "
+                "final `assistant` message must start with a thinking block.",
+            )
 
     def events(self, turn: Turn, body: Mapping[str, Any], number: int) -> list[bytes]:
-        events = [sse(chunk) for chunk in _chunks(turn, body, number, self.usage)]
+        sign = self.sign if _thinks(body) else None
+        events = [sse(chunk) for chunk in _chunks(turn, body, number, self.usage, sign)]
         events.append(b"data: [DONE]\n\n")
         return events
 
@@ -273,14 +305,15 @@ def _finish_reason(turn: Turn) -> str | None:
 
 def claude_prompt(body: Mapping[str, Any]) -> list[tuple[Any, bool]]:
     """A Chat Completions body as OpenRouter hands it to Anthropic, as :class:`BreakpointCache` reads it:
-    the tools, the system messages' text, then each other message's blocks (its text or parts, each tool
-    call), each without its ``cache_control`` and whether it had one; a ``cache_control`` on the body itself
-    (automatic caching) marks the last block."""
+    the tools, the system messages' text, then each other message's blocks (its reasoning details, its text
+    or parts, each tool call), each without its ``cache_control`` and whether it had one; a
+    ``cache_control`` on the body itself (automatic caching) marks the last block."""
     blocks: list[tuple[Any, bool]] = [(unmarked(tool), marked(tool)) for tool in body.get("tools") or ()]
     messages = [m for m in body.get("messages") or () if isinstance(m, Mapping)]
     for message in sorted(messages, key=lambda m: m.get("role") != "system"):  # stable: the system first
         content = message.get("content")
-        parts = [{"type": "text", "text": content}] if isinstance(content, str) and content else list(content or ())
+        parts = [dict(detail) for detail in message.get("reasoning_details") or ()]  # thinking comes first
+        parts += [{"type": "text", "text": content}] if isinstance(content, str) and content else list(content or ())
         parts += [{"type": "tool_use", **call} for call in message.get("tool_calls") or ()]
         for i, part in enumerate(parts):
             plain = unmarked(part)
@@ -290,14 +323,21 @@ def claude_prompt(body: Mapping[str, Any]) -> list[tuple[Any, bool]]:
     return blocks
 
 
+def _thinks(body: Mapping[str, Any]) -> bool:
+    """Whether ``body`` asks Claude on OpenRouter to think."""
+    return str(body.get("model", "")).removeprefix("~").startswith("anthropic/") and bool(body.get("reasoning"))
+
+
 def _chunks(
     turn: Turn,
     body: Mapping[str, Any],
     number: int,
     usage_of: Callable[[Turn, Mapping[str, Any], int], dict[str, Any]],
+    sign: Callable[[str], str] | None = None,
 ) -> Iterator[Mapping[str, Any] | str]:
     """The ``chat.completion.chunk`` objects of a streamed ``turn``, shaped like OpenAI's (``usage_of``: the
-    usage of the answer, given its output's tokens)."""
+    usage of the answer, given its output's tokens; ``sign``: Claude on OpenRouter thinks, see
+    :class:`ChatWire`)."""
     base = {"id": f"chatcmpl-scripted-{number}", "object": "chat.completion.chunk", "created": CREATED}
     base["model"] = body.get("model", "")
 
@@ -309,9 +349,16 @@ def _chunks(
         return
     count = 0
     yield chunk({"role": "assistant", "content": ""})
+    detail = {"type": "reasoning.text", "format": "anthropic-claude-v1", "index": 0}
     for piece in pieces(turn.reasoning):
         count += 1
-        yield chunk({turn.reasoning_field: piece})
+        if sign is None:
+            yield chunk({turn.reasoning_field: piece})
+        else:
+            yield chunk({"reasoning": piece, "reasoning_details": [{**detail, "text": piece}]})
+    if sign is not None and turn.reasoning:
+        signature = sign("".join(pieces(turn.reasoning)))
+        yield chunk({"reasoning_details": [{**detail, "text": "", "signature": signature}]})
     for piece in pieces(turn.text):
         count += 1
         yield chunk({"content": piece})

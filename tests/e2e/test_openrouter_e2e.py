@@ -23,9 +23,9 @@ KEY = "sk-or-test-key"
 STEPS = 10
 
 
-def env_for(tmp_path: Path, server: ScriptedOpenAIServer) -> dict[str, str]:
+def env_for(tmp_path: Path, server: ScriptedOpenAIServer, config_text: str = "") -> dict[str, str]:
     config = tmp_path / "config.toml"
-    config.write_text(f'[providers.openrouter]\nbase_url = "http://127.0.0.1:{server.port}/api/v1"\n')
+    config.write_text(f'[providers.openrouter]\nbase_url = "http://127.0.0.1:{server.port}/api/v1"\n{config_text}')
     return agent_env(
         tmp_path / "home",
         REFAGENT_CONFIG=str(config),
@@ -42,7 +42,10 @@ async def test_a_long_tool_loop_on_claude_reads_its_prompt_from_the_cache(tmp_pa
         # Each a few hundred tokens: what a step adds outweighs the system prompt and tools by the end, so
         # that only reading the previous step's write (not the system prompt's alone) makes the 80%.
         (project / f"part{step}.txt").write_text("".join(f"part {step}, line {n} of the plan\n" for n in range(60)))
-    steps = [Turn(tool_calls=[ToolCall("read_file", {"path": f"part{step}.txt"})]) for step in range(STEPS - 1)]
+    steps = [
+        Turn(reasoning=f"Next, part {step}.", tool_calls=[ToolCall("read_file", {"path": f"part{step}.txt"})])
+        for step in range(STEPS - 1)
+    ]
     with ScriptedOpenAIServer([*steps, Turn(text="I have read every part.")], api_key=KEY) as server:
         async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
             await agent.initialize()
@@ -75,3 +78,50 @@ async def test_a_long_tool_loop_on_claude_reads_its_prompt_from_the_cache(tmp_pa
         u["prompt_tokens"] * prices["prompt"] + u["completion_tokens"] * prices["completion"] for u in usages
     )
     assert cost < 0.5 * uncached, (cost, uncached)  # what the same turn costs where nothing is cached
+
+
+THINKING = """
+[providers.openrouter.models."anthropic/claude-sonnet-4.5"]
+reasoning_effort = ["low", "medium", "high"]
+"""
+
+
+async def test_claudes_thinking_streams_as_thoughts_and_goes_back_signed(tmp_path: Path, check: Any) -> None:
+    """Claude on OpenRouter thinks (at the default level, medium, with the budget the ``anthropic`` kind gives
+    it); its thinking shows as thoughts, and its ``reasoning_details`` go back, signed and unchanged, with the
+    tool calls they led to: the scripted server refuses the tool loop's next request otherwise, as Anthropic
+    does."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("remember the milk\n")
+    turns = [
+        Turn(reasoning="I should read the notes.", tool_calls=[ToolCall("read_file", {"path": "notes.txt"})]),
+        Turn(reasoning="They mention milk.", text="It says to remember the milk."),
+    ]
+    with ScriptedOpenAIServer(turns, api_key=KEY) as server:
+        async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
+            await agent.initialize()
+            sid = await agent.new_session(project)
+            result, shown = await prompt(agent, sid, "read my notes")
+        wire = server.wire("/chat/completions")
+        assert isinstance(wire, ChatWire)
+        signature = wire.sign("I should read the notes.")
+        bodies = [r.body for r in server.chat_requests]
+    assert result["stopReason"] == "end_turn"
+    assert said(shown, "agent_thought_chunk") == "I should read the notes.They mention milk."
+    assert said(shown) == "It says to remember the milk."
+    assert len(bodies) == 2  # the second was not refused: its thinking came back, signed
+    assert bodies[0]["reasoning"] == {"max_tokens": 10_000}  # medium, as the anthropic kind budgets it
+    assert bodies[0]["max_tokens"] == 64_000  # the model's limit: room for the answer
+    assert "reasoning_effort" not in bodies[0]
+    assistant = next(m for m in bodies[1]["messages"] if m["role"] == "assistant")
+    assert assistant["reasoning_details"] == [
+        {
+            "type": "reasoning.text",
+            "format": "anthropic-claude-v1",
+            "index": 0,
+            "text": "I should read the notes.",
+            "signature": signature,
+        }
+    ]
+    assert assistant["tool_calls"][0]["function"]["name"] == "read_file"

@@ -244,6 +244,21 @@ def test_claude_named_elsewhere_is_sent_as_any_model() -> None:
     assert body["messages"][0] == SYSTEM
 
 
+def test_reasoning_kept_on_openrouter_goes_back_there_only() -> None:
+    detail = {"type": "reasoning.encrypted", "data": "opaque==", "index": 0}
+    kept = {"role": "assistant", "content": "", "kept_reasoning": {"api": "openrouter", "items": [detail]}}
+    request = ModelRequest([{"role": "user", "content": "hi"}, kept], reasoning_effort="high")
+    there = OpenAIModel(ModelProfile("o", "O", model="openai/gpt-5", base_url=OPENROUTER, api_key=KEY))
+    body = there._body("openai/gpt-5", request)
+    assert body["messages"][1] == {"role": "assistant", "content": "", "reasoning_details": [detail]}
+    assert body["reasoning"] == {"effort": "high"}  # OpenRouter's one control for every model
+    assert "reasoning_effort" not in body
+    elsewhere = OpenAIModel(ModelProfile("o", "O", model="gpt-5", base_url="https://llm.example.com/v1", api_key=KEY))
+    body = elsewhere._body("gpt-5", request)
+    assert body["messages"][1] == {"role": "assistant", "content": ""}  # another server was never sent it
+    assert body["reasoning_effort"] == "high"
+
+
 async def test_claudes_cache_on_openrouter_is_written_then_read(models: list[OpenAIModel]) -> None:
     """Through the scripted server's rule for Claude on OpenRouter: the first request writes the prompt
     (OpenRouter's ``cache_write_tokens``), the next reads it (``cached_tokens``)."""

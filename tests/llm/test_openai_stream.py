@@ -1,0 +1,56 @@
+"""Chat Completions chunks read into events (:class:`refagent.llm.openai_stream.Assembler`): OpenRouter's
+``reasoning_details`` gathered into the reasoning the model wants back, in the shape a response that is
+not streamed has."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from refagent.llm.openai_stream import OPENROUTER_REASONING, Assembler
+from refagent.llm.protocol import Finished, KeptReasoning, ModelEvent, ReasoningDelta, ToolCallRequest
+
+
+def delta(**fields: Any) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": fields, "finish_reason": None}]}
+
+
+def read(*chunks: dict[str, Any]) -> list[ModelEvent]:
+    assembler = Assembler()
+    events = [event for chunk in chunks for event in assembler.feed(chunk)]
+    return events + list(assembler.finish())
+
+
+TEXT = {"type": "reasoning.text", "format": "anthropic-claude-v1", "index": 0}
+
+
+def test_claudes_thinking_is_gathered_with_its_signature() -> None:
+    events = read(
+        delta(reasoning="", reasoning_details=[]),
+        delta(reasoning="Think", reasoning_details=[{**TEXT, "text": "Think", "signature": None}]),
+        delta(reasoning=" more", reasoning_details=[{**TEXT, "text": " more"}]),
+        delta(reasoning_details=[{**TEXT, "text": "", "signature": "sig-1"}]),
+        delta(tool_calls=[{"index": 0, "id": "c1", "function": {"name": "glob", "arguments": "{}"}}]),
+    )
+    assert [e.text for e in events if isinstance(e, ReasoningDelta)] == ["Think", " more"]
+    [kept] = [e for e in events if isinstance(e, KeptReasoning)]
+    assert kept == KeptReasoning(OPENROUTER_REASONING, ({**TEXT, "text": "Think more", "signature": "sig-1"},))
+    kinds = [type(e) for e in events]
+    assert kinds.index(ToolCallRequest) < kinds.index(KeptReasoning) < kinds.index(Finished)  # before its end
+
+
+def test_details_keep_their_order_and_kinds() -> None:
+    encrypted = {"type": "reasoning.encrypted", "data": "opaque==", "format": "openai-responses-v1", "index": 1}
+    summary = {"type": "reasoning.summary", "summary": "Plan", "format": "openai-responses-v1", "index": 0}
+    events = read(
+        delta(reasoning_details=[encrypted]),
+        delta(reasoning_details=[summary, "not a detail", {**summary, "summary": "ned."}]),
+        delta(reasoning_details={"type": "not a list"}),
+    )
+    [kept] = [e for e in events if isinstance(e, KeptReasoning)]
+    assert kept.items == ({**summary, "summary": "Planned."}, encrypted)
+
+
+def test_no_details_no_kept_reasoning() -> None:
+    events = read(delta(reasoning_content="hm", content="Hi."))
+    assert not [e for e in events if isinstance(e, KeptReasoning)]
+    assert events[-1] == Finished("stop")
