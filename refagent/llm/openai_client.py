@@ -85,7 +85,6 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import anyio
 
 from refagent.errors import ModelAuthError, ModelConfigError, ModelError
-from refagent.llm.anthropic_request import max_tokens
 from refagent.llm.openai_stream import OPENROUTER_REASONING, Assembler, Malformed
 from refagent.llm.profiles import (
     ModelProfile,
@@ -376,6 +375,8 @@ class OpenAIModel:
         if effort is not None and self._claude_on_openrouter(model):
             # Claude's thinking budget as the anthropic kind gives it (OpenRouter would make "medium" up to
             # 32,000 tokens of the model's limit), under a max_tokens that leaves room for the answer.
+            from refagent.llm.anthropic_request import max_tokens  # here: 2 ms off every other start
+
             fields["max_tokens"], budget = max_tokens(self.profile.max_output_tokens, effort)
             fields["reasoning"] = {"max_tokens": budget}
         elif effort is not None and self._openrouter:
