@@ -25,10 +25,11 @@ Requests and provider quirks on the way out (the turn only sees :mod:`refagent.l
   step's within Anthropic's 20 blocks) and the system prompt carries a breakpoint of its own (so a step
   that adds more than 20 blocks still reads the tools and the system prompt from the cache);
 - a server that rejects ``stream_options`` is asked again without it (and never again with it);
-- on OpenRouter, the reasoning a model wants back (``reasoning_details``: Claude's signed thinking,
-  Gemini's and OpenAI's encrypted reasoning; :mod:`refagent.llm.openai_stream` gathers it) goes back on the
-  assistant message that it came with, unchanged, as OpenRouter requires in the tool loop (another host's
-  server is never sent it);
+- what a server wants back with an assistant message (:mod:`refagent.llm.openai_stream` gathers it) goes
+  back on it, unchanged, to that server only (it is kept under the endpoint's name): OpenRouter's
+  ``reasoning_details`` (Claude's signed thinking, Gemini's and OpenAI's encrypted reasoning) and a tool
+  call's ``extra_content`` (Gemini 3's thought signature on Google's endpoint), which each requires in the
+  tool loop;
 - a request's reasoning effort goes out as ``reasoning_effort`` (on OpenRouter, ``reasoning.effort``, its
   one control for every model, and for Claude there ``reasoning.max_tokens``, the thinking budget the
   ``anthropic`` kind gives that level, under a ``max_tokens`` that leaves room for the answer; none: the
@@ -85,7 +86,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import anyio
 
 from refagent.errors import ModelAuthError, ModelConfigError, ModelError
-from refagent.llm.openai_stream import OPENROUTER_REASONING, Assembler, Malformed
+from refagent.llm.openai_stream import KEPT_API, Assembler, Malformed
 from refagent.llm.profiles import (
     ModelProfile,
     is_openai_host,
@@ -178,6 +179,8 @@ class OpenAIModel:
         self._model = profile.model
         self._stream_options = True
         self._openrouter = is_openrouter(profile)
+        self._kept_api = f"{KEPT_API} {profile.endpoint}"
+        """What the server wants back is kept under its endpoint's name: another server is never sent it."""
         self._cached_claude = False
         """Whether the messages are written for Claude on OpenRouter (:meth:`_item`)."""
         self._encoded = EncodedMessages(self._item, spread=self.spread)
@@ -294,7 +297,7 @@ class OpenAIModel:
 
     def _reader(self) -> StreamReader:
         """A reader for one response's stream."""
-        return Assembler()
+        return Assembler(self._kept_api)
 
     def _drop_rejected(self, exc: Exception) -> bool:
         """Whether ``exc`` refused an optional part of the request the adapter can do without; it then
@@ -350,9 +353,8 @@ class OpenAIModel:
         sent = wire_message(message)
         if self._cached_claude and sent.get("role") == "system" and isinstance(sent.get("content"), str):
             return {**sent, "content": [{"type": "text", "text": sent["content"], "cache_control": EPHEMERAL}]}
-        if self._openrouter and (details := kept_reasoning(message, OPENROUTER_REASONING)):
-            return {**sent, "reasoning_details": details}
-        return sent
+        kept = kept_reasoning(message, self._kept_api)
+        return _with_kept(sent, kept) if kept else sent
 
     def _claude_on_openrouter(self, model: str) -> bool:
         """Whether ``model`` is Claude on OpenRouter (which caches only where the request asks)."""
@@ -518,3 +520,22 @@ def _int(value: object) -> int | None:
 def _describe(exc: Exception) -> str:
     status = getattr(exc, "status_code", None)
     return f"{status}: {_server_said(exc)}" if status is not None else str(exc) or type(exc).__name__
+
+
+def _with_kept(message: dict[str, Any], kept: list[dict[str, Any]]) -> dict[str, Any]:
+    """An assistant ``message`` with what its server wants back (:mod:`refagent.llm.openai_stream`): its
+    ``reasoning_details``, and each tool call's ``extra_content``, unchanged."""
+    details = [item["reasoning_detail"] for item in kept if isinstance(item.get("reasoning_detail"), dict)]
+    extras = {
+        item["tool_call_id"]: item["extra_content"] for item in kept if isinstance(item.get("extra_content"), dict)
+    }
+    sent = {**message, "reasoning_details": details} if details else dict(message)
+    calls = message.get("tool_calls")
+    if extras and isinstance(calls, list):
+        sent["tool_calls"] = [
+            {**call, "extra_content": extras[call["id"]]}
+            if isinstance(call, dict) and call.get("id") in extras
+            else call
+            for call in calls
+        ]
+    return sent

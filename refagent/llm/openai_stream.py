@@ -13,11 +13,13 @@ The contract, provider quirks included:
   (or id) repeated in every chunk is not concatenated; the id may come only on the first chunk; arguments
   that are not JSON are passed through raw; complete calls are yielded by :meth:`Assembler.finish`, after
   the stream ends, then the :class:`~refagent.llm.protocol.Usage`, then exactly one ``Finished``;
-- OpenRouter's ``reasoning_details`` (the reasoning the model wants back in the tool loop: Claude's thinking
-  with its signature, OpenAI's and Gemini's encrypted reasoning) are gathered by their ``index``, each
-  detail's ``text``, ``summary`` or ``data`` joined across chunks and its other fields as last sent, into
-  one :class:`~refagent.llm.protocol.KeptReasoning` of :data:`OPENROUTER_REASONING` (the shape a response
-  that is not streamed has), yielded after the tool calls;
+- what a server wants back with the assistant message, kept as one
+  :class:`~refagent.llm.protocol.KeptReasoning` (of the API name the adapter gives, its endpoint's), yielded
+  after the tool calls: OpenRouter's ``reasoning_details`` (Claude's signed thinking, OpenAI's and Gemini's
+  encrypted reasoning), gathered by their ``index``, each detail's ``text``, ``summary`` or ``data`` joined
+  across chunks and its other fields as last sent (the shape a response that is not streamed has), each an
+  item ``{"reasoning_detail": ...}``; and a tool call's ``extra_content`` (Gemini's thought signature, on
+  Google's OpenAI-compatible endpoint), an item ``{"tool_call_id": ..., "extra_content": ...}``;
 - usage may come in the last chunk (with empty ``choices``) or on every chunk: the last one seen wins; its
   cached input tokens are OpenAI's ``prompt_tokens_details.cached_tokens`` (DeepSeek's
   ``prompt_cache_hit_tokens``), those written to the cache OpenRouter's
@@ -52,10 +54,11 @@ from refagent.llm.protocol import (
     Usage,
 )
 
-__all__ = ["OPENROUTER_REASONING", "Assembler", "Malformed"]
+__all__ = ["KEPT_API", "Assembler", "Malformed"]
 
-OPENROUTER_REASONING = "openrouter"
-"""The :attr:`~refagent.llm.protocol.KeptReasoning.api` of OpenRouter's ``reasoning_details``."""
+KEPT_API = "openai-chat"
+"""The :attr:`~refagent.llm.protocol.KeptReasoning.api` of what a Chat Completions server wants back, unless
+the adapter names it (by its endpoint: another server never takes it)."""
 _JOINED = ("text", "summary", "data")
 """The fields of a reasoning detail that arrive in pieces."""
 
@@ -69,6 +72,8 @@ class _PartialCall:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    extra: dict[str, Any] | None = None
+    """Its ``extra_content`` (a server's own, such as Gemini's thought signature), wanted back with it."""
 
 
 class Assembler:
@@ -79,7 +84,8 @@ class Assembler:
     ``reasoning_content`` are plain keys here. Anything may be missing or ``null``: providers vary.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kept_api: str = KEPT_API) -> None:
+        self.kept_api = kept_api
         self.calls: dict[int, _PartialCall] = {}
         self.finish_reason: str | None = None
         self.refused = False
@@ -148,6 +154,9 @@ class Assembler:
         call = self.calls.setdefault(index, _PartialCall())
         if call_id and not call.id:
             call.id = str(call_id)
+        extra = delta.get("extra_content")
+        if isinstance(extra, dict) and extra:
+            call.extra = extra
         function = delta.get("function")
         if not function:
             return
@@ -176,10 +185,15 @@ class Assembler:
             for i, c in sorted(self.calls.items())
         ]
         yield from calls
-        if self.details:
-            for (index, key), pieces in self._pieces.items():
-                self.details[index][key] = "".join(pieces)
-            yield KeptReasoning(OPENROUTER_REASONING, tuple(self.details[i] for i in sorted(self.details)))
+        for (index, key), pieces in self._pieces.items():
+            self.details[index][key] = "".join(pieces)
+        kept: list[dict[str, Any]] = [{"reasoning_detail": self.details[i]} for i in sorted(self.details)]
+        partial = [c for _, c in sorted(self.calls.items())]
+        kept += [
+            {"tool_call_id": r.id, "extra_content": c.extra} for r, c in zip(calls, partial, strict=True) if c.extra
+        ]
+        if kept:
+            yield KeptReasoning(self.kept_api, tuple(kept))
         if self.usage is not None:
             yield self.usage
         yield Finished(self._reason(bool(calls)))

@@ -66,8 +66,9 @@ class ToolCallRequest:
 @dataclass(frozen=True, slots=True)
 class KeptReasoning:
     """Reasoning the API wants back, unchanged, in the next request of the tool loop: Responses API
-    reasoning items with their encrypted content, Anthropic thinking blocks with their signatures. Opaque
-    to everything but the adapter of ``api`` (a client kind's name), which yields it before its ``Finished``;
+    reasoning items with their encrypted content, Anthropic thinking blocks with their signatures, what a
+    Chat Completions server adds to its messages. Opaque to everything but the adapter of ``api`` (a client
+    kind's name, or for Chat Completions the endpoint's), which yields it before its ``Finished``;
     the turn keeps it on the assistant message (:data:`KEPT_REASONING`)."""
 
     api: str

@@ -201,6 +201,11 @@ class ChatWire:
     (index 0), whose signature (:meth:`sign`) comes in a last piece; and, as Anthropic requires, a request
     whose conversation ends in tool results is refused (400) unless the assistant message that made the
     calls carries its ``reasoning_details`` back, each signed text unchanged.
+
+    Gemini 3 on Google's OpenAI-compatible endpoint (a model named ``gemini-3...``): the first tool call of
+    a response carries a thought signature (``extra_content.google.thought_signature``, :meth:`sign` of its
+    id); as Google enforces, a request is refused (400) when an assistant message of the current turn
+    (after the last user message) makes calls whose first does not carry its signature back.
     """
 
     path = "/chat/completions"
@@ -225,9 +230,11 @@ class ChatWire:
         return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
     def check(self, body: Mapping[str, Any]) -> None:
+        messages = [m for m in body.get("messages") or () if isinstance(m, Mapping)]
+        if _gemini3(body):
+            self._check_signed_calls(messages)
         if not _thinks(body):
             return
-        messages = [m for m in body.get("messages") or () if isinstance(m, Mapping)]
         for message in messages:
             for detail in message.get("reasoning_details") or ():
                 if not isinstance(detail, Mapping):
@@ -245,9 +252,29 @@ class ChatWire:
                 "final `assistant` message must start with a thinking block.",
             )
 
+    def _check_signed_calls(self, messages: list[Mapping[str, Any]]) -> None:
+        users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+        for position, message in enumerate(messages[users[-1] + 1 if users else 0 :]):
+            calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+            if not isinstance(calls, list) or not calls or not isinstance(calls[0], Mapping):
+                continue
+            first = calls[0]
+            extra = first.get("extra_content")
+            google = extra.get("google") if isinstance(extra, Mapping) else None
+            signature = google.get("thought_signature") if isinstance(google, Mapping) else None
+            if signature != self.sign(str(first.get("id"))):
+                name = (first.get("function") or {}).get("name")
+                raise Rejection(
+                    400,
+                    "Function call is missing a thought_signature in functionCall parts. This is required for "
+                    f"tools to work correctly. Additional data, function call `default_api:{name}` , position "
+                    f"{position + 1}. please refer to https://ai.google.dev/gemini-api/docs/thought-signatures",
+                )
+
     def events(self, turn: Turn, body: Mapping[str, Any], number: int) -> list[bytes]:
         sign = self.sign if _thinks(body) else None
-        events = [sse(chunk) for chunk in _chunks(turn, body, number, self.usage, sign)]
+        signs_calls = self.sign if _gemini3(body) else None
+        events = [sse(chunk) for chunk in _chunks(turn, body, number, self.usage, sign, signs_calls)]
         events.append(b"data: [DONE]\n\n")
         return events
 
@@ -323,6 +350,11 @@ def claude_prompt(body: Mapping[str, Any]) -> list[tuple[Any, bool]]:
     return blocks
 
 
+def _gemini3(body: Mapping[str, Any]) -> bool:
+    """Whether ``body`` is for Gemini 3 (on Google's endpoint: such models are named so only there)."""
+    return str(body.get("model", "")).startswith("gemini-3")
+
+
 def _thinks(body: Mapping[str, Any]) -> bool:
     """Whether ``body`` asks Claude on OpenRouter to think."""
     return str(body.get("model", "")).removeprefix("~").startswith("anthropic/") and bool(body.get("reasoning"))
@@ -334,10 +366,11 @@ def _chunks(
     number: int,
     usage_of: Callable[[Turn, Mapping[str, Any], int], dict[str, Any]],
     sign: Callable[[str], str] | None = None,
+    signs_calls: Callable[[str], str] | None = None,
 ) -> Iterator[Mapping[str, Any] | str]:
     """The ``chat.completion.chunk`` objects of a streamed ``turn``, shaped like OpenAI's (``usage_of``: the
-    usage of the answer, given its output's tokens; ``sign``: Claude on OpenRouter thinks, see
-    :class:`ChatWire`)."""
+    usage of the answer, given its output's tokens; ``sign``: Claude on OpenRouter thinks; ``signs_calls``:
+    Gemini 3 signs its first call; see :class:`ChatWire`)."""
     base = {"id": f"chatcmpl-scripted-{number}", "object": "chat.completion.chunk", "created": CREATED}
     base["model"] = body.get("model", "")
 
@@ -373,6 +406,8 @@ def _chunks(
             if i == 0 or turn.repeat_name:
                 entry.update(id=call_id, type="function")
                 entry["function"] = {"name": call.name, "arguments": piece}
+            if i == 0 and index == 0 and signs_calls is not None:
+                entry["extra_content"] = {"google": {"thought_signature": signs_calls(call_id)}}
             yield chunk({"tool_calls": [entry]})
     usage = usage_of(turn, body, count)
     finish = chunk({}, _finish_reason(turn))

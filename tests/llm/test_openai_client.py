@@ -244,18 +244,29 @@ def test_claude_named_elsewhere_is_sent_as_any_model() -> None:
     assert body["messages"][0] == SYSTEM
 
 
-def test_reasoning_kept_on_openrouter_goes_back_there_only() -> None:
+def test_what_a_server_wants_back_goes_back_to_it_only() -> None:
+    """Kept under the endpoint's name: OpenRouter's reasoning details and a tool call's extra content go back
+    to the server that sent them, and never to another (the user switched models)."""
     detail = {"type": "reasoning.encrypted", "data": "opaque==", "index": 0}
-    kept = {"role": "assistant", "content": "", "kept_reasoning": {"api": "openrouter", "items": [detail]}}
-    request = ModelRequest([{"role": "user", "content": "hi"}, kept], reasoning_effort="high")
+    signed = {"google": {"thought_signature": "sig=="}}
+    call = {"id": "a", "type": "function", "function": {"name": "glob", "arguments": "{}"}}
+    kept = {"api": f"openai-chat {OPENROUTER}", "items": [{"reasoning_detail": detail}]}
+    kept["items"].append({"tool_call_id": "a", "extra_content": signed})
+    assistant = {"role": "assistant", "content": "", "tool_calls": [call], "kept_reasoning": kept}
+    request = ModelRequest([{"role": "user", "content": "hi"}, assistant], reasoning_effort="high")
     there = OpenAIModel(ModelProfile("o", "O", model="openai/gpt-5", base_url=OPENROUTER, api_key=KEY))
     body = there._body("openai/gpt-5", request)
-    assert body["messages"][1] == {"role": "assistant", "content": "", "reasoning_details": [detail]}
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{**call, "extra_content": signed}],
+        "reasoning_details": [detail],
+    }
     assert body["reasoning"] == {"effort": "high"}  # OpenRouter's one control for every model
     assert "reasoning_effort" not in body
     elsewhere = OpenAIModel(ModelProfile("o", "O", model="gpt-5", base_url="https://llm.example.com/v1", api_key=KEY))
     body = elsewhere._body("gpt-5", request)
-    assert body["messages"][1] == {"role": "assistant", "content": ""}  # another server was never sent it
+    assert body["messages"][1] == {"role": "assistant", "content": "", "tool_calls": [call]}  # never sent it
     assert body["reasoning_effort"] == "high"
 
 

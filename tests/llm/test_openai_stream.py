@@ -1,12 +1,12 @@
-"""Chat Completions chunks read into events (:class:`refagent.llm.openai_stream.Assembler`): OpenRouter's
-``reasoning_details`` gathered into the reasoning the model wants back, in the shape a response that is
-not streamed has."""
+"""Chat Completions chunks read into events (:class:`refagent.llm.openai_stream.Assembler`): what a server
+wants back with the assistant message, kept: OpenRouter's ``reasoning_details`` gathered in the shape a
+response that is not streamed has, and a tool call's ``extra_content`` (Gemini's thought signature)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from refagent.llm.openai_stream import OPENROUTER_REASONING, Assembler
+from refagent.llm.openai_stream import KEPT_API, Assembler
 from refagent.llm.protocol import Finished, KeptReasoning, ModelEvent, ReasoningDelta, ToolCallRequest
 
 
@@ -33,7 +33,9 @@ def test_claudes_thinking_is_gathered_with_its_signature() -> None:
     )
     assert [e.text for e in events if isinstance(e, ReasoningDelta)] == ["Think", " more"]
     [kept] = [e for e in events if isinstance(e, KeptReasoning)]
-    assert kept == KeptReasoning(OPENROUTER_REASONING, ({**TEXT, "text": "Think more", "signature": "sig-1"},))
+    assert kept == KeptReasoning(
+        KEPT_API, ({"reasoning_detail": {**TEXT, "text": "Think more", "signature": "sig-1"}},)
+    )
     kinds = [type(e) for e in events]
     assert kinds.index(ToolCallRequest) < kinds.index(KeptReasoning) < kinds.index(Finished)  # before its end
 
@@ -47,10 +49,27 @@ def test_details_keep_their_order_and_kinds() -> None:
         delta(reasoning_details={"type": "not a list"}),
     )
     [kept] = [e for e in events if isinstance(e, KeptReasoning)]
-    assert kept.items == ({**summary, "summary": "Planned."}, encrypted)
+    assert kept.items == ({"reasoning_detail": {**summary, "summary": "Planned."}}, {"reasoning_detail": encrypted})
 
 
 def test_no_details_no_kept_reasoning() -> None:
     events = read(delta(reasoning_content="hm", content="Hi."))
     assert not [e for e in events if isinstance(e, KeptReasoning)]
     assert events[-1] == Finished("stop")
+
+
+def test_a_tool_calls_extra_content_is_kept_for_it() -> None:
+    """Gemini 3 on Google's endpoint signs the first call of a response: the signature must come back on it."""
+    signed = {"google": {"thought_signature": "sig=="}}
+    assembler = Assembler("openai-chat http://gemini")
+    chunks = [
+        delta(
+            tool_calls=[{"index": 0, "id": "a", "function": {"name": "glob", "arguments": ""}, "extra_content": signed}]
+        ),
+        delta(tool_calls=[{"index": 0, "function": {"arguments": "{}"}}]),
+        delta(tool_calls=[{"index": 1, "id": "b", "function": {"name": "grep", "arguments": "{}"}}]),
+    ]
+    events = [event for chunk in chunks for event in assembler.feed(chunk)] + list(assembler.finish())
+    [kept] = [e for e in events if isinstance(e, KeptReasoning)]
+    assert kept == KeptReasoning("openai-chat http://gemini", ({"tool_call_id": "a", "extra_content": signed},))
+    assert [e.id for e in events if isinstance(e, ToolCallRequest)] == ["a", "b"]
