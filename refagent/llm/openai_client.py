@@ -27,9 +27,9 @@ Requests and provider quirks on the way out (the turn only sees :mod:`refagent.l
 - a server that rejects ``stream_options`` is asked again without it (and never again with it);
 - what a server wants back with an assistant message (:mod:`refagent.llm.openai_stream` gathers it) goes
   back on it, unchanged, to that server only (it is kept under the endpoint's name): OpenRouter's
-  ``reasoning_details`` (Claude's signed thinking, Gemini's and OpenAI's encrypted reasoning) and a tool
-  call's ``extra_content`` (Gemini 3's thought signature on Google's endpoint), which each requires in the
-  tool loop;
+  ``reasoning_details`` (Claude's signed thinking, Gemini's and OpenAI's encrypted reasoning), a tool
+  call's ``extra_content`` (Gemini 3's thought signature on Google's endpoint) and ``reasoning_content``
+  (DeepSeek's thinking), which each requires in the tool loop;
 - a request's reasoning effort goes out as ``reasoning_effort`` (on OpenRouter, ``reasoning.effort``, its
   one control for every model, and for Claude there ``reasoning.max_tokens``, the thinking budget the
   ``anthropic`` kind gives that level, under a ``max_tokens`` that leaves room for the answer; none: the
@@ -524,7 +524,10 @@ def _describe(exc: Exception) -> str:
 
 def _with_kept(message: dict[str, Any], kept: list[dict[str, Any]]) -> dict[str, Any]:
     """An assistant ``message`` with what its server wants back (:mod:`refagent.llm.openai_stream`): its
-    ``reasoning_details``, and each tool call's ``extra_content``, unchanged."""
+    ``reasoning_content``, its ``reasoning_details``, and each tool call's ``extra_content``, unchanged."""
+    thought = next((item["reasoning_content"] for item in kept if isinstance(item.get("reasoning_content"), str)), "")
+    if thought:
+        message = {**message, "reasoning_content": thought}
     details = [item["reasoning_detail"] for item in kept if isinstance(item.get("reasoning_detail"), dict)]
     extras = {
         item["tool_call_id"]: item["extra_content"] for item in kept if isinstance(item.get("extra_content"), dict)

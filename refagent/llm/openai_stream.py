@@ -19,7 +19,9 @@ The contract, provider quirks included:
   encrypted reasoning), gathered by their ``index``, each detail's ``text``, ``summary`` or ``data`` joined
   across chunks and its other fields as last sent (the shape a response that is not streamed has), each an
   item ``{"reasoning_detail": ...}``; and a tool call's ``extra_content`` (Gemini's thought signature, on
-  Google's OpenAI-compatible endpoint), an item ``{"tool_call_id": ..., "extra_content": ...}``;
+  Google's OpenAI-compatible endpoint), an item ``{"tool_call_id": ..., "extra_content": ...}``; and the
+  reasoning that came as ``reasoning_content`` (DeepSeek's thinking, which it requires back in the tool
+  loop; also vLLM's, llama.cpp's, Kimi's), an item ``{"reasoning_content": ...}``;
 - usage may come in the last chunk (with empty ``choices``) or on every chunk: the last one seen wins; its
   cached input tokens are OpenAI's ``prompt_tokens_details.cached_tokens`` (DeepSeek's
   ``prompt_cache_hit_tokens``), those written to the cache OpenRouter's
@@ -92,6 +94,8 @@ class Assembler:
         self.usage: Usage | None = None
         self._text = StreamJoiner()
         self._reasoning = StreamJoiner()
+        self._reasoning_content: list[str] = []
+        """The reasoning that came as ``reasoning_content``, to keep."""
         self.details: dict[int, dict[str, Any]] = {}
         """OpenRouter's reasoning details so far, by index, but their pieces (:attr:`_pieces`)."""
         self._pieces: dict[tuple[int, str], list[str]] = {}
@@ -116,8 +120,11 @@ class Assembler:
             delta = choice.get("delta")
             if not delta:
                 continue
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            own = delta.get("reasoning_content")
+            reasoning = own or delta.get("reasoning")
             if reasoning and isinstance(reasoning, str) and (reasoning := self._reasoning.feed(reasoning)):
+                if own:  # the server's own field: it may want it back (DeepSeek's thinking, in the tool loop)
+                    self._reasoning_content.append(reasoning)
                 yield ReasoningDelta(reasoning)
             content = delta.get("content")
             if content and isinstance(content, str) and (content := self._text.feed(content)):
@@ -173,6 +180,8 @@ class Assembler:
     def finish(self) -> Iterator[ModelEvent]:
         # A high surrogate that ended the stream never got its other half.
         if reasoning := self._reasoning.flush():
+            if self._reasoning_content:
+                self._reasoning_content.append(reasoning)
             yield ReasoningDelta(reasoning)
         if text := self._text.flush():
             yield TextDelta(text)
@@ -192,6 +201,8 @@ class Assembler:
         kept += [
             {"tool_call_id": r.id, "extra_content": c.extra} for r, c in zip(calls, partial, strict=True) if c.extra
         ]
+        if self._reasoning_content:
+            kept.append({"reasoning_content": "".join(self._reasoning_content)})
         if kept:
             yield KeptReasoning(self.kept_api, tuple(kept))
         if self.usage is not None:

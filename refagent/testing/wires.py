@@ -202,6 +202,10 @@ class ChatWire:
     whose conversation ends in tool results is refused (400) unless the assistant message that made the
     calls carries its ``reasoning_details`` back, each signed text unchanged.
 
+    DeepSeek's thinking mode (a model named ``deepseek-reasoner``): as DeepSeek enforces, a request is
+    refused (400) when an assistant message that made tool calls does not carry its ``reasoning_content``
+    back.
+
     Gemini 3 on Google's OpenAI-compatible endpoint (a model named ``gemini-3...``): the first tool call of
     a response carries a thought signature (``extra_content.google.thought_signature``, :meth:`sign` of its
     id); as Google enforces, a request is refused (400) when an assistant message of the current turn
@@ -233,6 +237,14 @@ class ChatWire:
         messages = [m for m in body.get("messages") or () if isinstance(m, Mapping)]
         if _gemini3(body):
             self._check_signed_calls(messages)
+        if body.get("model") == "deepseek-reasoner":
+            for index, message in enumerate(messages):
+                if message.get("tool_calls") and not isinstance(message.get("reasoning_content"), str):
+                    raise Rejection(
+                        400,
+                        f"Missing `reasoning_content` field in the assistant message at message index {index}. For "
+                        "more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls",
+                    )
         if not _thinks(body):
             return
         for message in messages:

@@ -19,6 +19,7 @@ from refagent.llm.openai_client import NO_KEY, OpenAIModel
 from refagent.llm.profiles import ModelProfile
 from refagent.llm.protocol import (
     Finished,
+    KeptReasoning,
     ModelEvent,
     ModelRequest,
     ReasoningDelta,
@@ -105,8 +106,10 @@ async def test_reasoning_sent_in_both_fields_is_yielded_once(model_for: Any) -> 
     chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
     chunks = [{**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": "stop"}]}]
     with serving(Turn(raw_chunks=chunks)) as server:
-        events = await collect(model_for(server))
-    assert events == [ReasoningDelta("hmm"), Finished("stop")]
+        model = model_for(server)
+        events = await collect(model)
+    kept = KeptReasoning(f"openai-chat {server.base_url}", ({"reasoning_content": "hmm"},))  # its own, kept once
+    assert events == [ReasoningDelta("hmm"), kept, Finished("stop")]
 
 
 async def test_tool_calls_are_assembled_from_split_chunks_after_the_text(model_for: Any) -> None:

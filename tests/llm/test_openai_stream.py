@@ -52,8 +52,16 @@ def test_details_keep_their_order_and_kinds() -> None:
     assert kept.items == ({"reasoning_detail": {**summary, "summary": "Planned."}}, {"reasoning_detail": encrypted})
 
 
-def test_no_details_no_kept_reasoning() -> None:
-    events = read(delta(reasoning_content="hm", content="Hi."))
+def test_reasoning_in_the_servers_own_field_is_kept_whole() -> None:
+    """DeepSeek's thinking comes as ``reasoning_content`` and must go back in the tool loop."""
+    events = read(delta(reasoning_content="Let me"), delta(reasoning_content=" see."), delta(content="Hi."))
+    [kept] = [e for e in events if isinstance(e, KeptReasoning)]
+    assert kept.items == ({"reasoning_content": "Let me see."},)
+
+
+def test_reasoning_in_another_field_is_shown_not_kept() -> None:
+    events = read(delta(reasoning="hm"), delta(content="Hi."))  # OpenRouter's and Ollama's plain text
+    assert [e.text for e in events if isinstance(e, ReasoningDelta)] == ["hm"]
     assert not [e for e in events if isinstance(e, KeptReasoning)]
     assert events[-1] == Finished("stop")
 
