@@ -14,14 +14,15 @@ The contract, provider quirks included:
   that are not JSON are passed through raw; complete calls are yielded by :meth:`Assembler.finish`, after
   the stream ends, then the :class:`~refagent.llm.protocol.Usage`, then exactly one ``Finished``;
 - what a server wants back with the assistant message, kept as one
-  :class:`~refagent.llm.protocol.KeptReasoning` (of the API name the adapter gives, its endpoint's), yielded
-  after the tool calls: OpenRouter's ``reasoning_details`` (Claude's signed thinking, OpenAI's and Gemini's
+  :class:`~refagent.llm.protocol.KeptReasoning` (of the API name the adapter gives, its endpoint's):
+  OpenRouter's ``reasoning_details`` (Claude's signed thinking, OpenAI's and Gemini's
   encrypted reasoning), gathered by their ``index``, each detail's ``text``, ``summary`` or ``data`` joined
   across chunks and its other fields as last sent (the shape a response that is not streamed has), each an
   item ``{"reasoning_detail": ...}``; and a tool call's ``extra_content`` (Gemini's thought signature, on
   Google's OpenAI-compatible endpoint), an item ``{"tool_call_id": ..., "extra_content": ...}``; and the
   reasoning that came as ``reasoning_content`` (DeepSeek's thinking, which it requires back in the tool
-  loop; also vLLM's, llama.cpp's, Kimi's), an item ``{"reasoning_content": ...}``;
+  loop; also vLLM's, llama.cpp's, Kimi's), an item ``{"reasoning_content": ...}``; yielded before the
+  tool calls;
 - usage may come in the last chunk (with empty ``choices``) or on every chunk: the last one seen wins; its
   cached input tokens are OpenAI's ``prompt_tokens_details.cached_tokens`` (DeepSeek's
   ``prompt_cache_hit_tokens``), those written to the cache OpenRouter's
@@ -193,7 +194,6 @@ class Assembler:
             )
             for i, c in sorted(self.calls.items())
         ]
-        yield from calls
         for (index, key), pieces in self._pieces.items():
             self.details[index][key] = "".join(pieces)
         kept: list[dict[str, Any]] = [{"reasoning_detail": self.details[i]} for i in sorted(self.details)]
@@ -203,8 +203,9 @@ class Assembler:
         ]
         if self._reasoning_content:
             kept.append({"reasoning_content": "".join(self._reasoning_content)})
-        if kept:
+        if kept:  # before the calls: a turn cancelled between them keeps no call without what it needs back
             yield KeptReasoning(self.kept_api, tuple(kept))
+        yield from calls
         if self.usage is not None:
             yield self.usage
         yield Finished(self._reason(bool(calls)))

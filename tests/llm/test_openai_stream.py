@@ -37,7 +37,7 @@ def test_claudes_thinking_is_gathered_with_its_signature() -> None:
         KEPT_API, ({"reasoning_detail": {**TEXT, "text": "Think more", "signature": "sig-1"}},)
     )
     kinds = [type(e) for e in events]
-    assert kinds.index(ToolCallRequest) < kinds.index(KeptReasoning) < kinds.index(Finished)  # before its end
+    assert kinds.index(KeptReasoning) < kinds.index(ToolCallRequest) < kinds.index(Finished)  # the calls' needs first
 
 
 def test_details_keep_their_order_and_kinds() -> None:
