@@ -23,6 +23,8 @@ The contract, provider quirks included:
   reasoning that came as ``reasoning_content`` (DeepSeek's thinking, which it requires back in the tool
   loop; also vLLM's, llama.cpp's, Kimi's), an item ``{"reasoning_content": ...}``; yielded before the
   tool calls;
+- content may come as a list of chunks (Mistral's): ``text`` ones are text, ``thinking`` ones (Magistral,
+  or a reasoning effort) reasoning;
 - usage may come in the last chunk (with empty ``choices``) or on every chunk: the last one seen wins; its
   cached input tokens are OpenAI's ``prompt_tokens_details.cached_tokens`` (DeepSeek's
   ``prompt_cache_hit_tokens``), those written to the cache OpenRouter's
@@ -130,6 +132,8 @@ class Assembler:
             content = delta.get("content")
             if content and isinstance(content, str) and (content := self._text.feed(content)):
                 yield TextDelta(content)
+            elif isinstance(content, list):  # Mistral's chunks: text, and thinking (Magistral, a reasoning effort)
+                yield from self._chunks(content)
             refusal = delta.get("refusal")
             if refusal and isinstance(refusal, str):
                 self.refused = True
@@ -139,6 +143,22 @@ class Assembler:
                 self._add_call(call)
             for detail in delta.get("reasoning_details") or ():
                 self._add_detail(detail)
+
+    def _chunks(self, content: list[Any]) -> Iterator[ModelEvent]:
+        for part in content:
+            if not isinstance(part, dict):
+                continue
+            if (
+                part.get("type") == "text"
+                and isinstance(text := part.get("text"), str)
+                and (text := self._text.feed(text))
+            ):
+                yield TextDelta(text)
+            elif part.get("type") == "thinking" and isinstance(thinking := part.get("thinking"), list):
+                for piece in thinking:
+                    said = piece.get("text") if isinstance(piece, dict) else None
+                    if isinstance(said, str) and (said := self._reasoning.feed(said)):
+                        yield ReasoningDelta(said)
 
     def _add_detail(self, detail: Any) -> None:
         if not isinstance(detail, dict):  # not a detail: nothing the model could want back

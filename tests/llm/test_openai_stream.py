@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from refagent.llm.openai_stream import KEPT_API, Assembler
-from refagent.llm.protocol import Finished, KeptReasoning, ModelEvent, ReasoningDelta, ToolCallRequest
+from refagent.llm.protocol import Finished, KeptReasoning, ModelEvent, ReasoningDelta, TextDelta, ToolCallRequest
 
 
 def delta(**fields: Any) -> dict[str, Any]:
@@ -81,3 +81,15 @@ def test_a_tool_calls_extra_content_is_kept_for_it() -> None:
     [kept] = [e for e in events if isinstance(e, KeptReasoning)]
     assert kept == KeptReasoning("openai-chat http://gemini", ({"tool_call_id": "a", "extra_content": signed},))
     assert [e.id for e in events if isinstance(e, ToolCallRequest)] == ["a", "b"]
+
+
+def test_mistrals_content_chunks_are_text_and_thinking() -> None:
+    thinking = {"type": "thinking", "thinking": [{"type": "text", "text": "Hmm, "}, {"type": "text", "text": "yes."}]}
+    events = read(
+        delta(content=[thinking]),
+        delta(content=[{"type": "text", "text": "It is "}, "odd", {"type": "image_url"}]),
+        delta(content=[{"type": "text", "text": "42."}]),
+    )
+    assert [e.text for e in events if isinstance(e, ReasoningDelta)] == ["Hmm, ", "yes."]
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["It is ", "42."]
+    assert not [e for e in events if isinstance(e, KeptReasoning)]  # shown, not wanted back
