@@ -347,9 +347,9 @@ class OpenAIModel:
         return messages
 
     def _item(self, message: dict[str, Any]) -> Any:
-        """One message as the API takes it (refagent's own keys dropped, for Chat Completions); on OpenRouter,
-        an assistant message with the reasoning it kept (``reasoning_details``, back unchanged), and for
-        Claude there the system prompt a cache breakpoint."""
+        """One message as the API takes it (refagent's own keys dropped, for Chat Completions): an assistant
+        message with what this server wants back (:func:`_with_kept`), and for Claude on OpenRouter the
+        system prompt a cache breakpoint."""
         sent = wire_message(message)
         if self._cached_claude and sent.get("role") == "system" and isinstance(sent.get("content"), str):
             return {**sent, "content": [{"type": "text", "text": sent["content"], "cache_control": EPHEMERAL}]}
@@ -529,15 +529,17 @@ def _with_kept(message: dict[str, Any], kept: list[dict[str, Any]]) -> dict[str,
     if thought:
         message = {**message, "reasoning_content": thought}
     details = [item["reasoning_detail"] for item in kept if isinstance(item.get("reasoning_detail"), dict)]
-    extras = {
-        item["tool_call_id"]: item["extra_content"] for item in kept if isinstance(item.get("extra_content"), dict)
+    extras = {  # read back from a session's records, which may be anything: strings as keys only
+        item["tool_call_id"]: item["extra_content"]
+        for item in kept
+        if isinstance(item.get("tool_call_id"), str) and isinstance(item.get("extra_content"), dict)
     }
     sent = {**message, "reasoning_details": details} if details else dict(message)
     calls = message.get("tool_calls")
     if extras and isinstance(calls, list):
         sent["tool_calls"] = [
             {**call, "extra_content": extras[call["id"]]}
-            if isinstance(call, dict) and call.get("id") in extras
+            if isinstance(call, dict) and isinstance(call.get("id"), str) and call["id"] in extras
             else call
             for call in calls
         ]

@@ -273,6 +273,17 @@ def test_what_a_server_wants_back_goes_back_to_it_only() -> None:
     assert body["reasoning_effort"] == "high"
 
 
+def test_what_is_kept_read_back_from_a_bad_record_is_left_out() -> None:
+    """A session's records may hold anything: kept items of the wrong shape are not sent, and never fail."""
+    call = {"id": ["not", "a", "string"], "type": "function", "function": {"name": "glob", "arguments": "{}"}}
+    items = [{"tool_call_id": ["x"], "extra_content": {}}, {"reasoning_content": 7}, {"reasoning_detail": "x"}, 5]
+    kept = {"api": f"openai-chat {OPENROUTER}", "items": items}
+    assistant = {"role": "assistant", "content": "", "tool_calls": [call], "kept_reasoning": kept}
+    model = OpenAIModel(ModelProfile("o", "O", model="openai/gpt-5", base_url=OPENROUTER, api_key=KEY))
+    body = model._body("openai/gpt-5", ModelRequest([{"role": "user", "content": "hi"}, assistant]))
+    assert body["messages"][1] == {"role": "assistant", "content": "", "tool_calls": [call]}
+
+
 async def test_claudes_cache_on_openrouter_is_written_then_read(models: list[OpenAIModel]) -> None:
     """Through the scripted server's rule for Claude on OpenRouter: the first request writes the prompt
     (OpenRouter's ``cache_write_tokens``), the next reads it (``cached_tokens``)."""
