@@ -24,7 +24,8 @@ Requests and provider quirks on the way out (the turn only sees :mod:`refagent.l
   (``cache_control`` on the body: a breakpoint at its last block, the moving end, found again by the next
   step's within Anthropic's 20 blocks) and the system prompt carries a breakpoint of its own (so a step
   that adds more than 20 blocks still reads the tools and the system prompt from the cache);
-- a server that rejects ``stream_options`` is asked again without it (and never again with it);
+- a server that rejects ``stream_options`` is asked again without it (and never again with it), and so is
+  one that refuses what a server added to its answers (below) as a field it does not know;
 - what a server wants back with an assistant message (:mod:`refagent.llm.openai_stream` gathers it) goes
   back on it, unchanged, to that server only (it is kept under the endpoint's name): OpenRouter's
   ``reasoning_details`` (Claude's signed thinking, Gemini's and OpenAI's encrypted reasoning), a tool
@@ -181,6 +182,8 @@ class OpenAIModel:
         self._openrouter = is_openrouter(profile)
         self._kept_api = f"{KEPT_API} {profile.endpoint}"
         """What the server wants back is kept under its endpoint's name: another server is never sent it."""
+        self._send_kept = True
+        """Whether it is sent back (not to a server that refused it as unknown: :meth:`_drop_rejected`)."""
         self._cached_claude = False
         """Whether the messages are written for Claude on OpenRouter (:meth:`_item`)."""
         self._encoded = EncodedMessages(self._item, spread=self.spread)
@@ -301,9 +304,15 @@ class OpenAIModel:
 
     def _drop_rejected(self, exc: Exception) -> bool:
         """Whether ``exc`` refused an optional part of the request the adapter can do without; it then
-        leaves it out from now on, and the request is sent again at once (``stream_options`` here)."""
+        leaves it out from now on, and the request is sent again at once (``stream_options``, and what the
+        server added to its answers, which a server that names such a field as unknown does not take)."""
         if self._stream_options and _rejects_stream_options(exc):
             self._stream_options = False
+            return True
+        if self._send_kept and _rejects_kept(exc):
+            log.warning("%s does not take back what it added to its answers: sent without it from now on", self.url)
+            self._send_kept = False
+            self._encoded = EncodedMessages(self._item, spread=self.spread)  # each message made again, without
             return True
         return False
 
@@ -353,7 +362,7 @@ class OpenAIModel:
         sent = wire_message(message)
         if self._cached_claude and sent.get("role") == "system" and isinstance(sent.get("content"), str):
             return {**sent, "content": [{"type": "text", "text": sent["content"], "cache_control": EPHEMERAL}]}
-        kept = kept_reasoning(message, self._kept_api)
+        kept = kept_reasoning(message, self._kept_api) if self._send_kept else []
         return _with_kept(sent, kept) if kept else sent
 
     def _claude_on_openrouter(self, model: str) -> bool:
@@ -489,6 +498,17 @@ async def _close(response: _Closeable) -> None:
 def _rejects_stream_options(exc: Exception) -> bool:
     status = getattr(exc, "status_code", None)
     return status in (400, 422) and "stream_options" in f"{getattr(exc, 'body', '')} {exc}"
+
+
+_KEPT_FIELDS = ("reasoning_content", "reasoning_details", "extra_content")
+
+
+def _rejects_kept(exc: Exception) -> bool:
+    """Whether ``exc`` refuses a field of what the server added to its answers as unknown (not as missing:
+    DeepSeek's thinking mode refuses a message without its ``reasoning_content``)."""
+    status = getattr(exc, "status_code", None)
+    said = f"{getattr(exc, 'body', '')} {exc}"
+    return status in (400, 422) and any(name in said for name in _KEPT_FIELDS) and "missing" not in said.lower()
 
 
 def _rejects_reasoning_effort(exc: Exception, param: str) -> bool:

@@ -78,7 +78,9 @@ class ScriptedOpenAIServer:
     Without a fallback, a request past the end of the script gets a 400 saying so (not retried by clients,
     so a test fails fast). ``api_key``: if set, requests must carry ``Authorization: Bearer <api_key>`` or
     get a 401. ``reject_stream_options``: answer 400 to requests that send ``stream_options`` (without
-    consuming a turn), like servers that predate it.
+    consuming a turn), like servers that predate it. ``reject_message_fields``: answer 400 to requests with
+    a message that carries one of these fields (without consuming a turn), like a strict server that does
+    not know another's extensions.
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class ScriptedOpenAIServer:
         fallback: Turn | None = None,
         api_key: str | None = None,
         reject_stream_options: bool = False,
+        reject_message_fields: Sequence[str] = (),
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -97,6 +100,7 @@ class ScriptedOpenAIServer:
         self._fallback = fallback
         self.api_key = api_key
         self.reject_stream_options = reject_stream_options
+        self.reject_message_fields = tuple(reject_message_fields)
         self._requests: list[RecordedRequest] = []
         self._served = 0
         self._lock = threading.Lock()
@@ -278,6 +282,12 @@ class _Handler(BaseHTTPRequestHandler):
             raise Rejection(401, "Incorrect API key provided.", "authentication_error")
         if self.scripted.reject_stream_options and "stream_options" in body:
             raise Rejection(400, "Unrecognized request argument supplied: stream_options")
+        for index, message in enumerate(body.get("messages") or ()):
+            unknown = [f for f in self.scripted.reject_message_fields if isinstance(message, dict) and f in message]
+            if unknown:
+                raise Rejection(
+                    400, f"Additional properties are not allowed ('{unknown[0]}' was unexpected) - 'messages.{index}'"
+                )
         wire.check(body)
         number, turn = self.scripted._next_turn(body)
         if turn is None:

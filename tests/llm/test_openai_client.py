@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from refagent.errors import ModelAuthError, ModelError
-from refagent.llm.openai_client import NO_KEY, OpenAIModel
+from refagent.llm.openai_client import NO_KEY, OpenAIModel, _rejects_kept
 from refagent.llm.profiles import ModelProfile
 from refagent.llm.protocol import (
     Finished,
@@ -361,6 +361,46 @@ async def test_a_server_that_rejects_stream_options_is_asked_again_without(model
     assert not retries(first)
     assert [("stream_options" in r.body) for r in server.chat_requests] == [True, False, False]
     assert Usage in {type(e) for e in first}
+
+
+async def test_a_server_that_refuses_its_own_reasoning_back_is_asked_again_without(model_for: Any) -> None:
+    """A strict server that names ``reasoning_content`` as unknown gets the request again without what it
+    added to its answers, and never again with it; the turn does not fail."""
+    call = ToolCall("glob", {"pattern": "*"})
+    turns = (Turn(reasoning="look", tool_calls=[call]), Turn(reasoning="so", text="done"), Turn(text="more"))
+    with serving(*turns, reject_message_fields=("reasoning_content",)) as server:
+        model = model_for(server)
+        first = [e for e in await collect(model) if isinstance(e, KeptReasoning | ToolCallRequest)]
+        kept, made = first
+        assert isinstance(kept, KeptReasoning)
+        assert isinstance(made, ToolCallRequest)
+        assistant = {"role": "assistant", "content": "", "kept_reasoning": {"api": kept.api, "items": list(kept.items)}}
+        assistant["tool_calls"] = [{"id": made.id, "type": "function", "function": {"name": "glob", "arguments": "{}"}}]
+        history = [
+            {"role": "user", "content": "hi"},
+            assistant,
+            {"role": "tool", "tool_call_id": made.id, "content": "a"},
+        ]
+        second = await collect(model, ModelRequest(history))
+        third = await collect(model, ModelRequest([*history, {"role": "assistant", "content": "done"}, *HI.messages]))
+    assert texts(second) == ["done"]
+    assert texts(third) == ["more"]
+    assert not retries(second)
+    sent = [any("reasoning_content" in m for m in r.body["messages"]) for r in server.chat_requests]
+    assert sent == [False, True, False, False]  # refused once, then never sent
+
+
+class Refused(Exception):
+    status_code = 400
+
+
+def test_only_a_field_refused_as_unknown_is_left_out() -> None:
+    """DeepSeek's thinking mode refuses a message *without* its ``reasoning_content``: never a reason to stop
+    sending it."""
+    assert _rejects_kept(Refused("Additional properties are not allowed ('reasoning_content' was unexpected)"))
+    assert _rejects_kept(Refused("Unknown name \"extra_content\" at 'messages[1].tool_calls[0]'"))
+    assert not _rejects_kept(Refused("Missing `reasoning_content` field in the assistant message at message index 2"))
+    assert not _rejects_kept(Refused("model not found"))
 
 
 async def test_a_reasoning_effort_is_sent_as_reasoning_effort(model_for: Any) -> None:
