@@ -13,16 +13,16 @@ The contract, provider quirks included:
   (or id) repeated in every chunk is not concatenated; the id may come only on the first chunk; arguments
   that are not JSON are passed through raw; complete calls are yielded by :meth:`Assembler.finish`, after
   the stream ends, then the :class:`~refagent.llm.protocol.Usage`, then exactly one ``Finished``;
-- what a server wants back with the assistant message, kept as one
-  :class:`~refagent.llm.protocol.KeptReasoning` (of the API name the adapter gives, its endpoint's):
-  OpenRouter's ``reasoning_details`` (Claude's signed thinking, OpenAI's and Gemini's
-  encrypted reasoning), gathered by their ``index``, each detail's ``text``, ``summary`` or ``data`` joined
-  across chunks and its other fields as last sent (the shape a response that is not streamed has), each an
-  item ``{"reasoning_detail": ...}``; and a tool call's ``extra_content`` (Gemini's thought signature, on
-  Google's OpenAI-compatible endpoint), an item ``{"tool_call_id": ..., "extra_content": ...}``; and the
-  reasoning that came as ``reasoning_content`` (DeepSeek's thinking, which it requires back in the tool
-  loop; also vLLM's, llama.cpp's, Kimi's), an item ``{"reasoning_content": ...}``; yielded before the
-  tool calls;
+- what the server wants back with the assistant message is kept: one
+  :class:`~refagent.llm.protocol.KeptReasoning` (under the API name the adapter gives, its endpoint's),
+  yielded just before the tool calls, whose items are OpenRouter's ``reasoning_details`` (Claude's signed
+  thinking, OpenAI's and Gemini's encrypted reasoning), each ``{"reasoning_detail": ...}``, gathered by
+  their ``index``, each detail's ``text``, ``summary`` or ``data`` joined across chunks and its other
+  fields as last sent (the shape a response that is not streamed has); a tool call's ``extra_content``
+  (Gemini's thought signature, on Google's OpenAI-compatible endpoint), ``{"tool_call_id": ...,
+  "extra_content": ...}``; and the reasoning that came as ``reasoning_content`` (DeepSeek's thinking,
+  which it requires back in the tool loop; also vLLM's, llama.cpp's, Kimi's), ``{"reasoning_content":
+  ...}``;
 - content may come as a list of chunks (Mistral's): ``text`` ones are text, ``thinking`` ones (Magistral,
   or a reasoning effort) reasoning;
 - usage may come in the last chunk (with empty ``choices``) or on every chunk: the last one seen wins; its
