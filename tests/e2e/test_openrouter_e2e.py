@@ -15,7 +15,7 @@ import pytest
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
 from refagent.testing.wires import ChatWire
 from tests.support.helpers_process import AgentProcess, agent_env
-from tests.support.process_sessions import prompt, said
+from tests.support.process_sessions import plan_in_parts, prompt, said
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -38,15 +38,7 @@ def env_for(tmp_path: Path, server: ScriptedOpenAIServer, config_text: str = "")
 async def test_a_long_tool_loop_on_claude_reads_its_prompt_from_the_cache(tmp_path: Path, check: Any) -> None:
     project = tmp_path / "project"
     project.mkdir()
-    for step in range(STEPS - 1):
-        # Each a few hundred tokens: what a step adds outweighs the system prompt and tools by the end, so
-        # that only reading the previous step's write (not the system prompt's alone) makes the 80%.
-        (project / f"part{step}.txt").write_text("".join(f"part {step}, line {n} of the plan\n" for n in range(60)))
-    steps = [
-        Turn(reasoning=f"Next, part {step}.", tool_calls=[ToolCall("read_file", {"path": f"part{step}.txt"})])
-        for step in range(STEPS - 1)
-    ]
-    with ScriptedOpenAIServer([*steps, Turn(text="I have read every part.")], api_key=KEY) as server:
+    with ScriptedOpenAIServer(plan_in_parts(project, STEPS), api_key=KEY) as server:
         async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
             await agent.initialize()
             sid = await agent.new_session(project)

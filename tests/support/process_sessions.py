@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from refagent.testing.openai_server import ScriptedOpenAIServer
+from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
 from tests.support.helpers_process import AgentProcess, agent_env
 
 KEY = "sk-test-key"
@@ -100,3 +100,17 @@ async def prompted_sessions(tmp_path: Path, check: Any, env: dict[str, str], *pl
             await agent.result("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
             ids.append(sid)
     return ids
+
+
+def plan_in_parts(project: Path, steps: int) -> list[Turn]:
+    """A tool loop of ``steps`` requests over ``project``: a file for each step but the last, read with a
+    thought, then an answer. Each file is a few hundred tokens: what a step adds outweighs the system prompt
+    and tools by the end, so that a prompt cache's 80% needs each step to read the previous step's write,
+    not the system prompt's alone."""
+    for step in range(steps - 1):
+        (project / f"part{step}.txt").write_text("".join(f"part {step}, line {n} of the plan\n" for n in range(60)))
+    reads = [
+        Turn(reasoning=f"Next, part {step}.", tool_calls=[ToolCall("read_file", {"path": f"part{step}.txt"})])
+        for step in range(steps - 1)
+    ]
+    return [*reads, Turn(text="I have read every part.")]
