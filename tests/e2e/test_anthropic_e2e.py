@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from refagent.testing.anthropic_wire import AnthropicWire
-from refagent.testing.openai_server import RecordedRequest, ScriptedOpenAIServer, ToolCall, Turn
+from refagent.testing.openai_server import RecordedRequest, ScriptedOpenAIServer
 from tests.support.helpers_process import AgentProcess, agent_env
-from tests.support.process_sessions import plan_in_parts, prompt, said
+from tests.support.process_sessions import notes_read_with_thinking, plan_in_parts, prompt, said
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -55,11 +55,7 @@ def wire(server: ScriptedOpenAIServer) -> AnthropicWire:
 async def test_thinking_streams_as_thoughts_and_goes_back_signed_in_the_tool_loop(tmp_path: Path, check: Any) -> None:
     project = tmp_path / "project"
     project.mkdir()
-    (project / "notes.txt").write_text("remember the milk\n")
-    turns = [
-        Turn(reasoning="I should read the notes.", tool_calls=[ToolCall("read_file", {"path": "notes.txt"})]),
-        Turn(reasoning="They mention milk.", text="It says to remember the milk."),
-    ]
+    turns = notes_read_with_thinking(project)
     with ScriptedOpenAIServer(turns, api_key=KEY) as server:
         async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
             await agent.initialize()

@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
-from refagent.testing.wires import ChatWire
+from refagent.testing.openai_server import ScriptedOpenAIServer
 from tests.support.helpers_process import AgentProcess, agent_env
-from tests.support.process_sessions import plan_in_parts, prompt, said
+from tests.support.process_sessions import chat_wire, notes_read_with_thinking, plan_in_parts, prompt, said
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -43,8 +42,7 @@ async def test_a_long_tool_loop_on_claude_reads_its_prompt_from_the_cache(tmp_pa
             await agent.initialize()
             sid = await agent.new_session(project)
             result, shown = await prompt(agent, sid, "read every part of the plan")
-        wire = server.wire("/chat/completions")
-        assert isinstance(wire, ChatWire)
+        wire = chat_wire(server)
         usages = wire.usages
         bodies = [r.body for r in server.chat_requests]
     assert result["stopReason"] == "end_turn"
@@ -85,18 +83,13 @@ async def test_claudes_thinking_streams_as_thoughts_and_goes_back_signed(tmp_pat
     does."""
     project = tmp_path / "project"
     project.mkdir()
-    (project / "notes.txt").write_text("remember the milk\n")
-    turns = [
-        Turn(reasoning="I should read the notes.", tool_calls=[ToolCall("read_file", {"path": "notes.txt"})]),
-        Turn(reasoning="They mention milk.", text="It says to remember the milk."),
-    ]
+    turns = notes_read_with_thinking(project)
     with ScriptedOpenAIServer(turns, api_key=KEY) as server:
         async with AgentProcess.start(tmp_path, check=check, env=env_for(tmp_path, server)) as agent:
             await agent.initialize()
             sid = await agent.new_session(project)
             result, shown = await prompt(agent, sid, "read my notes")
-        wire = server.wire("/chat/completions")
-        assert isinstance(wire, ChatWire)
+        wire = chat_wire(server)
         signature = wire.sign("I should read the notes.")
         bodies = [r.body for r in server.chat_requests]
     assert result["stopReason"] == "end_turn"

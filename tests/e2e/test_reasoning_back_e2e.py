@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
-from refagent.testing.wires import ChatWire
 from tests.support.helpers_process import AgentProcess, agent_env
-from tests.support.process_sessions import load, prompt, said
+from tests.support.process_sessions import chat_wire, load, prompt, said
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -63,8 +62,7 @@ async def test_gemini_3s_thought_signatures_go_back_with_their_calls(tmp_path: P
             await load(agent, sid, project)
             result, shown = await prompt(agent, sid, "once more")
         assert said(shown) == "Again."  # not refused
-        wire = server.wire("/chat/completions")
-        assert isinstance(wire, ChatWire)
+        wire = chat_wire(server)
         bodies = [r.body for r in server.chat_requests]
     assert len(bodies) == 5
     calls = [m["tool_calls"] for m in bodies[2]["messages"] if m.get("tool_calls")]

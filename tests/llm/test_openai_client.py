@@ -30,8 +30,8 @@ from refagent.llm.protocol import (
 )
 from refagent.llm.retry import RetryPolicy
 from refagent.testing.openai_server import Fault, ScriptedOpenAIServer, ToolCall, Turn
-from refagent.testing.wires import ChatWire
 from tests.support.model_streams import FAST, HI, collect, collect_failing, retries, texts
+from tests.support.process_sessions import chat_wire
 
 pytestmark = pytest.mark.anyio
 
@@ -288,8 +288,7 @@ async def test_claudes_cache_on_openrouter_is_written_then_read(models: list[Ope
     """Through the scripted server's rule for Claude on OpenRouter: the first request writes the prompt
     (OpenRouter's ``cache_write_tokens``), the next reads it (``cached_tokens``)."""
     with serving(Turn(text="a"), Turn(text="b")) as server:
-        wire = server.wire("/chat/completions")
-        assert isinstance(wire, ChatWire)
+        wire = chat_wire(server)
         wire.claude_cache.minimum = 1  # a short prompt: cached all the same
         url = server.base_url
         model = OpenAIModel(ModelProfile("openrouter", "OR", model="anthropic/claude-test", base_url=url, api_key=KEY))

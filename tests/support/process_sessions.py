@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from refagent.testing.openai_server import ScriptedOpenAIServer, ToolCall, Turn
+from refagent.testing.wires import ChatWire
 from tests.support.helpers_process import AgentProcess, agent_env
 
 KEY = "sk-test-key"
@@ -114,3 +115,20 @@ def plan_in_parts(project: Path, steps: int) -> list[Turn]:
         for step in range(steps - 1)
     ]
     return [*reads, Turn(text="I have read every part.")]
+
+
+def chat_wire(server: ScriptedOpenAIServer) -> ChatWire:
+    """The scripted server's Chat Completions wire (its usages, its signatures)."""
+    found = server.wire("/chat/completions")
+    assert isinstance(found, ChatWire)
+    return found
+
+
+def notes_read_with_thinking(project: Path) -> list[Turn]:
+    """A project with ``notes.txt``, and a model that thinks before it reads them and before it answers: the
+    tool loop in which a thinking model's reasoning must come back, signed ("I should read the notes.")."""
+    (project / "notes.txt").write_text("remember the milk\n")
+    return [
+        Turn(reasoning="I should read the notes.", tool_calls=[ToolCall("read_file", {"path": "notes.txt"})]),
+        Turn(reasoning="They mention milk.", text="It says to remember the milk."),
+    ]
